@@ -1,0 +1,291 @@
+"""One catalog connection, two engines: the declarative connection mapping.
+
+An ``iceberg_catalog`` Airflow connection describes a catalog once. This module
+turns it into
+
+* the properties for :func:`pyiceberg.catalog.load_catalog` (Airflow side), and
+* the ``spark.sql.catalog.<name>.*`` configuration for Spark's ``SparkCatalog``,
+  split into *public* conf (safe on the spark-submit command line) and *secret*
+  conf (only ever written to a 0600 properties file).
+
+The mapping is pure data-in/data-out so it can be unit-tested without Airflow,
+Spark or a catalog. Connection fields:
+
+============  =================================================================
+field         meaning
+============  =================================================================
+host          catalog URI: SQLAlchemy URL (``sql``), REST endpoint (``rest``),
+              thrift URI (``hive``); unused for ``glue``
+login         database user (``sql``), OAuth client id (``rest``), AWS access
+              key id (``glue``)
+password      database password, OAuth client secret or bearer token (``rest``
+              without login), AWS secret key (``glue``) — a secret
+extra         ``catalog_type`` (sql | rest | glue | hive), ``catalog_name``,
+              ``warehouse``, ``properties`` (dict of Iceberg catalog / FileIO
+              properties passed to both engines, e.g. ``s3.endpoint``),
+              ``spark_properties`` (dict of Spark-only catalog properties)
+============  =================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from airflow_iceberg_provider._validation import NAME_RE
+from airflow_iceberg_provider.exceptions import IcebergConnectionError
+
+CATALOG_TYPES = ("sql", "rest", "glue", "hive")
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+
+#: Property keys whose values are secrets, wherever they appear.
+_SECRET_KEY_RE = re.compile(r"(secret|password|token|credential|session|private|access-key-id)", re.I)
+
+#: SQLAlchemy dialect -> JDBC sub-protocol for the SQL catalog.
+_JDBC_DIALECTS = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql", "mysql": "mysql"}
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a property key names a secret (never logged, never on argv)."""
+    return bool(_SECRET_KEY_RE.search(key))
+
+
+@dataclass(frozen=True)
+class SparkCatalogConf:
+    """Spark configuration for one catalog, split by sensitivity."""
+
+    public: dict[str, str]
+    secret: dict[str, str]
+
+    def all(self) -> dict[str, str]:
+        return {**self.public, **self.secret}
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Engine-neutral description of a catalog, built from an Airflow connection."""
+
+    catalog_type: str
+    catalog_name: str
+    uri: str | None = None
+    warehouse: str | None = None
+    login: str | None = None
+    password: str | None = field(default=None, repr=False)
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    spark_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_connection_fields(
+        cls,
+        *,
+        conn_id: str,
+        host: str | None,
+        login: str | None,
+        password: str | None,
+        extra: Mapping[str, Any],
+    ) -> CatalogConfig:
+        """Validate the connection's fields and build the config; errors name the fix."""
+
+        def _get(name: str) -> Any:
+            # The UI stores conn-fields as plain keys; older UIs prefix them.
+            return extra.get(name, extra.get(f"extra__iceberg_catalog__{name}"))
+
+        ctype = (_get("catalog_type") or "").strip().lower()
+        if ctype not in CATALOG_TYPES:
+            raise IcebergConnectionError(
+                f"Connection {conn_id!r}: catalog_type={ctype or None!r} is not supported; set the "
+                f"extra field catalog_type to one of {', '.join(CATALOG_TYPES)}."
+            )
+        name = _get("catalog_name") or "lakehouse"
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise IcebergConnectionError(
+                f"Connection {conn_id!r}: catalog_name={name!r} is not a valid name; use "
+                "[A-Za-z_][A-Za-z0-9_]* (it must be identical for Spark and pyiceberg)."
+            )
+        warehouse = _get("warehouse") or None
+        properties = _as_str_dict(_get("properties"), f"Connection {conn_id!r} extra 'properties'")
+        spark_properties = _as_str_dict(
+            _get("spark_properties"), f"Connection {conn_id!r} extra 'spark_properties'"
+        )
+        uri = host or properties.pop("uri", None) or None
+        cfg = cls(
+            catalog_type=ctype,
+            catalog_name=name,
+            uri=uri,
+            warehouse=warehouse,
+            login=login or None,
+            password=password or None,
+            properties=properties,
+            spark_properties=spark_properties,
+        )
+        cfg._check(conn_id)
+        return cfg
+
+    def _check(self, conn_id: str) -> None:
+        where = f"Connection {conn_id!r} (catalog_type={self.catalog_type})"
+        if self.catalog_type in ("sql", "rest", "hive") and not self.uri:
+            example = {
+                "sql": "sqlite:////abs/path/catalog.db or postgresql+psycopg2://host:5432/db",
+                "rest": "http://127.0.0.1:8181",
+                "hive": "thrift://metastore:9083",
+            }[self.catalog_type]
+            raise IcebergConnectionError(f"{where}: the catalog URI is missing; set host to e.g. {example}.")
+        if self.catalog_type in ("sql", "glue") and not self.warehouse:
+            raise IcebergConnectionError(
+                f"{where}: warehouse is missing; set the extra field warehouse to the table root, "
+                "e.g. file:///abs/warehouse or s3://bucket/warehouse."
+            )
+        if self.catalog_type == "sql":
+            self._jdbc_parts(where)
+            if self.warehouse and self.warehouse.startswith("/"):
+                raise IcebergConnectionError(
+                    f"{where}: warehouse={self.warehouse!r} must be a URI; use 'file://{self.warehouse}' "
+                    "so Spark and pyiceberg resolve the same location."
+                )
+
+    # ------------------------------------------------------------- pyiceberg
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """Properties for ``pyiceberg.catalog.load_catalog(catalog_name, **props)``."""
+        props: dict[str, str] = {"type": self.catalog_type, **self.properties}
+        if self.warehouse:
+            props["warehouse"] = self.warehouse
+        if self.catalog_type == "sql":
+            props["uri"] = self._sqlalchemy_url_with_credentials()
+        elif self.catalog_type == "rest":
+            props["uri"] = str(self.uri)
+            props.update(self._rest_auth())
+        elif self.catalog_type == "hive":
+            props["uri"] = str(self.uri)
+        elif self.catalog_type == "glue":
+            if self.login:
+                props.setdefault("glue.access-key-id", self.login)
+                props.setdefault("client.access-key-id", self.login)
+            if self.password:
+                props.setdefault("glue.secret-access-key", self.password)
+                props.setdefault("client.secret-access-key", self.password)
+        return props
+
+    # ----------------------------------------------------------------- Spark
+    def spark_conf(self) -> SparkCatalogConf:
+        """``spark.sql.*`` configuration for the same catalog under the same name."""
+        prefix = f"spark.sql.catalog.{self.catalog_name}"
+        public: dict[str, str] = {
+            "spark.sql.extensions": ICEBERG_EXTENSIONS,
+            prefix: SPARK_CATALOG_CLASS,
+        }
+        secret: dict[str, str] = {}
+
+        def put(key: str, value: str | None) -> None:
+            if value is None:
+                return
+            (secret if is_secret_key(key) else public)[f"{prefix}.{key}"] = value
+
+        if self.warehouse:
+            put("warehouse", self.warehouse)
+        if self.catalog_type == "sql":
+            dialect, jdbc_url = self._jdbc_parts(f"catalog {self.catalog_name!r}")
+            put("type", "jdbc")
+            put("uri", jdbc_url)
+            put("jdbc.schema-version", "V1")
+            if dialect != "sqlite":
+                user, pwd = self._db_credentials()
+                put("jdbc.user", user)
+                if pwd is not None:
+                    secret[f"{prefix}.jdbc.password"] = pwd
+        elif self.catalog_type == "rest":
+            put("type", "rest")
+            put("uri", str(self.uri))
+            for key, value in self._rest_auth().items():
+                secret[f"{prefix}.{key}"] = value
+        elif self.catalog_type == "hive":
+            put("type", "hive")
+            put("uri", str(self.uri))
+        elif self.catalog_type == "glue":
+            put("type", "glue")
+            if self.login:
+                secret[f"{prefix}.client.access-key-id"] = self.login
+            if self.password:
+                secret[f"{prefix}.client.secret-access-key"] = self.password
+        if self.warehouse and self.warehouse.startswith(("s3://", "s3a://")):
+            put("io-impl", S3_FILE_IO)
+        for key, value in {**self.properties, **self.spark_properties}.items():
+            put(key, value)
+        return SparkCatalogConf(public=public, secret=secret)
+
+    def secret_values(self) -> list[str]:
+        """Every secret value this config carries (for log masking and tests)."""
+        values = [self.password] if self.password else []
+        values += [v for k, v in {**self.properties, **self.spark_properties}.items() if is_secret_key(k)]
+        return [v for v in values if v]
+
+    # --------------------------------------------------------------- helpers
+    def _jdbc_parts(self, where: str) -> tuple[str, str]:
+        """Map the SQLAlchemy URL to (dialect, JDBC URL without credentials)."""
+        url = str(self.uri or "")
+        parts = urlsplit(url)
+        dialect = parts.scheme.split("+", 1)[0].lower()
+        if dialect not in _JDBC_DIALECTS:
+            raise IcebergConnectionError(
+                f"{where}: URI scheme {parts.scheme!r} is not a supported SQL catalog database; use "
+                "sqlite:////abs/path/catalog.db, postgresql+psycopg2://host:port/db or mysql+pymysql://…"
+            )
+        if dialect == "sqlite":
+            path = url.split(":///", 1)[1] if ":///" in url else ""
+            if not path.startswith("/") or path == "/:memory:" or ":memory:" in path:
+                raise IcebergConnectionError(
+                    f"{where}: SQLite catalog URI {url!r} must name an absolute file path "
+                    "(sqlite:////abs/path/catalog.db, four slashes); in-memory or relative databases "
+                    "cannot be shared between Spark and pyiceberg."
+                )
+            return dialect, f"jdbc:sqlite:{path}"
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+        query = f"?{parts.query}" if parts.query else ""
+        return dialect, f"jdbc:{_JDBC_DIALECTS[dialect]}://{host}{port}{parts.path}{query}"
+
+    def _db_credentials(self) -> tuple[str | None, str | None]:
+        parts = urlsplit(str(self.uri or ""))
+        user = self.login or (unquote(parts.username) if parts.username else None)
+        pwd = self.password or (unquote(parts.password) if parts.password else None)
+        return user, pwd
+
+    def _sqlalchemy_url_with_credentials(self) -> str:
+        url = str(self.uri)
+        parts = urlsplit(url)
+        if parts.scheme.startswith("sqlite"):
+            return url
+        user, pwd = self._db_credentials()
+        if not user:
+            return url
+        auth = quote(user, safe="") + (f":{quote(pwd, safe='')}" if pwd else "")
+        host = parts.hostname or "localhost"
+        netloc = f"{auth}@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    def _rest_auth(self) -> dict[str, str]:
+        if self.login and self.password:
+            return {"credential": f"{self.login}:{self.password}"}
+        if self.password:
+            return {"token": self.password}
+        return {}
+
+
+def _as_str_dict(value: Any, what: str) -> dict[str, str]:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError as err:
+            raise IcebergConnectionError(f"{what} is not valid JSON: {err}; pass an object.") from err
+    if not isinstance(value, Mapping):
+        raise IcebergConnectionError(f"{what} must be a JSON object of string properties.")
+    return {str(k): str(v) for k, v in value.items()}

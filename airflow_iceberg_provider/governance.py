@@ -1,0 +1,159 @@
+"""Governance tables: the provider's audit trail, kept in the lake itself.
+
+Three Iceberg tables live in one namespace (``governance`` by default):
+
+``ledger``
+    One row per provider operation (Spark job or metadata operation): what ran,
+    for which Airflow task try, on which table and ref, snapshot before/after,
+    status and metrics. A Spark job that commits nothing to the target table
+    still writes its ledger row, so the Airflow side always has a result to read.
+``audit_results``
+    One row per audit check evaluated on a WAP branch.
+``erasure_evidence``
+    One row per erasure request per table (salted subject hash only).
+
+The schemas are defined here once. The Airflow side creates the tables with
+pyiceberg before a job is submitted; Spark jobs append rows using the table's
+own schema, so the column list is never duplicated in job code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_GOVERNANCE_NAMESPACE = "governance"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # one of: string, long, int, double, boolean, timestamptz
+    required: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class GovernanceTable:
+    name: str
+    columns: Sequence[Column]
+    doc: str
+
+
+_AIRFLOW_COLUMNS = (
+    Column("dag_id", "string"),
+    Column("run_id", "string"),
+    Column("task_id", "string"),
+    Column("try_number", "int"),
+)
+
+LEDGER = GovernanceTable(
+    name="ledger",
+    doc="One row per provider operation.",
+    columns=(
+        Column("event_id", "string", required=True, doc="unique id of this operation (job run id)"),
+        Column("operation", "string", required=True),
+        Column("table_name", "string", doc="namespace.table the operation acted on"),
+        Column("ref", "string"),
+        *_AIRFLOW_COLUMNS,
+        Column("started_at", "timestamptz"),
+        Column("finished_at", "timestamptz"),
+        Column("status", "string", doc="succeeded | failed | noop | refused | dry_run"),
+        Column("snapshot_before", "long"),
+        Column("snapshot_after", "long"),
+        Column("metrics", "string", doc="JSON object"),
+        Column("details", "string", doc="JSON object"),
+        Column("provider_version", "string"),
+    ),
+)
+
+AUDIT_RESULTS = GovernanceTable(
+    name="audit_results",
+    doc="One row per audit check evaluated on a branch.",
+    columns=(
+        Column("event_id", "string", required=True),
+        Column("table_name", "string"),
+        Column("ref", "string"),
+        Column("snapshot_id", "long"),
+        Column("base_snapshot_id", "long"),
+        *_AIRFLOW_COLUMNS,
+        Column("check_name", "string"),
+        Column("check_type", "string"),
+        Column("column_name", "string"),
+        Column("observed_value", "double"),
+        Column("condition", "string"),
+        Column("passed", "boolean"),
+        Column("evaluated_at", "timestamptz"),
+    ),
+)
+
+ERASURE_EVIDENCE = GovernanceTable(
+    name="erasure_evidence",
+    doc="One row per erasure request per table; subjects appear only as salted hashes.",
+    columns=(
+        Column("evidence_id", "string", required=True),
+        Column("request_id", "string"),
+        Column("table_name", "string"),
+        Column("subject_hash", "string", doc="HMAC-SHA256(salt, subject key), hex"),
+        Column("rows_deleted", "long"),
+        Column("snapshot_before", "long"),
+        Column("snapshot_after", "long"),
+        Column("files_rewritten", "long"),
+        Column("files_removed", "long"),
+        Column("snapshots_expired", "long"),
+        Column("refs_dropped", "string", doc="JSON list"),
+        Column("refs_blocking", "string", doc="JSON list"),
+        Column("verification", "string", doc="verified | incomplete | failed"),
+        Column("verified_rows_remaining", "long"),
+        Column("started_at", "timestamptz"),
+        Column("finished_at", "timestamptz"),
+        *_AIRFLOW_COLUMNS,
+        Column("provider_version", "string"),
+        Column("iceberg_version", "string"),
+    ),
+)
+
+GOVERNANCE_TABLES = {t.name: t for t in (LEDGER, AUDIT_RESULTS, ERASURE_EVIDENCE)}
+
+
+def pyiceberg_schema(table: GovernanceTable):  # -> pyiceberg.schema.Schema
+    """Build the pyiceberg schema for a governance table."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        BooleanType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        NestedField,
+        StringType,
+        TimestamptzType,
+    )
+
+    types = {
+        "string": StringType(),
+        "long": LongType(),
+        "int": IntegerType(),
+        "double": DoubleType(),
+        "boolean": BooleanType(),
+        "timestamptz": TimestamptzType(),
+    }
+    fields = [
+        NestedField(field_id=i, name=c.name, field_type=types[c.type], required=c.required, doc=c.doc or None)
+        for i, c in enumerate(table.columns, start=1)
+    ]
+    return Schema(*fields)
+
+
+def arrow_schema(table: GovernanceTable):  # -> pyarrow.Schema
+    """Arrow schema matching :func:`pyiceberg_schema` (for pyiceberg appends)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "double": pa.float64(),
+        "boolean": pa.bool_(),
+        "timestamptz": pa.timestamp("us", tz="UTC"),
+    }
+    return pa.schema([pa.field(c.name, types[c.type], nullable=not c.required) for c in table.columns])

@@ -1,0 +1,614 @@
+"""``IcebergCatalogHook``: one connection, a pyiceberg catalog, plain-value table verbs.
+
+Every operator of this provider verifies its work through this hook: Spark jobs
+do the heavy lifting, then the operator loads the table here and checks that the
+commit it expected is really there. Metadata-only operations (refs, publish,
+rollback, health) run here without a JVM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow.sdk import BaseHook
+
+from airflow_iceberg_provider import __version__
+from airflow_iceberg_provider._validation import (
+    MAIN_BRANCH,
+    TableIdent,
+    validate_name,
+    validate_ref,
+    validate_snapshot_id,
+    validate_table,
+)
+from airflow_iceberg_provider.catalog_config import CatalogConfig
+from airflow_iceberg_provider.exceptions import (
+    IcebergCatalogUnavailableError,
+    IcebergCommitConflictError,
+    IcebergConnectionError,
+    IcebergRefNotFoundError,
+    IcebergTableNotFoundError,
+)
+from airflow_iceberg_provider.governance import (
+    DEFAULT_GOVERNANCE_NAMESPACE,
+    GOVERNANCE_TABLES,
+    GovernanceTable,
+    arrow_schema,
+    pyiceberg_schema,
+)
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+T = TypeVar("T")
+
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+#: A data file below this share of the target size counts as "small".
+SMALL_FILE_FRACTION = 0.75
+
+
+def snapshot_info(snap: Snapshot) -> SnapshotInfo:
+    """Convert a pyiceberg snapshot into a plain value."""
+    summary = dict(snap.summary.additional_properties) if snap.summary else {}
+    op = snap.summary.operation.value if snap.summary else None
+    return SnapshotInfo(
+        snapshot_id=snap.snapshot_id,
+        parent_id=snap.parent_snapshot_id,
+        timestamp_ms=snap.timestamp_ms,
+        operation=op,
+        summary=summary,
+        schema_id=snap.schema_id,
+    )
+
+
+class IcebergCatalogHook(BaseHook):
+    """
+    Interact with an Iceberg catalog through pyiceberg.
+
+    :param iceberg_catalog_conn_id: id of an ``iceberg_catalog`` connection.
+    :param governance_namespace: namespace of the governance tables (ledger,
+        audit results, erasure evidence); defaults to the connection extra
+        ``governance_namespace`` or ``governance``.
+    """
+
+    conn_name_attr = "iceberg_catalog_conn_id"
+    default_conn_name = "iceberg_catalog_default"
+    conn_type = "iceberg_catalog"
+    hook_name = "Iceberg Catalog (governed lakehouse)"
+
+    def __init__(
+        self,
+        iceberg_catalog_conn_id: str = default_conn_name,
+        governance_namespace: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
+        self._governance_namespace = governance_namespace
+
+    # ------------------------------------------------------------ connection
+    @cached_property
+    def config(self) -> CatalogConfig:
+        """Validated catalog description derived from the connection."""
+        try:
+            conn = self.get_connection(self.iceberg_catalog_conn_id)
+        except Exception as err:
+            raise IcebergConnectionError(
+                f"Iceberg catalog connection {self.iceberg_catalog_conn_id!r} is not defined; create it "
+                "(conn_type 'iceberg_catalog') in the UI, with `airflow connections add`, or as "
+                f"AIRFLOW_CONN_{self.iceberg_catalog_conn_id.upper()}."
+            ) from err
+        return CatalogConfig.from_connection_fields(
+            conn_id=self.iceberg_catalog_conn_id,
+            host=conn.host,
+            login=conn.login,
+            password=conn.password,
+            extra=conn.extra_dejson,
+        )
+
+    @property
+    def catalog_name(self) -> str:
+        return self.config.catalog_name
+
+    @cached_property
+    def governance_namespace(self) -> str:
+        if self._governance_namespace:
+            return validate_name(self._governance_namespace, "governance_namespace")
+        conn = self.get_connection(self.iceberg_catalog_conn_id)
+        value = conn.extra_dejson.get("governance_namespace") or DEFAULT_GOVERNANCE_NAMESPACE
+        return validate_name(value, "governance_namespace")
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The pyiceberg catalog (created once per hook)."""
+        from pyiceberg.catalog import load_catalog
+
+        props = self.config.pyiceberg_properties()
+        with self._errors("catalog"):
+            catalog = load_catalog(self.config.catalog_name, **props)
+        if self.config.catalog_type == "sql" and props["uri"].startswith("sqlite"):
+            _sqlite_tune(catalog)
+        return catalog
+
+    def get_conn(self) -> Catalog:
+        return self.catalog
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            namespaces = self.catalog.list_namespaces()
+        except Exception as err:  # report any failure to the UI
+            return False, f"{type(err).__name__}: {err}"
+        return True, f"Connected to {self.config.catalog_type} catalog {self.catalog_name!r} " + (
+            f"({len(namespaces)} namespaces)."
+        )
+
+    # ------------------------------------------------------------ error map
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Translate pyiceberg/SQLAlchemy errors into provider errors naming ``what``."""
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchNamespaceError,
+            NoSuchTableError,
+        )
+
+        try:
+            yield
+        except (NoSuchTableError, NoSuchNamespaceError) as err:
+            raise IcebergTableNotFoundError(
+                f"Table {what} does not exist in catalog {self.catalog_name!r}: {err}. Create it first "
+                "or check the table name."
+            ) from err
+        except CommitFailedException as err:
+            raise IcebergCommitConflictError(
+                f"Commit to {what} lost against a concurrent change: {err}. Retry the task; the table "
+                "was not modified by this attempt."
+            ) from err
+        except Exception as err:
+            text = str(err).lower()
+            if "database is locked" in text or "could not connect" in text or "connection refused" in text:
+                raise IcebergCatalogUnavailableError(
+                    f"Catalog {self.catalog_name!r} is unavailable while accessing {what}: {err}. Nothing "
+                    "was committed; the task can be retried."
+                ) from err
+            raise
+
+    # ---------------------------------------------------------------- tables
+    def load_table(self, table: str | TableIdent) -> Table:
+        ident = validate_table(table)
+        with self._errors(ident.dotted):
+            return self.catalog.load_table(ident.dotted)
+
+    def table_exists(self, table: str | TableIdent) -> bool:
+        ident = validate_table(table)
+        with self._errors(ident.dotted):
+            return self.catalog.table_exists(ident.dotted)
+
+    def ensure_namespace(self, namespace: str) -> None:
+        validate_name(namespace, "namespace")
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+        with contextlib.suppress(NamespaceAlreadyExistsError), self._errors(namespace):
+            self.catalog.create_namespace(namespace)
+
+    def metadata_location(self, table: str | TableIdent) -> str | None:
+        """Current metadata pointer of a table, read as cheaply as the catalog allows.
+
+        For SQL catalogs this is one indexed row read (no metadata file is parsed),
+        so it costs the same for a table with 10 or 10,000 snapshots. Returns
+        ``None`` when the table (or its namespace) does not exist.
+        """
+        ident = validate_table(table)
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        cat = self.catalog
+        if isinstance(cat, SqlCatalog):
+            from sqlalchemy import text
+
+            with self._errors(ident.dotted), cat.engine.connect() as conn:
+                row = conn.execute(
+                    text(
+                        "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = :c "
+                        "AND table_namespace = :n AND table_name = :t"
+                    ),
+                    {"c": self.catalog_name, "n": ident.namespace, "t": ident.name},
+                ).first()
+            return row[0] if row else None
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            return self.catalog.load_table(ident.dotted).metadata_location
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return None
+
+    # ------------------------------------------------------------------ refs
+    def refs(self, table: str | TableIdent | Table) -> dict[str, RefInfo]:
+        tbl = self._table(table)
+        return {
+            name: RefInfo(
+                name=name,
+                type=ref.snapshot_ref_type.value,
+                snapshot_id=ref.snapshot_id,
+                max_ref_age_ms=ref.max_ref_age_ms,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms,
+                min_snapshots_to_keep=ref.min_snapshots_to_keep,
+            )
+            for name, ref in tbl.metadata.refs.items()
+        }
+
+    def ref_snapshot_id(self, table: str | TableIdent | Table, ref: str = MAIN_BRANCH) -> int | None:
+        """Head snapshot id of a ref; ``None`` for ``main`` of an empty table."""
+        tbl = self._table(table)
+        validate_ref(ref)
+        found = tbl.metadata.refs.get(ref)
+        if found is None:
+            if ref == MAIN_BRANCH:
+                return None
+            raise IcebergRefNotFoundError(
+                f"Ref {ref!r} does not exist on table {_name(tbl)}; existing refs: "
+                f"{sorted(tbl.metadata.refs) or 'none'}."
+            )
+        return found.snapshot_id
+
+    # ------------------------------------------------------------- snapshots
+    def list_snapshots(self, table: str | TableIdent | Table) -> list[SnapshotInfo]:
+        return [snapshot_info(s) for s in self._table(table).metadata.snapshots]
+
+    def snapshot(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        snapshot_id: int | str | None = None,
+        ref: str | None = None,
+        as_of: datetime | int | None = None,
+    ) -> SnapshotInfo:
+        """Look a snapshot up by id, by ref head, or as of a time (exactly one)."""
+        given = [x is not None for x in (snapshot_id, ref, as_of)]
+        if sum(given) != 1:
+            raise ValueError("snapshot() takes exactly one of snapshot_id, ref or as_of.")
+        tbl = self._table(table)
+        if snapshot_id is not None:
+            sid = validate_snapshot_id(snapshot_id)
+            snap = tbl.metadata.snapshot_by_id(sid)
+            if snap is None:
+                raise IcebergRefNotFoundError(
+                    f"Snapshot {sid} does not exist on table {_name(tbl)} (expired or never created)."
+                )
+            return snapshot_info(snap)
+        if ref is not None:
+            sid = self.ref_snapshot_id(tbl, ref)
+            if sid is None:
+                raise IcebergRefNotFoundError(f"Table {_name(tbl)} has no snapshot yet on {ref!r}.")
+            return self.snapshot(tbl, snapshot_id=sid)
+        ts_ms = to_epoch_ms(as_of)
+        snap = tbl.snapshot_as_of_timestamp(ts_ms)
+        if snap is None:
+            raise IcebergRefNotFoundError(
+                f"Table {_name(tbl)} has no snapshot on main at or before {ts_ms} ms since epoch."
+            )
+        return snapshot_info(snap)
+
+    def ancestor_ids(self, table: str | TableIdent | Table, snapshot_id: int) -> list[int]:
+        """Ids from ``snapshot_id`` back through its parents (newest first, itself included)."""
+        tbl = self._table(table)
+        by_id = {s.snapshot_id: s for s in tbl.metadata.snapshots}
+        out: list[int] = []
+        current: int | None = snapshot_id
+        while current is not None and current in by_id:
+            out.append(current)
+            current = by_id[current].parent_snapshot_id
+        return out
+
+    def is_ancestor(self, table: str | TableIdent | Table, ancestor_id: int, snapshot_id: int) -> bool:
+        """Whether ``ancestor_id`` is ``snapshot_id`` or one of its ancestors."""
+        return ancestor_id in self.ancestor_ids(table, snapshot_id)
+
+    def find_snapshots(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        ref: str | None = None,
+        operation: str | None = None,
+        summary: Mapping[str, str] | None = None,
+        after_snapshot_id: int | None = None,
+        since_ms: int | None = None,
+    ) -> list[SnapshotInfo]:
+        """Snapshots (oldest first) whose operation and summary match.
+
+        :param ref: only snapshots in this ref's ancestry.
+        :param after_snapshot_id: only snapshots *after* this one in the ref's ancestry.
+        :param since_ms: only snapshots committed at or after this time.
+        """
+        tbl = self._table(table)
+        if ref is not None:
+            head = self.ref_snapshot_id(tbl, ref)
+            chain = self.ancestor_ids(tbl, head) if head is not None else []
+            if after_snapshot_id is not None:
+                chain = chain[: chain.index(after_snapshot_id)] if after_snapshot_id in chain else chain
+            candidates = [tbl.metadata.snapshot_by_id(i) for i in reversed(chain)]
+        else:
+            candidates = list(tbl.metadata.snapshots)
+        out = []
+        for snap in candidates:
+            if snap is None:
+                continue
+            info = snapshot_info(snap)
+            if operation is not None and info.operation != operation:
+                continue
+            if since_ms is not None and info.timestamp_ms < since_ms:
+                continue
+            if summary and any(info.summary.get(k) != str(v) for k, v in summary.items()):
+                continue
+            out.append(info)
+        return out
+
+    # ---------------------------------------------------------------- health
+    def health(self, table: str | TableIdent | Table, *, target_file_size: int | None = None) -> TableHealth:
+        """File, snapshot and manifest counts of a table's current ``main`` state.
+
+        Reads the manifest list and manifests of the current snapshot only (in
+        parallel threads); it never scans data files.
+        """
+        from pyiceberg.manifest import DataFileContent
+
+        tbl = self._table(table)
+        meta = tbl.metadata
+        target = target_file_size or int(
+            meta.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+        )
+        small_limit = int(target * SMALL_FILE_FRACTION)
+        snap = tbl.current_snapshot()
+        counts = {"data": 0, "data_bytes": 0, "records": 0, "pos": 0, "eq": 0, "del_bytes": 0, "small": 0}
+        manifests = []
+        if snap is not None:
+            manifests = snap.manifests(tbl.io)
+
+            def entries(manifest: Any) -> list[Any]:
+                return manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                for batch in pool.map(entries, manifests):
+                    for entry in batch:
+                        f = entry.data_file
+                        if f.content == DataFileContent.DATA:
+                            counts["data"] += 1
+                            counts["data_bytes"] += f.file_size_in_bytes
+                            counts["records"] += f.record_count
+                            counts["small"] += f.file_size_in_bytes < small_limit
+                        else:
+                            counts["pos" if f.content == DataFileContent.POSITION_DELETES else "eq"] += 1
+                            counts["del_bytes"] += f.file_size_in_bytes
+        snaps = meta.snapshots
+        return TableHealth(
+            table=_name(tbl),
+            snapshot_id=snap.snapshot_id if snap else None,
+            format_version=meta.format_version,
+            data_files=counts["data"],
+            data_bytes=counts["data_bytes"],
+            records=counts["records"],
+            delete_files=counts["pos"] + counts["eq"],
+            position_delete_files=counts["pos"],
+            equality_delete_files=counts["eq"],
+            delete_bytes=counts["del_bytes"],
+            manifests=len(manifests),
+            snapshots=len(snaps),
+            refs=len(meta.refs),
+            oldest_snapshot_ms=min((s.timestamp_ms for s in snaps), default=None),
+            target_file_size_bytes=target,
+            small_files=counts["small"],
+        )
+
+    # ---------------------------------------------------------- ref updates
+    def set_ref(
+        self,
+        table: str | TableIdent | Table,
+        ref: str,
+        snapshot_id: int,
+        *,
+        ref_type: str = "branch",
+        expected_snapshot_id: int | None = None,
+        max_ref_age_ms: int | None = None,
+        max_snapshot_age_ms: int | None = None,
+        min_snapshots_to_keep: int | None = None,
+    ) -> None:
+        """Point a branch or tag at a snapshot with compare-and-swap.
+
+        The commit asserts that the ref still points where the loaded metadata
+        says (or at ``expected_snapshot_id`` when given, checked first), so a
+        concurrent move makes this fail with :class:`IcebergCommitConflictError`
+        and changes nothing.
+        """
+        tbl = self._table(table)
+        validate_ref(ref)
+        current = tbl.metadata.refs.get(ref)
+        if expected_snapshot_id is not None and (current is None or current.snapshot_id != expected_snapshot_id):
+            raise IcebergCommitConflictError(
+                f"Ref {ref!r} of {_name(tbl)} points at "
+                f"{current.snapshot_id if current else 'nothing'}, not the expected {expected_snapshot_id}; "
+                "another writer moved it. Nothing was changed."
+            )
+        with self._errors(_name(tbl)), tbl.manage_snapshots() as ms:
+            if ref_type == "tag":
+                ms.create_tag(snapshot_id, ref, max_ref_age_ms=max_ref_age_ms)
+            else:
+                ms.create_branch(
+                    snapshot_id,
+                    ref,
+                    max_ref_age_ms=max_ref_age_ms,
+                    max_snapshot_age_ms=max_snapshot_age_ms,
+                    min_snapshots_to_keep=min_snapshots_to_keep,
+                )
+
+    def remove_ref(self, table: str | TableIdent | Table, ref: str) -> bool:
+        """Remove a branch or tag (never ``main``); ``False`` if it was already gone."""
+        tbl = self._table(table)
+        validate_ref(ref, allow_main=False)
+        found = tbl.metadata.refs.get(ref)
+        if found is None:
+            return False
+        with self._errors(_name(tbl)), tbl.manage_snapshots() as ms:
+            if found.snapshot_ref_type.value == "tag":
+                ms.remove_tag(ref)
+            else:
+                ms.remove_branch(ref)
+        return True
+
+    def ensure_table_properties(self, table: str | TableIdent | Table, properties: Mapping[str, str]) -> bool:
+        """Set table properties that differ; returns whether a commit was made."""
+        tbl = self._table(table)
+        missing = {k: str(v) for k, v in properties.items() if tbl.metadata.properties.get(k) != str(v)}
+        if not missing:
+            return False
+        with self._errors(_name(tbl)), tbl.transaction() as tx:
+            tx.set_properties(missing)
+        return True
+
+    # ----------------------------------------------------------- governance
+    def governance_table(self, kind: str | GovernanceTable) -> str:
+        """Create the governance table if missing; return its ``namespace.table`` name."""
+        spec = GOVERNANCE_TABLES[kind] if isinstance(kind, str) else kind
+        name = f"{self.governance_namespace}.{spec.name}"
+        cache: dict[str, bool] = self.__dict__.setdefault("_governance_ready", {})
+        if cache.get(name):
+            return name
+        self.ensure_namespace(self.governance_namespace)
+        with self._errors(name):
+            self.catalog.create_table_if_not_exists(
+                name, schema=pyiceberg_schema(spec), properties={"format-version": "2"}
+            )
+        cache[name] = True
+        return name
+
+    def append_governance_rows(self, kind: str, rows: list[dict[str, Any]]) -> None:
+        """Append rows to a governance table (retrying commit conflicts with a refresh)."""
+        import pyarrow as pa
+
+        spec = GOVERNANCE_TABLES[kind]
+        name = self.governance_table(spec)
+        schema = arrow_schema(spec)
+        data = pa.Table.from_pylist([{c.name: r.get(c.name) for c in spec.columns} for r in rows], schema)
+        self.retry_commit(lambda: self.load_table(name).append(data), what=name)
+
+    def read_governance_rows(self, kind: str, **equals: Any) -> list[dict[str, Any]]:
+        """Rows of a governance table whose columns equal the given values."""
+        from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+
+        name = self.governance_table(kind)
+        expr: Any = AlwaysTrue()
+        for col, value in equals.items():
+            expr = And(expr, EqualTo(col, value))
+        return self.load_table(name).scan(row_filter=expr).to_arrow().to_pylist()
+
+    def record_ledger(
+        self,
+        *,
+        operation: str,
+        table: str | None,
+        ref: str | None = None,
+        status: str,
+        context: Mapping[str, Any] | None = None,
+        snapshot_before: int | None = None,
+        snapshot_after: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        details: Mapping[str, Any] | None = None,
+        started_at: datetime | None = None,
+        event_id: str | None = None,
+    ) -> str:
+        """Write one ledger row for a metadata-only operation; returns its event id."""
+        now = datetime.now(timezone.utc)
+        event_id = event_id or uuid.uuid4().hex
+        row = {
+            "event_id": event_id,
+            "operation": operation,
+            "table_name": table,
+            "ref": ref,
+            **airflow_identity(context),
+            "started_at": started_at or now,
+            "finished_at": now,
+            "status": status,
+            "snapshot_before": snapshot_before,
+            "snapshot_after": snapshot_after,
+            "metrics": json.dumps(dict(metrics or {}), default=str, sort_keys=True),
+            "details": json.dumps(dict(details or {}), default=str, sort_keys=True),
+            "provider_version": __version__,
+        }
+        self.append_governance_rows("ledger", [row])
+        return event_id
+
+    # --------------------------------------------------------------- helpers
+    def retry_commit(self, fn: Callable[[], T], *, what: str, attempts: int = 5) -> T:
+        """Run ``fn`` (which must reload what it commits to) retrying commit conflicts."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._errors(what):
+                    return fn()
+            except (IcebergCommitConflictError, IcebergCatalogUnavailableError, CommitFailedException):
+                if attempt == attempts:
+                    raise
+                self.log.info("Commit to %s conflicted (attempt %d/%d); retrying", what, attempt, attempts)
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def _table(self, table: str | TableIdent | Table) -> Table:
+        if isinstance(table, (str, TableIdent)):
+            return self.load_table(table)
+        return table
+
+
+def _name(tbl: Table) -> str:
+    return ".".join(tbl.name()[-2:])
+
+
+def to_epoch_ms(value: datetime | int | float | str | None) -> int:
+    """Accept a datetime (naive = UTC), epoch ms, or an ISO-8601 string."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{value!r} is not a timestamp; pass a datetime, epoch milliseconds or ISO-8601.")
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def airflow_identity(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """dag/run/task/try of the running task instance, for ledgers and summaries."""
+    if not context:
+        return {"dag_id": None, "run_id": None, "task_id": None, "try_number": None}
+    ti = context.get("ti") or context.get("task_instance")
+    return {
+        "dag_id": getattr(ti, "dag_id", None),
+        "run_id": getattr(ti, "run_id", None) or context.get("run_id"),
+        "task_id": getattr(ti, "task_id", None),
+        "try_number": getattr(ti, "try_number", None),
+    }
+
+
+def _sqlite_tune(catalog: Catalog) -> None:
+    """WAL + busy timeout so Spark's JDBC catalog and pyiceberg share one SQLite file."""
+    from sqlalchemy import event
+
+    engine = catalog.engine  # type: ignore[attr-defined]
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout = 30000")
+        cur.close()
+
+    engine.dispose()  # pooled connections predate the listener
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA journal_mode=WAL")

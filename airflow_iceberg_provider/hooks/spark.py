@@ -1,0 +1,365 @@
+"""``IcebergSparkHook``: submit one PySpark job with the catalog wired in.
+
+The hook composes the Spark provider's :class:`SparkSubmitHook` (built per
+submission, because it resolves its connection in ``__init__``) and adds:
+
+* the Spark catalog configuration derived from the *same* ``iceberg_catalog``
+  connection the :class:`IcebergCatalogHook` uses (same catalog name);
+* the Iceberg runtime: Maven ``packages`` (production default) or local ``jars``;
+* the job protocol: a JSON *spec file* (0600, never argv values) and the shared
+  ``iceberg_job_runtime`` module shipped with ``--py-files``;
+* the secret channel: catalog secrets go only into a 0600 ``--properties-file``
+  (merged with the distribution's ``spark-defaults.conf``), never into argv,
+  environment passed on argv, or logs.
+
+Results never come back through stdout: jobs commit to the lake and write a
+ledger row, which the operator then reads through the catalog hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook
+
+from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
+from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+SPARK_JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
+JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
+CONFIG_SECTION = "iceberg_provider"
+
+
+def job_path(job: str) -> Path:
+    """Absolute path of a built-in job script (``spark_jobs/<job>.py``)."""
+    path = SPARK_JOBS_DIR / f"{job}.py"
+    if not path.is_file():
+        known = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py") if not p.stem.startswith("_"))
+        raise ValueError(f"Unknown Spark job {job!r}; built-in jobs are: {', '.join(known)}.")
+    return path
+
+
+def _config(key: str) -> str | None:
+    """``[iceberg_provider] <key>`` from Airflow config (env ``AIRFLOW__ICEBERG_PROVIDER__<KEY>``)."""
+    env = os.environ.get(f"AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}")
+    if env is not None:
+        return env or None
+    try:
+        from airflow.configuration import conf
+
+        return conf.get(CONFIG_SECTION, key, fallback=None) or None
+    except Exception:  # config unavailable (e.g. pure unit tests)
+        return None
+
+
+def java_properties_line(key: str, value: str) -> str:
+    """One ``key=value`` line in java.util.Properties syntax."""
+
+    def esc(text: str, is_key: bool) -> str:
+        out = []
+        for i, ch in enumerate(text):
+            if ch == "\\":
+                out.append("\\\\")
+            elif ch == "\n":
+                out.append("\\n")
+            elif ch == "\r":
+                out.append("\\r")
+            elif ch == "\t":
+                out.append("\\t")
+            elif ch in "=:#!" or (ch == " " and (is_key or i == 0)):
+                out.append("\\" + ch)
+            elif ord(ch) > 126 or ord(ch) < 32:
+                out.append(f"\\u{ord(ch):04x}")
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    return f"{esc(key, True)}={esc(value, False)}"
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+@dataclass
+class SubmitPlan:
+    """Everything one spark-submit needs, as data (built without side effects)."""
+
+    application: str
+    name: str
+    conf: dict[str, str]
+    secret_conf: dict[str, str] = field(repr=False)
+    jars: list[str]
+    packages: list[str]
+    py_files: list[str]
+    env_vars: dict[str, str]
+    spec: dict[str, Any] | None = field(default=None, repr=False)
+    application_args: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """What a finished spark-submit tells the caller (the result itself is in the lake)."""
+
+    job_run_id: str
+    name: str
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class IcebergSparkHook(BaseHook):
+    """
+    Submit PySpark jobs against an Iceberg catalog through ``spark-submit``.
+
+    :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection (same as the catalog hook).
+    :param spark_conn_id: the Spark provider's ``spark`` connection (master, deploy mode, binary).
+    :param jars: local jars (offline runtime); default ``[iceberg_provider] spark_jars``.
+    :param packages: Maven coordinates; default ``[iceberg_provider] spark_packages``, else the
+        Iceberg Spark runtime when no jars are configured either.
+    :param conf: extra Spark conf (public: it appears on the command line).
+    :param env_vars: extra environment for spark-submit (client mode only, not for secrets).
+    :param pyspark_python: Python for the driver/executors; default ``[iceberg_provider] pyspark_python``.
+    """
+
+    conn_name_attr = "spark_conn_id"
+    default_conn_name = "spark_default"
+    hook_name = "Iceberg Spark jobs"
+
+    def __init__(
+        self,
+        iceberg_catalog_conn_id: str = IcebergCatalogHook.default_conn_name,
+        spark_conn_id: str = default_conn_name,
+        *,
+        jars: Sequence[str] | str | None = None,
+        packages: Sequence[str] | str | None = None,
+        conf: Mapping[str, Any] | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        pyspark_python: str | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        executor_cores: int | None = None,
+        num_executors: int | None = None,
+        spark_binary: str = "spark-submit",
+        deploy_mode: str | None = None,
+        verbose: bool = False,
+        catalog_hook: IcebergCatalogHook | None = None,
+    ) -> None:
+        super().__init__()
+        self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
+        self.spark_conn_id = spark_conn_id
+        self._jars = _as_list(jars) if jars is not None else _as_list(_config("spark_jars"))
+        self._packages = _as_list(packages) if packages is not None else _as_list(_config("spark_packages"))
+        self.conf = {str(k): str(v) for k, v in (conf or {}).items()}
+        self.env_vars = dict(env_vars or {})
+        self.pyspark_python = pyspark_python or _config("pyspark_python")
+        self.driver_memory = driver_memory
+        self.executor_memory = executor_memory
+        self.executor_cores = executor_cores
+        self.num_executors = num_executors
+        self.spark_binary = spark_binary
+        self.deploy_mode = deploy_mode
+        self.verbose = verbose
+        self._catalog_hook = catalog_hook
+        self._submit_hook: Any = None
+
+    @cached_property
+    def catalog_hook(self) -> IcebergCatalogHook:
+        return self._catalog_hook or IcebergCatalogHook(self.iceberg_catalog_conn_id)
+
+    # ------------------------------------------------------------- planning
+    def plan(
+        self,
+        application: str | Path,
+        *,
+        spec: Mapping[str, Any] | None = None,
+        extra_conf: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        application_args: Sequence[str] = (),
+    ) -> SubmitPlan:
+        """Build the submission as data: conf split by sensitivity, runtime, env, spec."""
+        cfg = self.catalog_hook.config
+        catalog_conf = cfg.spark_conf()
+        conf = {**catalog_conf.public, **self.conf, **{k: str(v) for k, v in (extra_conf or {}).items()}}
+        conf.setdefault("spark.sql.session.timeZone", "UTC")
+        for key in list(conf):
+            if key in catalog_conf.secret:
+                conf.pop(key)
+        jars, packages = list(self._jars), list(self._packages)
+        if not jars and not packages:
+            packages = [ICEBERG_SPARK_RUNTIME]
+        env = dict(self.env_vars)
+        if self.pyspark_python:
+            env.setdefault("PYSPARK_PYTHON", self.pyspark_python)
+            env.setdefault("PYSPARK_DRIVER_PYTHON", self.pyspark_python)
+            conf.setdefault("spark.pyspark.python", self.pyspark_python)
+        full_spec = None
+        if spec is not None:
+            full_spec = {
+                "catalog_name": cfg.catalog_name,
+                "governance_namespace": self.catalog_hook.governance_namespace,
+                "provider_version": __version__,
+                **spec,
+            }
+        return SubmitPlan(
+            application=str(application),
+            name=name or f"airflow-iceberg-{Path(str(application)).stem}",
+            conf=conf,
+            secret_conf=dict(catalog_conf.secret),
+            jars=jars,
+            packages=packages,
+            py_files=[str(JOB_RUNTIME_MODULE)],
+            env_vars=env,
+            spec=full_spec,
+            application_args=list(application_args),
+        )
+
+    # ------------------------------------------------------------- running
+    def run_job(
+        self,
+        job: str,
+        spec: Mapping[str, Any],
+        *,
+        extra_conf: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> JobRun:
+        """Submit a built-in job script (``spark_jobs/<job>.py``) with its spec."""
+        return self.submit(self.plan(job_path(job), spec=spec, extra_conf=extra_conf, name=name))
+
+    def submit(self, plan: SubmitPlan) -> JobRun:
+        """Run spark-submit for a plan; raise :class:`IcebergSparkJobError` on failure.
+
+        The spec (with a fresh ``job_run_id``) and the properties file are
+        written to a private temporary directory that is removed afterwards.
+        """
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        self._check_runtime(plan)
+        job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
+        workdir = Path(tempfile.mkdtemp(prefix="airflow-iceberg-"))
+        try:
+            args = list(plan.application_args)
+            files = None
+            if plan.spec is not None:
+                spec_path = workdir / "job_spec.json"
+                _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+                args = ["--spec", str(spec_path), *args]
+                files = str(spec_path)
+            props_path = workdir / "spark.properties"
+            _write_private(props_path, self._properties_text(plan.secret_conf))
+            _mask(plan.secret_conf.values())
+            self._submit_hook = SparkSubmitHook(
+                conn_id=self.spark_conn_id,
+                conf=plan.conf,
+                jars=",".join(plan.jars) or None,
+                packages=",".join(plan.packages) or None,
+                py_files=",".join(plan.py_files) or None,
+                files=files,
+                properties_file=str(props_path),
+                env_vars=plan.env_vars or None,
+                name=plan.name,
+                application_args=args,
+                driver_memory=self.driver_memory,
+                executor_memory=self.executor_memory,
+                executor_cores=self.executor_cores,
+                num_executors=self.num_executors,
+                spark_binary=self.spark_binary,
+                deploy_mode=self.deploy_mode,
+                verbose=self.verbose,
+            )
+            started = datetime.now(timezone.utc)
+            t0 = time.monotonic()
+            try:
+                self._submit_hook.submit(application=plan.application)
+            except Exception as err:
+                raise IcebergSparkJobError(
+                    f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "
+                    f"{time.monotonic() - t0:.1f}s: {err}"
+                ) from err
+            return JobRun(job_run_id, plan.name, started, datetime.now(timezone.utc))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            self._submit_hook = None
+
+    def on_kill(self) -> None:
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()
+
+    # -------------------------------------------------------------- checks
+    def _check_runtime(self, plan: SubmitPlan) -> None:
+        try:
+            self.get_connection(self.spark_conn_id)
+        except Exception as err:
+            raise IcebergConnectionError(
+                f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
+                f"AIRFLOW_CONN_{self.spark_conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": "
+                "\"local[*]\"}' for local mode or host spark://master:7077 for a cluster."
+            ) from err
+        path = os.environ.get("PATH", "")
+        if shutil.which(self.spark_binary, path=plan.env_vars.get("PATH", path)) is None:
+            raise IcebergConnectionError(
+                f"{self.spark_binary!r} is not on PATH; install a Spark 3.5 distribution (or "
+                "`pip install pyspark==3.5.*`) on the worker and put its bin/ directory on PATH."
+            )
+        missing = [j for j in plan.jars if "://" not in j and not Path(j).is_file()]
+        if missing:
+            raise IcebergConnectionError(
+                f"Spark jars not found: {missing}; fix [iceberg_provider] spark_jars or the jars "
+                "argument (run scripts/bootstrap.sh for the offline runtime)."
+            )
+        if not Path(plan.application).is_file() and "://" not in plan.application:
+            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
+
+    @staticmethod
+    def _properties_text(secret_conf: Mapping[str, str]) -> str:
+        """Secret conf plus the distribution's spark-defaults.conf (which --properties-file replaces)."""
+        lines = ["# written by airflow-iceberg-provider; removed after the job"]
+        for candidate in _spark_defaults_files():
+            lines.append(candidate.read_text(encoding="utf-8"))
+        lines += [java_properties_line(k, v) for k, v in secret_conf.items()]
+        return "\n".join(lines) + "\n"
+
+
+def _spark_defaults_files() -> list[Path]:
+    dirs = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        dirs.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for d in dirs:
+        if d and (Path(d) / "spark-defaults.conf").is_file():
+            return [Path(d) / "spark-defaults.conf"]
+    return []
+
+
+def _as_list(value: Sequence[str] | str | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value if str(v).strip()]
+
+
+def _mask(values: Any) -> None:
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover
+        return
+    for value in values:
+        if value:
+            mask_secret(value)

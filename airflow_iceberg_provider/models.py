@@ -1,0 +1,72 @@
+"""Plain, XCom-safe domain values returned by the hooks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """One snapshot of a table, as plain values."""
+
+    snapshot_id: int
+    parent_id: int | None
+    timestamp_ms: int
+    operation: str | None
+    summary: dict[str, str] = field(default_factory=dict)
+    schema_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RefInfo:
+    """A branch or tag."""
+
+    name: str
+    type: str  # "branch" | "tag"
+    snapshot_id: int
+    max_ref_age_ms: int | None = None
+    max_snapshot_age_ms: int | None = None
+    min_snapshots_to_keep: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """Physical shape of a table's current state (``main``) plus its history size."""
+
+    table: str
+    snapshot_id: int | None
+    format_version: int
+    data_files: int
+    data_bytes: int
+    records: int
+    delete_files: int
+    position_delete_files: int
+    equality_delete_files: int
+    delete_bytes: int
+    manifests: int
+    snapshots: int
+    refs: int
+    oldest_snapshot_ms: int | None
+    target_file_size_bytes: int
+    small_files: int
+
+    @property
+    def small_file_ratio(self) -> float:
+        return self.small_files / self.data_files if self.data_files else 0.0
+
+    @property
+    def deletes_per_data_file(self) -> float:
+        return self.delete_files / self.data_files if self.data_files else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["small_file_ratio"] = round(self.small_file_ratio, 4)
+        out["deletes_per_data_file"] = round(self.deletes_per_data_file, 4)
+        return out

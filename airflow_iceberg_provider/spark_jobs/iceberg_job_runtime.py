@@ -1,0 +1,136 @@
+"""Runtime shared by every Spark job of the provider (and usable by user jobs).
+
+Shipped to the Spark driver with ``--py-files``, so a job script can
+``from iceberg_job_runtime import run_job``. It must import on the Airflow
+side without pyspark (pyspark is imported inside functions only).
+
+Protocol:
+
+* the job is started as ``job.py --spec /path/job_spec.json``; the spec holds
+  every parameter (never passed on argv, since it can carry personal data);
+* the catalog is already configured by spark-submit under ``spec["catalog_name"]``;
+* the job returns a dict of metrics; :func:`run_job` writes one row to the
+  governance ledger (``<governance_namespace>.ledger``) with status, snapshot
+  before/after and those metrics, then exits 0. On an exception it writes a
+  ``failed`` row (best effort) and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+
+def load_spec(argv: list[str] | None = None) -> dict[str, Any]:
+    """Read the JSON spec named by ``--spec`` (falls back to SparkFiles in cluster mode)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--spec", required=True)
+    args, _ = parser.parse_known_args(argv if argv is not None else sys.argv[1:])
+    path = args.spec
+    if not os.path.exists(path):
+        from pyspark import SparkFiles
+
+        path = SparkFiles.get(os.path.basename(path))
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def quote_ident(*parts: str) -> str:
+    """Backtick-quote identifier parts (already validated on the Airflow side)."""
+    for p in parts:
+        if not p or "`" in p:
+            raise ValueError(f"invalid identifier part {p!r}")
+    return ".".join(f"`{p}`" for p in parts)
+
+
+class JobContext:
+    """What a job function receives: the spec, the session and helpers."""
+
+    def __init__(self, spec: dict[str, Any], spark: Any) -> None:
+        self.spec = spec
+        self.spark = spark
+        self.catalog = spec["catalog_name"]
+        self.started_at = datetime.now(timezone.utc)
+        self.snapshot_before: int | None = None
+        self.snapshot_after: int | None = None
+        self.status = "succeeded"
+        self.details: dict[str, Any] = {}
+
+    def table(self, dotted: str | None = None) -> str:
+        """Quoted ``catalog.namespace.table`` for SQL."""
+        ns, name = (dotted or self.spec["table"]).split(".")
+        return quote_ident(self.catalog, ns, name)
+
+    def ref_snapshot(self, dotted: str | None = None, ref: str = "main") -> int | None:
+        """Head snapshot id of a ref, read fresh from the catalog."""
+        self.spark.sql(f"REFRESH TABLE {self.table(dotted)}")
+        rows = self.spark.sql(
+            f"SELECT snapshot_id FROM {self.table(dotted)}.refs WHERE name = :ref", args={"ref": ref}
+        ).collect()
+        return int(rows[0][0]) if rows else None
+
+    def write_ledger(self, metrics: dict[str, Any], error: str | None = None) -> None:
+        ledger = quote_ident(self.catalog, self.spec["governance_namespace"], "ledger")
+        airflow = self.spec.get("airflow") or {}
+        row = {
+            "event_id": self.spec["job_run_id"],
+            "operation": self.spec.get("operation") or self.spec.get("job") or "spark_job",
+            "table_name": self.spec.get("table"),
+            "ref": self.spec.get("ref"),
+            "dag_id": airflow.get("dag_id"),
+            "run_id": airflow.get("run_id"),
+            "task_id": airflow.get("task_id"),
+            "try_number": airflow.get("try_number"),
+            "started_at": self.started_at,
+            "finished_at": datetime.now(timezone.utc),
+            "status": "failed" if error else self.status,
+            "snapshot_before": self.snapshot_before,
+            "snapshot_after": self.snapshot_after,
+            "metrics": json.dumps(metrics, default=str, sort_keys=True),
+            "details": json.dumps({**self.details, **({"error": error} if error else {})}, default=str),
+            "provider_version": self.spec.get("provider_version"),
+        }
+        schema = self.spark.table(ledger).schema
+        values = tuple(row.get(f.name) for f in schema.fields)
+        self.spark.createDataFrame([values], schema=schema).writeTo(ledger).append()
+
+
+def build_session(spec: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(spec.get("job") or "airflow-iceberg-job").getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("AIRFLOW_ICEBERG_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def run_job(fn: Callable[[JobContext], dict[str, Any] | None], argv: list[str] | None = None) -> None:
+    """Run ``fn`` under the job protocol (ledger row, exit code)."""
+    spark = None
+    ctx = None
+    try:
+        # The spec path is on argv; SparkFiles fallback needs the session.
+        spark = build_session({})
+        spec = load_spec(argv)
+        ctx = JobContext(spec, spark)
+        metrics = fn(ctx) or {}
+        ctx.write_ledger(metrics)
+        print(f"[iceberg-job] {spec.get('job')} {ctx.status}: {json.dumps(metrics, default=str)}")
+    except Exception as err:  # report, record, exit non-zero
+        message = f"{type(err).__name__}: {err}"
+        print(f"[iceberg-job] failed: {message}", file=sys.stderr)
+        traceback.print_exc()
+        if ctx is not None:
+            try:
+                ctx.write_ledger({}, error=message[:2000])
+            except Exception:  # the ledger itself may be what failed
+                traceback.print_exc()
+        if spark is not None:
+            spark.stop()
+        sys.exit(1)
+    spark.stop()

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Idempotent environment setup for airflow_iceberg_provider.
+#
+# Creates (only what is missing):
+#   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson)
+#   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
+#   * .spark-runtime/  – the Spark side (pyspark 3.5.9 + Iceberg 1.10.2 runtime jars)
+#   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
+#
+# Re-running it is cheap: every step checks a marker or the artefact first.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV="$ROOT/.venv"
+RT="$ROOT/.spark-runtime"
+JARS="$RT/jars"
+WORK="$ROOT/.work"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- apt packages
+need_apt=()
+command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || need_apt+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
+[ -f /usr/share/java/jarjar.jar ] || need_apt+=(libjarjar-java)
+command -v zip >/dev/null 2>&1 || need_apt+=(zip)
+command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# ---------------------------------------------------------------- Airflow venv
+STAMP="$VENV/.bootstrap-$(sha1sum "$ROOT/pyproject.toml" | cut -c1-12)"
+if [ ! -f "$STAMP" ]; then
+  log "creating Airflow venv in $VENV"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e "$ROOT[dev]"
+  rm -f "$VENV"/.bootstrap-*
+  touch "$STAMP"
+fi
+
+# ---------------------------------------------------------------- Spark runtime
+if [ ! -f "$RT/.ok-pyspark" ]; then
+  log "creating Spark runtime venv in $RT"
+  [ -x "$RT/bin/python" ] || "$PY" -m venv "$RT"
+  "$RT/bin/pip" install -q --upgrade pip
+  "$RT/bin/pip" install -q "pyspark==3.5.9" "snowpark-connect-deps-iceberg==1.0.3"
+  touch "$RT/.ok-pyspark"
+fi
+
+mkdir -p "$JARS"
+SITE="$("$RT/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ ! -f "$JARS/iceberg-spark-runtime-3.5_2.12-1.10.2.jar" ]; then
+  src="$(find "$SITE" -name 'iceberg-spark-runtime-3.5_2.12-1.10.2.jar' | head -n1)"
+  [ -n "$src" ] || { log "Iceberg runtime jar not found in snowpark-connect-deps-iceberg"; exit 1; }
+  cp "$src" "$JARS/"
+fi
+if [ ! -f "$JARS/iceberg-shaded-jackson.jar" ]; then
+  log "relocating Jackson for the Iceberg runtime (jarjar)"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/classes"
+  for j in core databind annotations; do
+    (cd "$tmp/classes" && unzip -q -o "$SITE/pyspark/jars/jackson-$j-2.15.2.jar" -x 'META-INF/*')
+  done
+  (cd "$tmp/classes" && zip -q -r "$tmp/jackson.jar" .)
+  echo 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1' > "$tmp/rules.txt"
+  java -jar /usr/share/java/jarjar.jar process "$tmp/rules.txt" "$tmp/jackson.jar" "$JARS/iceberg-shaded-jackson.jar.part"
+  mv "$JARS/iceberg-shaded-jackson.jar.part" "$JARS/iceberg-shaded-jackson.jar"
+fi
+[ -e "$JARS/sqlite-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/sqlite-jdbc.jar)" "$JARS/sqlite-jdbc.jar"
+
+# ---------------------------------------------------------------- AIRFLOW_HOME
+export AIRFLOW_HOME="$WORK/airflow"
+mkdir -p "$AIRFLOW_HOME"
+if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
+  log "migrating Airflow metadata DB in $AIRFLOW_HOME"
+  AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__DAGS_FOLDER="$ROOT/example_dags" \
+    "$VENV/bin/airflow" db migrate >/dev/null
+  touch "$AIRFLOW_HOME/.migrated"
+fi
+log "ready: venv=$VENV spark-runtime=$RT AIRFLOW_HOME=$AIRFLOW_HOME"

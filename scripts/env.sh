@@ -1,0 +1,20 @@
+# Source me: the embedded default environment (local Spark, SQLite catalog, local warehouse).
+# Values already set in the caller's environment win, so CI or a user can point elsewhere.
+_AIP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export AIP_ROOT="$_AIP_ROOT"
+export AIP_WORK="${AIP_WORK:-$_AIP_ROOT/.work}"
+# Spark distribution = the runtime venv's pyspark package (its bin/ holds spark-submit, no python).
+export SPARK_HOME="${SPARK_HOME:-$(ls -d "$_AIP_ROOT"/.spark-runtime/lib/python3*/site-packages/pyspark 2>/dev/null | head -n1)}"
+export PATH="$_AIP_ROOT/.venv/bin:$SPARK_HOME/bin:$PATH"
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$AIP_WORK/airflow}"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$_AIP_ROOT/example_dags}"
+export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
+_jars="$_AIP_ROOT/.spark-runtime/jars"
+export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar}"
+export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
+export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}"
+mkdir -p "$AIP_WORK/lake/warehouse"
+export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="${AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT:-{\"conn_type\": \"iceberg_catalog\", \"host\": \"sqlite:///$AIP_WORK/lake/catalog.db\", \"extra\": {\"catalog_type\": \"sql\", \"catalog_name\": \"lakehouse\", \"warehouse\": \"file://$AIP_WORK/lake/warehouse\"}}}"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+unset _jars _AIP_ROOT

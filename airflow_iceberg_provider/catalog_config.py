@@ -110,9 +110,7 @@ class CatalogConfig:
             )
         warehouse = _get("warehouse") or None
         properties = _as_str_dict(_get("properties"), f"Connection {conn_id!r} extra 'properties'")
-        spark_properties = _as_str_dict(
-            _get("spark_properties"), f"Connection {conn_id!r} extra 'spark_properties'"
-        )
+        spark_properties = _as_str_dict(_get("spark_properties"), f"Connection {conn_id!r} extra 'spark_properties'")
         uri = host or properties.pop("uri", None) or None
         cfg = cls(
             catalog_type=ctype,

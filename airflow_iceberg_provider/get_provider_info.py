@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import pkgutil
+from pathlib import Path
 from typing import Any
 
 from airflow_iceberg_provider import __version__
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _modules(kind: str) -> list[str]:
+    """Public modules of a sub-package (``hooks``, ``operators``, ...), so adding a module registers it."""
+    found = pkgutil.iter_modules([str(_PACKAGE / kind)])
+    return sorted(f"airflow_iceberg_provider.{kind}.{m.name}" for m in found if not m.name.startswith("_"))
+
+
+def _section(kind: str) -> list[dict[str, Any]]:
+    modules = _modules(kind)
+    return [{"integration-name": "Governed Apache Iceberg", "python-modules": modules}] if modules else []
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -23,26 +38,38 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "hooks": [
-            {
-                "integration-name": "Governed Apache Iceberg",
-                "python-modules": [
-                    "airflow_iceberg_provider.hooks.catalog",
-                    "airflow_iceberg_provider.hooks.spark",
-                ],
+        "hooks": _section("hooks"),
+        "operators": _section("operators"),
+        "sensors": _section("sensors"),
+        "triggers": _section("triggers"),
+        "config": {
+            "iceberg_provider": {
+                "description": "Spark runtime used by the Iceberg provider's Spark jobs.",
+                "options": {
+                    "spark_jars": {
+                        "description": "Comma-separated local jars (offline Iceberg runtime).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
+                        "default": "",
+                    },
+                    "spark_packages": {
+                        "description": "Comma-separated Maven coordinates; used when spark_jars is empty.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",
+                        "default": "",
+                    },
+                    "pyspark_python": {
+                        "description": "Python interpreter for the Spark driver and executors.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/spark-venv/bin/python",
+                        "default": "",
+                    },
+                },
             }
-        ],
-        "operators": [
-            {
-                "integration-name": "Governed Apache Iceberg",
-                "python-modules": [
-                    "airflow_iceberg_provider.operators.table",
-                    "airflow_iceberg_provider.operators.spark",
-                ],
-            }
-        ],
-        "sensors": [],
-        "triggers": [],
+        },
         "connection-types": [
             {
                 "hook-class-name": "airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook",
@@ -72,7 +99,7 @@ def get_provider_info() -> dict[str, Any]:
                     "properties": {
                         "label": "Catalog / FileIO properties (JSON)",
                         "schema": {"type": ["object", "null"]},
-                        "description": "Passed to both engines, e.g. {\"s3.endpoint\": \"http://...\"}.",
+                        "description": 'Passed to both engines, e.g. {"s3.endpoint": "http://..."}.',
                     },
                     "spark_properties": {
                         "label": "Spark-only catalog properties (JSON)",

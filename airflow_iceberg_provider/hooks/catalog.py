@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -134,7 +134,7 @@ class IcebergCatalogHook(BaseHook):
         from pyiceberg.catalog import load_catalog
 
         props = self.config.pyiceberg_properties()
-        with self._errors("catalog"):
+        with self.translate_errors("catalog"):
             catalog = load_catalog(self.config.catalog_name, **props)
         if self.config.catalog_type == "sql" and props["uri"].startswith("sqlite"):
             _sqlite_tune(catalog)
@@ -154,7 +154,7 @@ class IcebergCatalogHook(BaseHook):
 
     # ------------------------------------------------------------ error map
     @contextlib.contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
+    def translate_errors(self, what: str) -> Iterator[None]:
         """Translate pyiceberg/SQLAlchemy errors into provider errors naming ``what``."""
         from pyiceberg.exceptions import (
             CommitFailedException,
@@ -186,19 +186,19 @@ class IcebergCatalogHook(BaseHook):
     # ---------------------------------------------------------------- tables
     def load_table(self, table: str | TableIdent) -> Table:
         ident = validate_table(table)
-        with self._errors(ident.dotted):
+        with self.translate_errors(ident.dotted):
             return self.catalog.load_table(ident.dotted)
 
     def table_exists(self, table: str | TableIdent) -> bool:
         ident = validate_table(table)
-        with self._errors(ident.dotted):
+        with self.translate_errors(ident.dotted):
             return self.catalog.table_exists(ident.dotted)
 
     def ensure_namespace(self, namespace: str) -> None:
         validate_name(namespace, "namespace")
         from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
-        with contextlib.suppress(NamespaceAlreadyExistsError), self._errors(namespace):
+        with contextlib.suppress(NamespaceAlreadyExistsError), self.translate_errors(namespace):
             self.catalog.create_namespace(namespace)
 
     def metadata_location(self, table: str | TableIdent) -> str | None:
@@ -215,7 +215,7 @@ class IcebergCatalogHook(BaseHook):
         if isinstance(cat, SqlCatalog):
             from sqlalchemy import text
 
-            with self._errors(ident.dotted), cat.engine.connect() as conn:
+            with self.translate_errors(ident.dotted), cat.engine.connect() as conn:
                 row = conn.execute(
                     text(
                         "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = :c "
@@ -363,9 +363,7 @@ class IcebergCatalogHook(BaseHook):
 
         tbl = self._table(table)
         meta = tbl.metadata
-        target = target_file_size or int(
-            meta.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
-        )
+        target = target_file_size or int(meta.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE))
         small_limit = int(target * SMALL_FILE_FRACTION)
         snap = tbl.current_snapshot()
         counts = {"data": 0, "data_bytes": 0, "records": 0, "pos": 0, "eq": 0, "del_bytes": 0, "small": 0}
@@ -437,7 +435,7 @@ class IcebergCatalogHook(BaseHook):
                 f"{current.snapshot_id if current else 'nothing'}, not the expected {expected_snapshot_id}; "
                 "another writer moved it. Nothing was changed."
             )
-        with self._errors(_name(tbl)), tbl.manage_snapshots() as ms:
+        with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             if ref_type == "tag":
                 ms.create_tag(snapshot_id, ref, max_ref_age_ms=max_ref_age_ms)
             else:
@@ -456,7 +454,7 @@ class IcebergCatalogHook(BaseHook):
         found = tbl.metadata.refs.get(ref)
         if found is None:
             return False
-        with self._errors(_name(tbl)), tbl.manage_snapshots() as ms:
+        with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             if found.snapshot_ref_type.value == "tag":
                 ms.remove_tag(ref)
             else:
@@ -469,7 +467,7 @@ class IcebergCatalogHook(BaseHook):
         missing = {k: str(v) for k, v in properties.items() if tbl.metadata.properties.get(k) != str(v)}
         if not missing:
             return False
-        with self._errors(_name(tbl)), tbl.transaction() as tx:
+        with self.translate_errors(_name(tbl)), tbl.transaction() as tx:
             tx.set_properties(missing)
         return True
 
@@ -482,7 +480,7 @@ class IcebergCatalogHook(BaseHook):
         if cache.get(name):
             return name
         self.ensure_namespace(self.governance_namespace)
-        with self._errors(name):
+        with self.translate_errors(name):
             self.catalog.create_table_if_not_exists(
                 name, schema=pyiceberg_schema(spec), properties={"format-version": "2"}
             )
@@ -525,7 +523,7 @@ class IcebergCatalogHook(BaseHook):
         event_id: str | None = None,
     ) -> str:
         """Write one ledger row for a metadata-only operation; returns its event id."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         event_id = event_id or uuid.uuid4().hex
         row = {
             "event_id": event_id,
@@ -552,7 +550,7 @@ class IcebergCatalogHook(BaseHook):
 
         for attempt in range(1, attempts + 1):
             try:
-                with self._errors(what):
+                with self.translate_errors(what):
                     return fn()
             except (IcebergCommitConflictError, IcebergCatalogUnavailableError, CommitFailedException):
                 if attempt == attempts:
@@ -580,7 +578,7 @@ def to_epoch_ms(value: datetime | int | float | str | None) -> int:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
 
 

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 SPARK_JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
+LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
 CONFIG_SECTION = "iceberg_provider"
 
 
@@ -199,6 +200,8 @@ class IcebergSparkHook(BaseHook):
         catalog_conf = cfg.spark_conf()
         conf = {**catalog_conf.public, **self.conf, **{k: str(v) for k, v in (extra_conf or {}).items()}}
         conf.setdefault("spark.sql.session.timeZone", "UTC")
+        conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
         for key in list(conf):
             if key in catalog_conf.secret:
                 conf.pop(key)
@@ -284,7 +287,7 @@ class IcebergSparkHook(BaseHook):
                 deploy_mode=self.deploy_mode,
                 verbose=self.verbose,
             )
-            started = datetime.now(timezone.utc)
+            started = datetime.now(UTC)
             t0 = time.monotonic()
             try:
                 self._submit_hook.submit(application=plan.application)
@@ -293,7 +296,7 @@ class IcebergSparkHook(BaseHook):
                     f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "
                     f"{time.monotonic() - t0:.1f}s: {err}"
                 ) from err
-            return JobRun(job_run_id, plan.name, started, datetime.now(timezone.utc))
+            return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
             self._submit_hook = None
@@ -309,8 +312,8 @@ class IcebergSparkHook(BaseHook):
         except Exception as err:
             raise IcebergConnectionError(
                 f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
-                f"AIRFLOW_CONN_{self.spark_conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": "
-                "\"local[*]\"}' for local mode or host spark://master:7077 for a cluster."
+                f'AIRFLOW_CONN_{self.spark_conn_id.upper()}=\'{{"conn_type": "spark", "host": '
+                '"local[*]"}\' for local mode or host spark://master:7077 for a cluster.'
             ) from err
         path = os.environ.get("PATH", "")
         if shutil.which(self.spark_binary, path=plan.env_vars.get("PATH", path)) is None:

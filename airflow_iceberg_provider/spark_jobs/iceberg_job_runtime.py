@@ -23,7 +23,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -56,7 +56,7 @@ class JobContext:
         self.spec = spec
         self.spark = spark
         self.catalog = spec["catalog_name"]
-        self.started_at = datetime.now(timezone.utc)
+        self.started_at = datetime.now(UTC)
         self.snapshot_before: int | None = None
         self.snapshot_after: int | None = None
         self.status = "succeeded"
@@ -88,7 +88,7 @@ class JobContext:
             "task_id": airflow.get("task_id"),
             "try_number": airflow.get("try_number"),
             "started_at": self.started_at,
-            "finished_at": datetime.now(timezone.utc),
+            "finished_at": datetime.now(UTC),
             "status": "failed" if error else self.status,
             "snapshot_before": self.snapshot_before,
             "snapshot_after": self.snapshot_after,

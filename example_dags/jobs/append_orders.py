@@ -21,9 +21,13 @@ def append_orders(ctx: JobContext) -> dict:
         ctx.spark.range(seed, seed + rows)
         .withColumn("order_id", F.col("id"))
         .withColumn("customer_id", (F.col("id") % 997).cast("string"))
-        .withColumn("region", F.element_at(F.array(*[F.lit(r) for r in ("ca", "us", "eu")]), (F.col("id") % 3 + 1).cast("int")))
+        .withColumn(
+            "region", F.element_at(F.array(*[F.lit(r) for r in ("ca", "us", "eu")]), (F.col("id") % 3 + 1).cast("int"))
+        )
         .withColumn("amount", F.round((F.col("id") % 500) / 3.0 + 1.0, 2))
-        .withColumn("order_ts", F.to_timestamp(F.lit(day + " 12:00:00")) + F.expr("make_interval(0,0,0,0,0,0, id % 3600)"))
+        .withColumn(
+            "order_ts", F.to_timestamp(F.lit(day + " 12:00:00")) + F.expr("make_interval(0,0,0,0,0,0, id % 3600)")
+        )
         .drop("id")
     )
     if bad:  # negative amounts and duplicated ids, for the audit demo

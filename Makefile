@@ -1,0 +1,26 @@
+# The two commands: `make demo` runs the example DAGs end to end, `make test` runs the suite.
+# Both bootstrap the environment first (idempotent: a second run skips what exists).
+SHELL := /bin/bash
+
+.PHONY: bootstrap demo test test-fast bench lint clean
+
+bootstrap:
+	bash scripts/bootstrap.sh
+
+demo: bootstrap
+	bash scripts/demo.sh
+
+test: bootstrap
+	bash scripts/test.sh
+
+test-fast: bootstrap
+	bash scripts/test.sh -m "not spark and not cluster and not airflow"
+
+bench: bootstrap
+	source scripts/env.sh && for b in bench/*.py; do python "$$b" || exit 1; done
+
+lint:
+	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+clean:
+	rm -rf .work

@@ -1,0 +1,194 @@
+"""Shared operator plumbing: lazy hooks, Spark job submission and commit verification.
+
+Concrete operators stay thin: validate rendered arguments, call one or two hook
+methods (or :meth:`IcebergSparkBaseOperator.run_spark_job`), verify, return a
+small XCom-safe dict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_iceberg_provider._validation import TableIdent, validate_table
+from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
+from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
+from airflow_iceberg_provider.models import SnapshotInfo
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class IcebergBaseOperator(BaseOperator):
+    """
+    Base for operators acting on one Iceberg table.
+
+    :param table: ``namespace.table`` (templated).
+    :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection id (templated).
+    :param governance_namespace: namespace of the governance tables (default from the connection).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_catalog_conn_id")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        iceberg_catalog_conn_id: str = IcebergCatalogHook.default_conn_name,
+        governance_namespace: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
+        self.governance_namespace = governance_namespace
+        if isinstance(table, str) and "{{" not in table:
+            validate_table(table)  # static values fail at parse time
+
+    @cached_property
+    def catalog_hook(self) -> IcebergCatalogHook:
+        return IcebergCatalogHook(self.iceberg_catalog_conn_id, governance_namespace=self.governance_namespace)
+
+    @property
+    def ident(self) -> TableIdent:
+        return validate_table(self.table)
+
+
+class IcebergSparkBaseOperator(IcebergBaseOperator):
+    """
+    Base for operators that run a Spark job and then verify it through the catalog.
+
+    :param spark_conn_id: the Spark provider's connection (master, deploy mode) (templated).
+    :param jars: local jars for the Iceberg runtime (default: ``[iceberg_provider] spark_jars``).
+    :param packages: Maven coordinates (default: ``[iceberg_provider] spark_packages`` or the
+        Iceberg Spark runtime).
+    :param spark_conf: extra Spark configuration (public; never put secrets here) (templated).
+    :param driver_memory: e.g. ``"2g"``.
+    :param executor_memory: e.g. ``"4g"``.
+    """
+
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "spark_conn_id", "spark_conf")
+
+    def __init__(
+        self,
+        *,
+        spark_conn_id: str = IcebergSparkHook.default_conn_name,
+        jars: Sequence[str] | str | None = None,
+        packages: Sequence[str] | str | None = None,
+        spark_conf: Mapping[str, Any] | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+        self.jars = jars
+        self.packages = packages
+        self.spark_conf = dict(spark_conf or {})
+        self.driver_memory = driver_memory
+        self.executor_memory = executor_memory
+
+    @cached_property
+    def spark_hook(self) -> IcebergSparkHook:
+        return IcebergSparkHook(
+            self.iceberg_catalog_conn_id,
+            self.spark_conn_id,
+            jars=self.jars,
+            packages=self.packages,
+            conf=self.spark_conf,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            catalog_hook=self.catalog_hook,
+        )
+
+    def job_spec(self, context: Context | None, operation: str, **params: Any) -> dict[str, Any]:
+        """Common spec fields: operation, table, Airflow identity."""
+        return {
+            "job": operation,
+            "operation": operation,
+            "table": self.ident.dotted,
+            "airflow": airflow_identity(context),
+            **params,
+        }
+
+    def run_spark_job(
+        self,
+        context: Context | None,
+        job: str,
+        spec: Mapping[str, Any],
+        *,
+        extra_conf: Mapping[str, Any] | None = None,
+        application: str | None = None,
+    ) -> tuple[JobRun, dict[str, Any]]:
+        """Submit a job, then read the ledger row it wrote; fail clearly if there is none.
+
+        :param job: built-in job name (``spark_jobs/<job>.py``) unless ``application`` is given.
+        :return: the job run and its ledger row (``metrics``/``details`` decoded).
+        """
+        hook = self.spark_hook
+        self.catalog_hook.governance_table("ledger")
+        if application is None:
+            run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
+        else:
+            run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
+        rows = self.catalog_hook.read_governance_rows("ledger", event_id=run.job_run_id)
+        if not rows:
+            raise IcebergCommitVerificationError(
+                f"Spark job {job!r} exited 0 after {run.seconds:.1f}s but wrote no ledger row "
+                f"(event_id={run.job_run_id}) to {self.catalog_hook.governance_namespace}.ledger; its "
+                "result cannot be verified, so the task fails. Check the job log above."
+            )
+        row = dict(rows[0])
+        row["metrics"] = json.loads(row.get("metrics") or "{}")
+        row["details"] = json.loads(row.get("details") or "{}")
+        if row.get("status") == "failed":
+            raise IcebergSparkJobError(f"Spark job {job!r} recorded failure: {row['details'].get('error')}")
+        return run, row
+
+    def verify_new_commit(
+        self,
+        *,
+        ref: str,
+        before_snapshot_id: int | None,
+        operations: Iterable[str] | None = None,
+        summary: Mapping[str, str] | None = None,
+    ) -> SnapshotInfo:
+        """The newest snapshot committed on ``ref`` after ``before_snapshot_id``, checked.
+
+        Fails with :class:`IcebergCommitVerificationError` when the ref did not
+        advance, advanced to a snapshot that does not descend from the old head,
+        or when no new snapshot has an accepted operation / summary.
+        """
+        hook = self.catalog_hook
+        tbl = hook.load_table(self.ident)
+        head = hook.ref_snapshot_id(tbl, ref)
+        if head is None or head == before_snapshot_id:
+            raise IcebergCommitVerificationError(
+                f"The job finished but {self.ident} ref {ref!r} did not advance (still at "
+                f"{before_snapshot_id}); nothing was committed. Check that the job writes to this table "
+                "and ref."
+            )
+        if before_snapshot_id is not None and not hook.is_ancestor(tbl, before_snapshot_id, head):
+            raise IcebergCommitVerificationError(
+                f"{self.ident} ref {ref!r} moved from {before_snapshot_id} to {head}, which does not "
+                "descend from it: another writer replaced the ref concurrently."
+            )
+        new = hook.find_snapshots(tbl, ref=ref, after_snapshot_id=before_snapshot_id, summary=summary)
+        ops = set(operations or ())
+        matching = [s for s in new if not ops or s.operation in ops]
+        if not matching:
+            seen = sorted({str(s.operation) for s in new})
+            raise IcebergCommitVerificationError(
+                f"{self.ident} ref {ref!r} advanced to {head} but no new snapshot has operation in "
+                f"{sorted(ops)}" + (f" and summary {dict(summary)}" if summary else "") + f" (saw {seen})."
+            )
+        return matching[-1]
+
+    def on_kill(self) -> None:
+        if "spark_hook" in self.__dict__:
+            self.spark_hook.on_kill()

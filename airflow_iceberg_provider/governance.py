@@ -24,6 +24,16 @@ from dataclasses import dataclass
 
 DEFAULT_GOVERNANCE_NAMESPACE = "governance"
 
+#: Legal-hold convention: a *tag* whose name starts with this prefix is a hold.
+#: Holds pin their snapshot (and its files) until released; maintenance reports
+#: the snapshots they keep and erasure reports them as blocking refs.
+LEGAL_HOLD_PREFIX = "legal-hold-"
+
+
+def is_legal_hold(ref_name: str, ref_type: str = "tag") -> bool:
+    """Whether a ref is a legal hold under the provider's naming convention."""
+    return ref_type == "tag" and ref_name.startswith(LEGAL_HOLD_PREFIX)
+
 
 @dataclass(frozen=True)
 class Column:

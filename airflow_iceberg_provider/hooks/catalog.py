@@ -447,6 +447,52 @@ class IcebergCatalogHook(BaseHook):
                     min_snapshots_to_keep=min_snapshots_to_keep,
                 )
 
+    def fast_forward(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        to_snapshot_id: int,
+        ref: str = MAIN_BRANCH,
+        expected_snapshot_id: int | None = None,
+    ) -> bool:
+        """Move ``ref`` forward to ``to_snapshot_id`` (a descendant of its head), atomically.
+
+        pyiceberg has no fast-forward, so this checks ancestry on the loaded
+        metadata and commits a ref update whose requirement asserts the ref's
+        current snapshot (compare-and-swap). Returns ``False`` (no commit) when the
+        ref already points at ``to_snapshot_id`` — a retried publish is a no-op.
+
+        :raises IcebergCommitConflictError: the ref is not an ancestor of the target
+            (someone else moved it), or moved between load and commit.
+        """
+        tbl = self._table(table)
+        validate_ref(ref)
+        head = self.ref_snapshot_id(tbl, ref) if ref == MAIN_BRANCH or ref in tbl.metadata.refs else None
+        if head == to_snapshot_id:
+            return False
+        if expected_snapshot_id is not None and head != expected_snapshot_id:
+            raise IcebergCommitConflictError(
+                f"Cannot fast-forward {_name(tbl)} {ref!r}: it points at {head}, not the expected "
+                f"{expected_snapshot_id}; another writer moved it. Nothing was changed."
+            )
+        if tbl.metadata.snapshot_by_id(to_snapshot_id) is None:
+            raise IcebergRefNotFoundError(f"Snapshot {to_snapshot_id} does not exist on {_name(tbl)}.")
+        if head is not None and not self.is_ancestor(tbl, head, to_snapshot_id):
+            raise IcebergCommitConflictError(
+                f"Cannot fast-forward {_name(tbl)} {ref!r} from {head} to {to_snapshot_id}: {head} is not an "
+                f"ancestor of {to_snapshot_id} ({ref!r} moved since the source was cut). Nothing was changed."
+            )
+        existing = tbl.metadata.refs.get(ref)
+        self.set_ref(
+            tbl,
+            ref,
+            to_snapshot_id,
+            max_ref_age_ms=existing.max_ref_age_ms if existing else None,
+            max_snapshot_age_ms=existing.max_snapshot_age_ms if existing else None,
+            min_snapshots_to_keep=existing.min_snapshots_to_keep if existing else None,
+        )
+        return True
+
     def remove_ref(self, table: str | TableIdent | Table, ref: str) -> bool:
         """Remove a branch or tag (never ``main``); ``False`` if it was already gone."""
         tbl = self._table(table)

@@ -255,6 +255,8 @@ class IcebergSparkHook(BaseHook):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         self._check_runtime(plan)
+        if plan.spec is not None:  # jobs under the protocol append their result to the ledger
+            self.catalog_hook.governance_table("ledger")
         job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
         workdir = Path(tempfile.mkdtemp(prefix="airflow-iceberg-"))
         try:

@@ -131,7 +131,6 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         :return: the job run and its ledger row (``metrics``/``details`` decoded).
         """
         hook = self.spark_hook
-        self.catalog_hook.governance_table("ledger")
         if application is None:
             run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
         else:

@@ -1,0 +1,144 @@
+"""IcebergSparkHook: the submission as data, the secret channel, and refusals before submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME
+from airflow_iceberg_provider.exceptions import IcebergConnectionError
+from airflow_iceberg_provider.hooks.spark import (
+    JOB_RUNTIME_MODULE,
+    IcebergSparkHook,
+    java_properties_line,
+    job_path,
+)
+from tests.conftest import catalog_conn_json
+
+SECRET = "TopSecret-4f1c9a-Value"
+
+
+@pytest.fixture
+def secret_lake(tmp_path, monkeypatch):
+    (tmp_path / "wh").mkdir()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT",
+        catalog_conn_json(tmp_path / "c.db", tmp_path / "wh", properties={"s3.secret-access-key": SECRET}),
+    )
+    return tmp_path
+
+
+def test_plan_splits_secrets_and_defaults_to_maven_runtime(secret_lake, monkeypatch):
+    monkeypatch.delenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", raising=False)
+    monkeypatch.delenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_PACKAGES", raising=False)
+    hook = IcebergSparkHook(conf={"spark.executor.instances": 2}, pyspark_python="/opt/py")
+    plan = hook.plan("/app.py", spec={"table": "db.t"})
+    assert plan.packages == [ICEBERG_SPARK_RUNTIME] and plan.jars == []
+    assert plan.conf["spark.sql.catalog.lakehouse.type"] == "jdbc"
+    assert plan.conf["spark.executor.instances"] == "2"
+    assert plan.conf["spark.pyspark.python"] == "/opt/py"
+    assert plan.secret_conf == {"spark.sql.catalog.lakehouse.s3.secret-access-key": SECRET}
+    assert SECRET not in json.dumps(plan.conf) and SECRET not in json.dumps(plan.env_vars)
+    assert plan.py_files == [str(JOB_RUNTIME_MODULE)]
+    assert plan.spec["catalog_name"] == "lakehouse" and plan.spec["governance_namespace"] == "governance"
+
+
+def test_user_conf_cannot_override_secret_into_argv(secret_lake):
+    key = "spark.sql.catalog.lakehouse.s3.secret-access-key"
+    plan = IcebergSparkHook(conf={key: "leak"}).plan("/app.py")
+    assert key not in plan.conf
+
+
+def test_jars_from_config(secret_lake, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", "/a.jar, /b.jar")
+    plan = IcebergSparkHook().plan("/app.py")
+    assert plan.jars == ["/a.jar", "/b.jar"] and plan.packages == []
+
+
+def test_java_properties_escaping():
+    assert java_properties_line("k", "a=b:c\\d\n#x") == "k=a\\=b\\:c\\\\d\\n\\#x"
+    assert java_properties_line("a key", " lead") == "a\\ key=\\ lead"
+    assert java_properties_line("k", "é") == "k=\\u00e9"
+
+
+def test_unknown_job_lists_known_ones():
+    with pytest.raises(ValueError, match="Unknown Spark job 'nope'"):
+        job_path("nope")
+
+
+def test_refuses_missing_spark_connection_before_submit(secret_lake, monkeypatch):
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_SPARK", raising=False)
+    hook = IcebergSparkHook(spark_conn_id="no_such_spark")
+    with pytest.raises(IcebergConnectionError, match="Spark connection 'no_such_spark' does not exist"):
+        hook.submit(hook.plan(str(JOB_RUNTIME_MODULE), spec={}))
+
+
+def test_refuses_missing_spark_submit(secret_lake, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    hook = IcebergSparkHook()
+    with pytest.raises(IcebergConnectionError, match="'spark-submit' is not on PATH"):
+        hook.submit(hook.plan(str(JOB_RUNTIME_MODULE), spec={}))
+
+
+def test_refuses_missing_jars(secret_lake):
+    hook = IcebergSparkHook(jars=["/does/not/exist.jar"])
+    with pytest.raises(IcebergConnectionError, match="Spark jars not found"):
+        hook.submit(hook.plan(str(JOB_RUNTIME_MODULE), spec={}))
+
+
+def _shim(tmp_path: Path) -> Path:
+    """A spark-submit wrapper that records its argv and the properties file mode."""
+    real = os.popen("command -v spark-submit").read().strip()
+    assert real, "spark-submit must be on PATH for spark tests (source scripts/env.sh)"
+    shim_dir = tmp_path / "shim"
+    shim_dir.mkdir()
+    record = tmp_path / "argv.txt"
+    script = shim_dir / "spark-submit"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$@" > {record}\n'
+        'prev=""; for a in "$@"; do if [ "$prev" = "--properties-file" ]; then '
+        f'stat -c "%a" "$a" > {record}.mode; fi; prev="$a"; done\n'
+        f'exec {real} "$@"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return shim_dir
+
+
+@pytest.mark.spark
+def test_secret_reaches_spark_but_not_argv_or_logs(secret_lake, monkeypatch, capfd, caplog, context):
+    import hashlib
+
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
+    from tests.conftest import create_orders_table
+
+    hook = IcebergCatalogHook()
+    create_orders_table(hook, "db.orders")
+    shim = _shim(secret_lake)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    op = IcebergSparkSubmitOperator(
+        task_id="probe",
+        table="db.orders",
+        application=str(Path(__file__).parent / "jobs" / "secret_probe.py"),
+        params_for_job={"expected_sha256": hashlib.sha256(SECRET.encode()).hexdigest()},
+        expected_operations=["append"],
+    )
+    caplog.set_level("DEBUG")
+    result = op.execute(context)
+    assert result["operation"] == "append" and result["added_records"] == 1
+    argv = (secret_lake / "argv.txt").read_text()
+    assert "--properties-file" in argv and "spark.sql.catalog.lakehouse.uri" in argv  # capture works
+    assert SECRET not in argv
+    assert (secret_lake / "argv.txt.mode").read_text().strip() == "600"
+    out, err = capfd.readouterr()
+    logs = out + err + caplog.text
+    assert "Spark-Submit cmd" in logs or "[iceberg-job]" in logs  # logs were captured
+    assert SECRET not in logs
+    assert SECRET not in json.dumps(result)
+    ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    assert ledger and SECRET not in json.dumps(ledger, default=str)

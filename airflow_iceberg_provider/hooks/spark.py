@@ -194,8 +194,13 @@ class IcebergSparkHook(BaseHook):
         extra_conf: Mapping[str, Any] | None = None,
         name: str | None = None,
         application_args: Sequence[str] = (),
+        extra_py_files: Sequence[str | Path] = (),
     ) -> SubmitPlan:
-        """Build the submission as data: conf split by sensitivity, runtime, env, spec."""
+        """Build the submission as data: conf split by sensitivity, runtime, env, spec.
+
+        :param extra_py_files: more modules shipped with ``--py-files`` next to the job
+            runtime (e.g. a job's pure-logic module), importable by the job by file stem.
+        """
         cfg = self.catalog_hook.config
         catalog_conf = cfg.spark_conf()
         conf = {**catalog_conf.public, **self.conf, **{k: str(v) for k, v in (extra_conf or {}).items()}}
@@ -228,7 +233,7 @@ class IcebergSparkHook(BaseHook):
             secret_conf=dict(catalog_conf.secret),
             jars=jars,
             packages=packages,
-            py_files=[str(JOB_RUNTIME_MODULE)],
+            py_files=[str(JOB_RUNTIME_MODULE), *(str(p) for p in extra_py_files)],
             env_vars=env,
             spec=full_spec,
             application_args=list(application_args),
@@ -242,9 +247,12 @@ class IcebergSparkHook(BaseHook):
         *,
         extra_conf: Mapping[str, Any] | None = None,
         name: str | None = None,
+        extra_py_files: Sequence[str | Path] = (),
     ) -> JobRun:
         """Submit a built-in job script (``spark_jobs/<job>.py``) with its spec."""
-        return self.submit(self.plan(job_path(job), spec=spec, extra_conf=extra_conf, name=name))
+        return self.submit(
+            self.plan(job_path(job), spec=spec, extra_conf=extra_conf, name=name, extra_py_files=extra_py_files)
+        )
 
     def submit(self, plan: SubmitPlan) -> JobRun:
         """Run spark-submit for a plan; raise :class:`IcebergSparkJobError` on failure.

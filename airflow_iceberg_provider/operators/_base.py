@@ -124,17 +124,23 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         *,
         extra_conf: Mapping[str, Any] | None = None,
         application: str | None = None,
+        extra_py_files: Sequence[str] = (),
     ) -> tuple[JobRun, dict[str, Any]]:
         """Submit a job, then read the ledger row it wrote; fail clearly if there is none.
 
         :param job: built-in job name (``spark_jobs/<job>.py``) unless ``application`` is given.
+        :param extra_py_files: modules shipped with ``--py-files`` besides the job runtime.
         :return: the job run and its ledger row (``metrics``/``details`` decoded).
         """
         hook = self.spark_hook
         if application is None:
-            run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
+            run = hook.run_job(
+                job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}", extra_py_files=extra_py_files
+            )
         else:
-            run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
+            run = hook.submit(
+                hook.plan(application, spec=spec, extra_conf=extra_conf, name=job, extra_py_files=extra_py_files)
+            )
         rows = self.catalog_hook.read_governance_rows("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(

@@ -48,3 +48,11 @@ class IcebergCommitVerificationError(AirflowFailException):
 
 class IcebergSparkJobError(IcebergProviderError):
     """spark-submit failed (non-zero exit) or could not be started."""
+
+
+class IcebergAuditFailedError(AirflowFailException):
+    """A write-audit-publish audit found failing checks; ``main`` was not touched."""
+
+
+class IcebergPublishConflictError(AirflowFailException):
+    """``main`` moved since the WAP branch was cut, so it cannot be fast-forwarded; nothing was changed."""

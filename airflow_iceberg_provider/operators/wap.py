@@ -1,0 +1,890 @@
+"""Branch write-audit-publish (WAP): no row reaches ``main`` unless it passed the audit.
+
+Four operators, each usable alone and composed by
+:func:`airflow_iceberg_provider.task_groups.wap_task_group`:
+
+* :class:`IcebergWapCreateBranchOperator` cuts a branch (no JVM) and enables WAP on the table;
+* :class:`IcebergWapWriteOperator` runs the user's PySpark application or SQL statements with
+  ``spark.wap.branch`` set, then proves through the catalog that the branch advanced;
+* :class:`IcebergWapAuditOperator` evaluates common-sql style checks on the exact branch
+  snapshot in one Spark pass, records every verdict in ``governance.audit_results`` and fails
+  (no retry) when a check fails;
+* :class:`IcebergWapPublishOperator` fast-forwards ``main`` to exactly the audited snapshot
+  with a compare-and-swap (no JVM), or cherry-picks append snapshots when asked, and emits an
+  Airflow Asset event for the table.
+
+Asset URI form: ``iceberg://<catalog>/<namespace>/<table>`` (see :func:`iceberg_asset`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider._validation import (
+    MAIN_BRANCH,
+    branch_name_for_run,
+    validate_name,
+    validate_ref,
+    validate_snapshot_id,
+    validate_table,
+)
+from airflow_iceberg_provider.exceptions import (
+    IcebergAuditFailedError,
+    IcebergCommitVerificationError,
+    IcebergPublishConflictError,
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
+from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
+from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
+from airflow_iceberg_provider.spark_jobs import audit_checks
+
+if TYPE_CHECKING:
+    from airflow.sdk import Asset, Context
+    from pyiceberg.table import Table
+
+AUDIT_CHECKS_MODULE = SPARK_JOBS_DIR / "audit_checks.py"
+WAP_ENABLED = {"write.wap.enabled": "true"}
+SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
+ON_CONFLICT = ("fail", "cherrypick")
+_SUMMARY_KEYS = {
+    "added_records": "added-records",
+    "deleted_records": "deleted-records",
+    "added_data_files": "added-data-files",
+    "deleted_data_files": "deleted-data-files",
+    "added_delete_files": "added-delete-files",
+}
+
+
+# --------------------------------------------------------------------- helpers
+def iceberg_asset_uri(table: str, catalog: str = "lakehouse") -> str:
+    """``iceberg://<catalog>/<namespace>/<table>``: the Asset URI this provider emits for a table."""
+    ident = validate_table(table)
+    validate_name(catalog, "catalog")
+    return f"iceberg://{catalog}/{ident.namespace}/{ident.name}"
+
+
+def iceberg_asset(table: str, catalog: str = "lakehouse") -> Asset:
+    """The Airflow Asset of a published table (use as ``outlets=[...]`` / a consumer's ``schedule``)."""
+    from airflow.sdk import Asset
+
+    return Asset(iceberg_asset_uri(table, catalog))
+
+
+def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:
+    """The given branch name (validated, never ``main``) or the deterministic name for this DAG run."""
+    if branch is None or (isinstance(branch, str) and branch.strip() in ("", "None")):
+        ident = airflow_identity(context)
+        if not ident["dag_id"] or not ident["run_id"]:
+            raise IcebergValidationError(
+                "branch is not set and there is no DAG run to derive it from; pass branch='...' explicitly."
+            )
+        return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
+    return validate_ref(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
+
+
+def optional_snapshot_id(value: Any, param: str) -> int | None:
+    """``None`` for unset values (templates render a missing XCom as ``"None"``), else a validated id."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
+        return None
+    return validate_snapshot_id(value, param)
+
+
+def refuse_unsupported_format(tbl: Table, table: str) -> None:
+    """pyiceberg 0.12 cannot write format-version 3 metadata, which branch, reset and publish need."""
+    version = int(tbl.metadata.format_version)
+    if version >= 3:
+        raise IcebergRefusedError(
+            f"Table {table} is format-version {version}; write-audit-publish moves refs through pyiceberg, which "
+            "cannot yet write v3 metadata. Use a format-version 2 table (or a REST catalog that commits the ref "
+            "updates server-side). Nothing was changed."
+        )
+
+
+def merge_base(hook: IcebergCatalogHook, tbl: Table, head: int | None, other: int | None) -> int | None:
+    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (where a branch was cut)."""
+    if head is None or other is None:
+        return None
+    others = set(hook.ancestor_ids(tbl, other))
+    return next((sid for sid in hook.ancestor_ids(tbl, head) if sid in others), None)
+
+
+def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int | None) -> list[Any]:
+    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first."""
+    chain = hook.ancestor_ids(tbl, head)
+    if base is not None:
+        if base not in chain:
+            raise IcebergRefusedError(
+                f"Snapshot {head} does not descend from the branch base {base}; the branch was replaced by "
+                "another writer. Nothing was changed."
+            )
+        chain = chain[: chain.index(base)]
+    return [hook.snapshot(tbl, snapshot_id=sid) for sid in reversed(chain)]
+
+
+def change_metrics(snapshots: Sequence[Any]) -> dict[str, int]:
+    """Added/deleted records and files summed over snapshot summaries."""
+    out = {key: 0 for key in _SUMMARY_KEYS}
+    for snap in snapshots:
+        for key, summary_key in _SUMMARY_KEYS.items():
+            out[key] += int(snap.summary.get(summary_key, 0) or 0)
+    out["snapshots"] = len(snapshots)
+    return out
+
+
+def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -> int | None:
+    """Rows added by the last change published to ``main`` (ledger first, else ``main``'s head commit)."""
+    rows = [
+        r
+        for r in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table)
+        if r.get("status") == "succeeded"
+    ]
+    if rows:
+        last = max(rows, key=lambda r: r["finished_at"])
+        value = json.loads(last.get("metrics") or "{}").get("published_added_records")
+        if value is not None:
+            return int(value)
+    main = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+    if main is None:
+        return None
+    snap = hook.snapshot(tbl, snapshot_id=main)
+    if snap.operation not in ("append", "overwrite"):
+        return None
+    return int(snap.summary.get("added-records", 0) or 0)
+
+
+def ensure_wap_enabled(hook: IcebergCatalogHook, tbl: Table, table: str) -> tuple[Table, bool]:
+    """Set ``write.wap.enabled=true`` (Iceberg silently ignores ``spark.wap.branch`` without it)."""
+    changed = hook.ensure_table_properties(tbl, WAP_ENABLED)
+    return (hook.load_table(table) if changed else tbl), changed
+
+
+def _refuse_wap_conf(spark_conf: Mapping[str, Any]) -> None:
+    for key in ("spark.wap.id", "spark.wap.branch"):
+        if key in spark_conf:
+            raise IcebergValidationError(
+                f"spark_conf sets {key!r}; the WAP operators set spark.wap.branch themselves, and Iceberg fails "
+                "when spark.wap.id and spark.wap.branch are both set. Remove it from spark_conf."
+            )
+
+
+# ------------------------------------------------------------------ operators
+class IcebergWapCreateBranchOperator(IcebergBaseOperator):
+    """
+    Cut a WAP branch from ``main`` (or another ref / snapshot) through the catalog; no JVM.
+
+    Also sets ``write.wap.enabled=true`` on the table (without it Iceberg ignores
+    ``spark.wap.branch`` and writes straight to ``main``) and refuses format-version 3
+    tables. Idempotent: a retry finds the branch it created and reports the same base.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: branch name (templated); default ``wap_<dag>__<run>_<hash>``, the same
+        on every retry of the run (:func:`~airflow_iceberg_provider._validation.branch_name_for_run`).
+    :param from_ref: ref to branch from (templated), default ``main``.
+    :param from_snapshot_id: snapshot to branch from instead of ``from_ref``'s head (templated).
+    :param branch_prefix: prefix of the derived branch name.
+    :return: ``{"table", "branch", "base_snapshot_id", "created", "wap_enabled_now"}``; for a
+        table without any snapshot the branch is created by the first WAP write and
+        ``base_snapshot_id`` is ``None``.
+    """
+
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "branch", "from_ref", "from_snapshot_id")
+    ui_color = "#e3f1d4"
+
+    def __init__(
+        self,
+        *,
+        branch: str | None = None,
+        from_ref: str = MAIN_BRANCH,
+        from_snapshot_id: int | str | None = None,
+        branch_prefix: str = "wap",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.branch = branch
+        self.from_ref = from_ref
+        self.from_snapshot_id = from_snapshot_id
+        self.branch_prefix = branch_prefix
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        branch = resolve_branch(self.branch, context, self.branch_prefix)
+        from_ref = validate_ref(self.from_ref, "from_ref")
+        from_sid = optional_snapshot_id(self.from_snapshot_id, "from_snapshot_id")
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        refuse_unsupported_format(tbl, table)
+        source = from_sid if from_sid is not None else hook.ref_snapshot_id(tbl, from_ref)
+        if source is not None:
+            hook.snapshot(tbl, snapshot_id=source)  # exists?
+        tbl, enabled_now = ensure_wap_enabled(hook, tbl, table)
+        existing = hook.refs(tbl).get(branch)
+        created = False
+        if existing is not None:
+            if existing.type != "branch":
+                raise IcebergRefusedError(
+                    f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
+                )
+            base = merge_base(hook, tbl, existing.snapshot_id, source)
+            self.log.info("Branch %s of %s already exists at %s (base %s)", branch, table, existing.snapshot_id, base)
+        elif source is None:
+            base = None
+            self.log.info("%s has no snapshot yet; the first WAP write creates branch %s", table, branch)
+        else:
+            hook.set_ref(tbl, branch, source)
+            base, created = source, True
+            self.log.info("Created branch %s of %s at snapshot %s", branch, table, source)
+        if created or enabled_now:
+            hook.record_ledger(
+                operation="wap_create_branch",
+                table=table,
+                ref=branch,
+                status="succeeded",
+                context=context,
+                snapshot_before=base,
+                snapshot_after=base,
+                details={"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now},
+            )
+        return {
+            "table": table,
+            "branch": branch,
+            "base_snapshot_id": base,
+            "created": created,
+            "wap_enabled_now": enabled_now,
+        }
+
+
+class IcebergWapWriteOperator(IcebergSparkBaseOperator):
+    """
+    Write to a WAP branch with Spark: a PySpark application or SQL statements.
+
+    The job runs with ``spark.wap.branch=<branch>``, so every write to the table
+    (INSERT, INSERT OVERWRITE, MERGE, UPDATE, DELETE, ``writeTo().append()``) lands on
+    the branch, never on ``main``. Afterwards the catalog must show the branch advanced
+    from its base to a descendant; added/deleted records and files come from the
+    snapshot summaries.
+
+    Retry safety: if the branch already carries commits beyond its base (an earlier
+    try of this run), it is reset to the base first (compare-and-swap, no JVM), so a
+    retried write never duplicates rows.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: the WAP branch (templated); default derived from the DAG run.
+    :param base_snapshot_id: snapshot the branch was cut from (templated; e.g. the create
+        task's XCom). Default: where the branch meets ``main``'s history, or ``main``'s head.
+    :param application: path of a PySpark application (templated); it receives the spec as
+        :class:`~airflow_iceberg_provider.operators.spark.IcebergSparkSubmitOperator` does.
+    :param sql: one SQL statement or a list of them (templated); ``{table}`` stands for the
+        quoted ``catalog.namespace.table``. Exactly one of ``application`` / ``sql``.
+    :param sql_args: named parameters for the statements (``:name`` markers) (templated).
+    :param params_for_job: JSON parameters for the application (templated), in the spec file.
+    :param expected_operations: accepted snapshot operations on the branch.
+    :return: ``{"branch", "base_snapshot_id", "snapshot_id", "added_records", ...,
+        "reset_from_snapshot_id"}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkBaseOperator.template_fields,
+        "branch",
+        "base_snapshot_id",
+        "application",
+        "sql",
+        "sql_args",
+        "params_for_job",
+    )
+    template_ext: Sequence[str] = (".sql",)
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        branch: str | None = None,
+        base_snapshot_id: int | str | None = None,
+        application: str | None = None,
+        sql: str | Sequence[str] | None = None,
+        sql_args: Mapping[str, Any] | None = None,
+        params_for_job: Mapping[str, Any] | None = None,
+        expected_operations: Sequence[str] = SNAPSHOT_OPERATIONS,
+        branch_prefix: str = "wap",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (application is None) == (sql is None):
+            raise IcebergValidationError(
+                f"Pass exactly one of application= (a PySpark script) or sql= (statements) to {type(self).__name__}."
+            )
+        bad = [op for op in expected_operations if op not in SNAPSHOT_OPERATIONS]
+        if bad or not expected_operations:
+            raise IcebergValidationError(
+                f"expected_operations={list(expected_operations)!r} is invalid; use a non-empty subset of "
+                f"{list(SNAPSHOT_OPERATIONS)}."
+            )
+        _refuse_wap_conf(self.spark_conf)
+        self.branch = branch
+        self.base_snapshot_id = base_snapshot_id
+        self.application = application
+        self.sql = sql
+        self.sql_args = dict(sql_args or {})
+        self.params_for_job = dict(params_for_job or {})
+        self.expected_operations = tuple(expected_operations)
+        self.branch_prefix = branch_prefix
+
+    def _statements(self) -> list[str]:
+        items = [self.sql] if isinstance(self.sql, str) else list(self.sql or [])
+        out = [s.strip().rstrip(";").strip() for s in items if isinstance(s, str)]
+        if len(out) != len(items) or not out or not all(out):
+            raise IcebergValidationError("sql must be a non-empty statement or a list of non-empty statements.")
+        return out
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        branch = resolve_branch(self.branch, context, self.branch_prefix)
+        _refuse_wap_conf(self.spark_conf)
+        statements = self._statements() if self.sql is not None else None
+        try:
+            json.dumps(self.params_for_job)
+            json.dumps(self.sql_args)
+        except TypeError as err:
+            raise IcebergValidationError(f"params_for_job / sql_args must be JSON-serialisable: {err}") from err
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        refuse_unsupported_format(tbl, table)
+        tbl, _ = ensure_wap_enabled(hook, tbl, table)
+        main_before = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        existing = hook.refs(tbl).get(branch)
+        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        if base is None:
+            base = merge_base(hook, tbl, existing.snapshot_id, main_before) if existing else main_before
+        reset_from = self._reset_to_base(tbl, branch, existing, base)
+        spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
+        conf = {"spark.wap.branch": branch}
+        self.log.info("Writing to %s@%s (base %s; main at %s)", table, branch, base, main_before)
+        if statements is not None:
+            run, _ = self.run_spark_job(
+                context, "wap_write", {**spec, "statements": statements, "sql_args": self.sql_args}, extra_conf=conf
+            )
+        else:
+            spec["params"] = self.params_for_job
+            spec["snapshot_properties"] = {
+                f"airflow.{k.replace('_', '-')}": v for k, v in airflow_identity(context).items() if v
+            }
+            plan = self.spark_hook.plan(
+                str(self.application), spec=spec, extra_conf=conf, name=f"airflow-{self.task_id}"
+            )
+            run = self.spark_hook.submit(plan)
+        tbl = hook.load_table(table)
+        main_after = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        if main_after != main_before:
+            self.log.warning(
+                "main of %s moved from %s to %s during the write (another writer?)", table, main_before, main_after
+            )
+        try:
+            head = self.verify_new_commit(ref=branch, before_snapshot_id=base, operations=self.expected_operations)
+        except (IcebergCommitVerificationError, IcebergRefNotFoundError) as err:
+            hint = (
+                f" main moved from {main_before} to {main_after} meanwhile: did the job write to main explicitly "
+                "(e.g. a `branch_main` identifier)?"
+                if main_after != main_before
+                else ""
+            )
+            raise IcebergCommitVerificationError(f"{err}{hint}") from err
+        metrics = change_metrics(branch_snapshots(hook, tbl, head.snapshot_id, base))
+        if statements is None and not hook.read_governance_rows("ledger", event_id=run.job_run_id):
+            hook.record_ledger(
+                operation="wap_write",
+                table=table,
+                ref=branch,
+                status="succeeded",
+                context=context,
+                snapshot_before=base,
+                snapshot_after=head.snapshot_id,
+                metrics=metrics,
+                details={"application": str(self.application)},
+                started_at=run.started_at,
+                event_id=run.job_run_id,
+            )
+        result = {
+            "table": table,
+            "branch": branch,
+            "base_snapshot_id": base,
+            "snapshot_id": head.snapshot_id,
+            "reset_from_snapshot_id": reset_from,
+            "job_run_id": run.job_run_id,
+            "seconds": round(run.seconds, 3),
+            **metrics,
+        }
+        self.log.info("Verified WAP write on %s@%s: %s", table, branch, result)
+        return result
+
+    def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
+        """Discard an earlier try's commits on the branch; make sure the branch starts at ``base``."""
+        hook, table = self.catalog_hook, self.ident.dotted
+        if existing is not None and existing.type != "branch":
+            raise IcebergRefusedError(f"{table} has a tag named {branch!r}; WAP needs a branch. Nothing was changed.")
+        if existing is not None and existing.snapshot_id == base:
+            return None
+        if existing is None:
+            if base is not None:  # pin the branch to its base before Spark would cut it from the current main
+                hook.set_ref(tbl, branch, base)
+            return None
+        if base is not None and not hook.is_ancestor(tbl, base, existing.snapshot_id):
+            raise IcebergRefusedError(
+                f"Branch {branch!r} of {table} is at {existing.snapshot_id}, which does not descend from the base "
+                f"{base}; refusing to reset it. Pass the right base_snapshot_id or a new branch name."
+            )
+        self.log.warning(
+            "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "
+            "the retried write does not duplicate rows",
+            branch,
+            table,
+            existing.snapshot_id,
+            base,
+        )
+        if base is None:
+            hook.remove_ref(tbl, branch)
+        else:
+            hook.set_ref(
+                tbl,
+                branch,
+                base,
+                expected_snapshot_id=existing.snapshot_id,
+                max_ref_age_ms=existing.max_ref_age_ms,
+                max_snapshot_age_ms=existing.max_snapshot_age_ms,
+                min_snapshots_to_keep=existing.min_snapshots_to_keep,
+            )
+        return existing.snapshot_id
+
+
+class IcebergWapAuditOperator(IcebergSparkBaseOperator):
+    """
+    Audit one snapshot of a WAP branch with declarative checks, in one Spark pass.
+
+    Checks use the common-sql format (see :mod:`~airflow_iceberg_provider.spark_jobs.audit_checks`):
+    ``column_mapping`` (``null_check``, ``distinct_check``, ``unique_check``, ``min``, ``max``
+    with ``equal_to`` / ``greater_than`` / ``geq_to`` / ``less_than`` / ``leq_to``, optional
+    ``tolerance`` and ``partition_clause``), ``table_checks`` (``check_statement``, optional
+    ``partition_clause``) and WAP change-set checks ``change_checks`` (``added_rows``,
+    ``deleted_rows``, ``added_rows_ratio`` against the previous published change, with
+    ``min`` / ``max``). Specs are validated before any Spark job starts.
+
+    Every check's observed value and verdict is appended to ``governance.audit_results``
+    (ref, snapshot id, base, run, check, value, verdict). Any failing check fails the task
+    with :class:`~airflow_iceberg_provider.exceptions.IcebergAuditFailedError` (no retry:
+    a retry cannot fix data), listing each failed check and its observed value; ``main`` is
+    not touched and the branch is kept for inspection.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: the branch to audit (templated); default derived from the DAG run.
+    :param snapshot_id: the exact snapshot to audit (templated), default the branch head.
+    :param base_snapshot_id: the branch's base (templated), default where it meets ``main``.
+    :param column_mapping: column checks (templated).
+    :param table_checks: table checks (templated).
+    :param change_checks: change-set checks (templated).
+    :param partition_clause: predicate applied to every column/table check (templated).
+    :param accept_none: a NULL observed value counts as 0 (common-sql default ``True``).
+    :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "checks", "results", ...}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkBaseOperator.template_fields,
+        "branch",
+        "snapshot_id",
+        "base_snapshot_id",
+        "column_mapping",
+        "table_checks",
+        "change_checks",
+        "partition_clause",
+    )
+    ui_color = "#fff2c6"
+
+    def __init__(
+        self,
+        *,
+        branch: str | None = None,
+        column_mapping: Mapping[str, Any] | None = None,
+        table_checks: Mapping[str, Any] | None = None,
+        change_checks: Mapping[str, Any] | None = None,
+        partition_clause: str | None = None,
+        accept_none: bool = True,
+        snapshot_id: int | str | None = None,
+        base_snapshot_id: int | str | None = None,
+        branch_prefix: str = "wap",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.branch = branch
+        self.column_mapping = column_mapping
+        self.table_checks = table_checks
+        self.change_checks = change_checks
+        self.partition_clause = partition_clause
+        self.accept_none = accept_none
+        self.snapshot_id = snapshot_id
+        self.base_snapshot_id = base_snapshot_id
+        self.branch_prefix = branch_prefix
+        if "{{" not in repr((column_mapping, table_checks, change_checks, partition_clause)):
+            self.parse_checks()  # static specs fail at DAG parse time
+
+    def parse_checks(self) -> list[audit_checks.Check]:
+        """Validate the rendered check specs (no Spark, no catalog)."""
+        try:
+            checks = audit_checks.parse_checks(
+                self.column_mapping,
+                self.table_checks,
+                self.change_checks,
+                partition_clause=self.partition_clause,
+                accept_none=self.accept_none,
+            )
+        except audit_checks.CheckSpecError as err:
+            raise IcebergValidationError(f"Invalid audit checks for {self.task_id}: {err}") from err
+        for check in checks:
+            if check.column is not None:
+                validate_name(check.column, f"column_mapping[{check.column!r}]")
+        return checks
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        checks = self.parse_checks()
+        branch = resolve_branch(self.branch, context, self.branch_prefix)
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        existing = hook.refs(tbl).get(branch)
+        if existing is None or existing.type != "branch":
+            raise IcebergRefNotFoundError(
+                f"{table} has no branch {branch!r} to audit; run the WAP write first (refs: {sorted(hook.refs(tbl))})."
+            )
+        snapshot_id = optional_snapshot_id(self.snapshot_id, "snapshot_id") or existing.snapshot_id
+        if not hook.is_ancestor(tbl, snapshot_id, existing.snapshot_id):
+            raise IcebergRefusedError(
+                f"Snapshot {snapshot_id} is not on branch {branch!r} of {table} (head {existing.snapshot_id}); "
+                "nothing to audit."
+            )
+        main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        if base is None:
+            base = merge_base(hook, tbl, snapshot_id, main_head)
+        change = change_metrics(branch_snapshots(hook, tbl, snapshot_id, base))
+        values: dict[str, float | None] = {
+            "change.added_rows": change["added_records"],
+            "change.deleted_rows": change["deleted_records"],
+        }
+        skipped: dict[str, str] = {}
+        if any(c.check_type == "added_rows_ratio" for c in checks):
+            baseline = previous_published_added(hook, tbl, table)
+            if baseline:
+                values["change.added_rows_ratio"] = change["added_records"] / baseline
+            else:
+                skipped["change.added_rows_ratio"] = "no previous published change to compare with"
+        audit_table = hook.governance_table("audit_results")
+        spec = self.job_spec(
+            context,
+            "wap_audit",
+            ref=branch,
+            snapshot_id=snapshot_id,
+            base_snapshot_id=base,
+            checks=[c.to_dict() for c in checks],
+            change_values=values,
+            skipped=skipped,
+            audit_table=audit_table,
+        )
+        self.log.info(
+            "Auditing %s@%s snapshot %s (base %s) with %d checks", table, branch, snapshot_id, base, len(checks)
+        )
+        run, ledger = self.run_spark_job(context, "wap_audit", spec, extra_py_files=[str(AUDIT_CHECKS_MODULE)])
+        rows = hook.read_governance_rows("audit_results", event_id=run.job_run_id)
+        order = {c.name: i for i, c in enumerate(checks)}
+        rows.sort(key=lambda r: order.get(r["check_name"], len(order)))
+        if sorted(r["check_name"] for r in rows) != sorted(order):
+            raise IcebergCommitVerificationError(
+                f"The audit job for {table}@{branch} recorded {len(rows)} result rows for {len(checks)} checks "
+                f"(event_id={run.job_run_id}); the audit cannot be trusted, so the task fails."
+            )
+        results = [
+            {
+                "check": r["check_name"],
+                "observed": r["observed_value"],
+                "condition": r["condition"],
+                "passed": bool(r["passed"]),
+            }
+            for r in rows
+        ]
+        failed = [r for r in results if not r["passed"]]
+        summary = {
+            "table": table,
+            "branch": branch,
+            "snapshot_id": snapshot_id,
+            "base_snapshot_id": base,
+            "main_snapshot_id": main_head,
+            "passed": not failed,
+            "checks": len(results),
+            "failed": len(failed),
+            "results": results,
+            "job_run_id": run.job_run_id,
+            "queries": ledger["metrics"].get("queries"),
+            **change,
+        }
+        for r in results:
+            self.log.info(
+                "  %s %s: observed %s, expected %s",
+                "PASS" if r["passed"] else "FAIL",
+                r["check"],
+                r["observed"],
+                r["condition"],
+            )
+        if failed:
+            lines = "\n".join(f"  - {r['check']}: observed {r['observed']}, expected {r['condition']}" for r in failed)
+            raise IcebergAuditFailedError(
+                f"Audit of {table} branch {branch!r} snapshot {snapshot_id} failed {len(failed)} of {len(results)} "
+                f"checks:\n{lines}\nmain was not touched (still at {main_head}); the branch is kept for inspection "
+                f"(SELECT ... FROM {hook.catalog_name}.{table} VERSION AS OF '{branch}'). Results are in "
+                f"{audit_table} (event_id={run.job_run_id}). A retry cannot fix data: fix the data and re-run."
+            )
+        return summary
+
+
+class IcebergWapPublishOperator(IcebergSparkBaseOperator):
+    """
+    Publish an audited WAP branch: fast-forward ``main`` to exactly the audited snapshot.
+
+    The fast-forward is an ancestry check plus a compare-and-swap of ``main`` through
+    the catalog (no JVM). The operator refuses when the branch moved after the audit,
+    when the snapshot has no passing audit in ``governance.audit_results``
+    (``require_audit``), and, by default, when ``main`` moved since the branch was cut
+    (:class:`~airflow_iceberg_provider.exceptions.IcebergPublishConflictError`). With
+    ``on_conflict="cherrypick"`` the branch's *append* snapshots are replayed onto
+    ``main`` with Spark's ``cherrypick_snapshot`` instead (other operations are refused).
+    A retried publish whose snapshot is already on ``main`` succeeds as a no-op.
+
+    On success it emits an Asset event on its Asset outlets (``iceberg://<catalog>/<ns>/<table>``,
+    see :func:`iceberg_asset`) whose ``extra`` carries the published snapshot id.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: the audited branch (templated); default derived from the DAG run.
+    :param audited_snapshot_id: the snapshot the audit passed (templated, e.g. the audit task's
+        XCom); default the branch head (which then must carry a passing audit).
+    :param base_snapshot_id: the branch's base (templated; default where it meets ``main``).
+    :param on_conflict: ``"fail"`` (default) or ``"cherrypick"``.
+    :param drop_branch: remove the branch after a successful publish.
+    :param require_audit: refuse snapshots without a passing audit record (default ``True``).
+    :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``.
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkBaseOperator.template_fields,
+        "branch",
+        "audited_snapshot_id",
+        "base_snapshot_id",
+        "tag",
+    )
+    ui_color = "#d4f1e3"
+
+    def __init__(
+        self,
+        *,
+        branch: str | None = None,
+        audited_snapshot_id: int | str | None = None,
+        base_snapshot_id: int | str | None = None,
+        on_conflict: str = "fail",
+        drop_branch: bool = False,
+        require_audit: bool = True,
+        tag: str | None = None,
+        branch_prefix: str = "wap",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if on_conflict not in ON_CONFLICT:
+            raise IcebergValidationError(f"on_conflict={on_conflict!r} is invalid; use one of {list(ON_CONFLICT)}.")
+        _refuse_wap_conf(self.spark_conf)
+        self.branch = branch
+        self.audited_snapshot_id = audited_snapshot_id
+        self.base_snapshot_id = base_snapshot_id
+        self.on_conflict = on_conflict
+        self.drop_branch = drop_branch
+        self.require_audit = require_audit
+        self.tag = tag
+        self.branch_prefix = branch_prefix
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        started = datetime.now(UTC)
+        branch = resolve_branch(self.branch, context, self.branch_prefix)
+        audited = optional_snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
+        tag = validate_ref(self.tag, "tag", allow_main=False) if self.tag not in (None, "", "None") else None
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        refuse_unsupported_format(tbl, table)
+        main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        existing = hook.refs(tbl).get(branch)
+        if existing is not None and existing.type != "branch":
+            raise IcebergRefusedError(f"{table} ref {branch!r} is a tag, not a WAP branch. Nothing was changed.")
+        if audited is None:
+            if existing is None:
+                raise IcebergRefNotFoundError(f"{table} has no branch {branch!r} to publish.")
+            audited = existing.snapshot_id
+        hook.snapshot(tbl, snapshot_id=audited)  # raises IcebergRefNotFoundError when unknown
+        if existing is not None and existing.snapshot_id != audited:
+            raise IcebergRefusedError(
+                f"Branch {branch!r} of {table} moved after its audit: it is at {existing.snapshot_id}, the audit "
+                f"passed snapshot {audited}. Refusing to publish unaudited commits; re-run the audit. Nothing was "
+                "changed."
+            )
+        main_chain = hook.ancestor_ids(tbl, main_head) if main_head is not None else []
+        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        if base is None:
+            base = merge_base(hook, tbl, audited, main_head)
+        snaps = branch_snapshots(hook, tbl, audited, base) if audited not in main_chain else []
+        if self.require_audit:
+            self._require_passed_audit(branch, audited)
+        method, published = "noop", audited
+        since_base = main_chain[: main_chain.index(base)] if base in main_chain else main_chain
+        picked_already = _cherry_picked(hook, tbl, since_base)
+        if audited in main_chain or (snaps and all(s.snapshot_id in picked_already for s in snaps)):
+            published = audited if audited in main_chain else main_head
+            self.log.info(
+                "Snapshot %s of %s@%s is already published on main (head %s): no-op", audited, table, branch, main_head
+            )
+        elif main_head is None or hook.is_ancestor(tbl, main_head, audited):
+            hook.fast_forward(tbl, to_snapshot_id=audited, expected_snapshot_id=main_head)
+            method = "fast_forward"
+            self.log.info("Fast-forwarded %s main %s -> %s", table, main_head, audited)
+        elif self.on_conflict == "fail":
+            raise IcebergPublishConflictError(
+                f"Cannot publish {table} branch {branch!r}: main moved since the branch was cut (main is at "
+                f"{main_head}, the branch was cut at {base}), so main cannot be fast-forwarded to the audited snapshot "
+                f"{audited} without losing the other commit(s). main and the branch are unchanged. Re-run the pipeline "
+                "on a fresh branch, or publish with on_conflict='cherrypick' to replay append-only changes."
+            )
+        else:
+            published = self._cherrypick(context, tbl, snaps, picked_already, main_head)
+            method = "cherrypick"
+        metrics = change_metrics(snaps)
+        tbl = hook.load_table(table)
+        if hook.ref_snapshot_id(tbl, MAIN_BRANCH) != published and method != "noop":
+            raise IcebergCommitVerificationError(
+                f"After publishing, main of {table} is at {hook.ref_snapshot_id(tbl, MAIN_BRANCH)}, not {published}."
+            )
+        dropped = bool(self.drop_branch and hook.remove_ref(tbl, branch))
+        tagged = self._tag(tbl, tag, published) if tag else None
+        if method != "noop":
+            hook.record_ledger(
+                operation="wap_publish",
+                table=table,
+                ref=MAIN_BRANCH,
+                status="succeeded",
+                context=context,
+                snapshot_before=main_head,
+                snapshot_after=published,
+                metrics={"published_added_records": metrics["added_records"], **metrics},
+                details={"branch": branch, "method": method, "audited_snapshot_id": audited, "tag": tag},
+                started_at=started,
+            )
+        self._emit_asset_event(context, published, audited, branch)
+        return {
+            "table": table,
+            "branch": branch,
+            "published_snapshot_id": published,
+            "audited_snapshot_id": audited,
+            "previous_main_snapshot_id": main_head,
+            "method": method,
+            "published": method != "noop",
+            "branch_dropped": dropped,
+            "tag": tagged,
+            **metrics,
+        }
+
+    def _require_passed_audit(self, branch: str, snapshot_id: int) -> None:
+        hook, table = self.catalog_hook, self.ident.dotted
+        rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=snapshot_id)
+        if not rows:
+            raise IcebergRefusedError(
+                f"Snapshot {snapshot_id} of {table} (branch {branch!r}) has no audit record in "
+                f"{hook.governance_namespace}.audit_results; refusing to publish unaudited data. Run "
+                "IcebergWapAuditOperator first (or set require_audit=False deliberately). Nothing was changed."
+            )
+        latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
+        failed = [r["check_name"] for r in rows if r["event_id"] == latest and not r["passed"]]
+        if failed:
+            raise IcebergRefusedError(
+                f"The latest audit of snapshot {snapshot_id} of {table} (event_id={latest}) failed checks {failed}; "
+                "refusing to publish. Nothing was changed."
+            )
+
+    def _cherrypick(
+        self, context: Context, tbl: Table, snaps: list[Any], picked_already: set[int], main_head: int | None
+    ) -> int:
+        hook, table = self.catalog_hook, self.ident.dotted
+        not_append = [(s.snapshot_id, s.operation) for s in snaps if s.operation != "append"]
+        if not_append:
+            raise IcebergPublishConflictError(
+                f"main of {table} moved since the branch was cut and the branch holds non-append snapshots "
+                f"{not_append}; cherry-picking only replays appends safely (overwrites/deletes could undo the other "
+                "writer's rows). main and the branch are unchanged; re-run the pipeline on a fresh branch."
+            )
+        todo = [s.snapshot_id for s in snaps if s.snapshot_id not in picked_already]
+        self.log.info("main of %s moved (now %s); cherry-picking %s", table, main_head, todo)
+        spec = self.job_spec(context, "wap_publish_cherrypick", ref=MAIN_BRANCH, snapshot_ids=todo)
+        self.run_spark_job(context, "wap_cherrypick", spec)
+        tbl = hook.load_table(table)
+        head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        chain = hook.ancestor_ids(tbl, head) if head is not None else []
+        done = _cherry_picked(hook, tbl, chain) | set(chain)
+        missing = [sid for sid in todo if sid not in done]
+        if missing or (main_head is not None and main_head not in chain):
+            raise IcebergCommitVerificationError(
+                f"Cherry-pick job finished but main of {table} (head {head}) does not contain snapshots {missing} "
+                "descending from the previous head."
+            )
+        return int(head)  # type: ignore[arg-type]
+
+    def _tag(self, tbl: Table, tag: str, snapshot_id: int) -> str:
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        existing = hook.refs(tbl).get(tag)
+        if existing is not None:
+            if existing.type == "tag" and existing.snapshot_id == snapshot_id:
+                return tag
+            raise IcebergRefusedError(
+                f"{table} already has a {existing.type} {tag!r} at {existing.snapshot_id}; refusing to move it to the "
+                f"published snapshot {snapshot_id} (the publish itself succeeded). Choose another tag name."
+            )
+        hook.set_ref(tbl, tag, snapshot_id, ref_type="tag")
+        return tag
+
+    def _emit_asset_event(self, context: Context, published: int, audited: int, branch: str) -> None:
+        from airflow.sdk import Asset
+
+        assets = [o for o in (self.outlets or []) if isinstance(o, Asset)]
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        if not assets or events is None:
+            return
+        expected = iceberg_asset_uri(self.ident.dotted, self.catalog_hook.catalog_name)
+        for asset in assets:
+            if asset.uri.startswith("iceberg://") and asset.uri != expected:
+                self.log.warning("Outlet %s does not match this table's asset URI %s", asset.uri, expected)
+            events[asset].extra = {
+                "table": self.ident.dotted,
+                "snapshot_id": published,
+                "audited_snapshot_id": audited,
+                "branch": branch,
+                "catalog": self.catalog_hook.catalog_name,
+            }
+
+
+def _cherry_picked(hook: IcebergCatalogHook, tbl: Table, chain: Sequence[int]) -> set[int]:
+    """Source snapshot ids already replayed onto ``chain`` (``source-snapshot-id`` in the summaries)."""
+    out: set[int] = set()
+    for sid in chain:
+        source = hook.snapshot(tbl, snapshot_id=sid).summary.get("source-snapshot-id")
+        if source:
+            out.add(int(source))
+    return out
+
+
+__all__ = [
+    "IcebergWapAuditOperator",
+    "IcebergWapCreateBranchOperator",
+    "IcebergWapPublishOperator",
+    "IcebergWapWriteOperator",
+    "iceberg_asset",
+    "iceberg_asset_uri",
+]

@@ -1,0 +1,435 @@
+"""Audit check specs for write-audit-publish: parsing, validation, SQL building, verdicts.
+
+Pure Python (no pyspark, no Airflow, no provider imports): the Airflow side
+imports it as ``airflow_iceberg_provider.spark_jobs.audit_checks`` to validate a
+spec before any Spark job starts, and the ``wap_audit`` Spark job receives the
+same file with ``--py-files`` and imports it as ``audit_checks``.
+
+Check format (the one the common-sql provider's ``SQLColumnCheckOperator`` and
+``SQLTableCheckOperator`` use):
+
+``column_mapping``
+    ``{"amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}}}`` with
+    check types ``null_check``, ``distinct_check``, ``unique_check``, ``min``,
+    ``max`` and comparison keys ``equal_to``, ``greater_than``, ``geq_to``,
+    ``less_than``, ``leq_to``; optional ``tolerance`` (fraction, widens the
+    bounds by ``|expected| * tolerance``) and ``partition_clause`` (a SQL
+    predicate restricting the rows the check sees).
+``table_checks``
+    ``{"has_rows": {"check_statement": "COUNT(*) > 0"}}`` with optional
+    ``partition_clause``. A statement is either an aggregate predicate
+    (``COUNT(*) > 0``, evaluated once) or a row predicate (``amount >= 0``,
+    which must hold for every row), as in common-sql.
+``change_checks`` (WAP only: the change set of the branch relative to its base)
+    ``{"added_rows": {"min": 1, "max": 10_000_000}, "added_rows_ratio": {"max": 3}}``:
+    ``added_rows`` / ``deleted_rows`` are summed from the branch's snapshot
+    summaries since its base; ``added_rows_ratio`` divides ``added_rows`` by the
+    rows added by the previous published change. ``min``/``max`` mean
+    ``geq_to``/``leq_to``; the comparison keys above work too.
+
+Every data check (column and table checks, without or with a partition clause)
+of one audit is folded into a single aggregate ``SELECT`` over the audited
+snapshot, so the branch is read once. Only table checks whose statement is an
+aggregate *and* that carry a partition clause need their own (filtered) query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+COLUMN_CHECKS = ("null_check", "distinct_check", "unique_check", "min", "max")
+CHANGE_CHECKS = ("added_rows", "deleted_rows", "added_rows_ratio")
+COMPARISONS = ("equal_to", "greater_than", "geq_to", "less_than", "leq_to")
+_CHANGE_ALIASES = {"min": "geq_to", "max": "leq_to"}
+_COLUMN_EXTRA = ("tolerance", "partition_clause")
+_TABLE_KEYS = ("check_statement", "partition_clause")
+#: Keywords refused in user SQL fragments: audits read, they never change anything.
+_FORBIDDEN_SQL = re.compile(
+    r";|--|/\*|\b(insert|update|delete|merge|drop|alter|create|truncate|call|grant|revoke)\b",
+    re.IGNORECASE,
+)
+
+#: Table check statement modes (decided by the Spark job's analyser).
+ROW = "row"
+AGGREGATE = "aggregate"
+
+
+class CheckSpecError(ValueError):
+    """A check spec is invalid; the message names the check, the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validated check."""
+
+    name: str  # unique within an audit, e.g. "amount.null_check", "table.has_rows", "change.added_rows"
+    kind: str  # "column" | "table" | "change"
+    check_type: str  # null_check ... max | check_statement | added_rows ...
+    column: str | None = None
+    condition: dict[str, float] = field(default_factory=dict)
+    tolerance: float | None = None
+    partition_clause: str | None = None
+    statement: str | None = None
+    accept_none: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Check:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def describe(self) -> str:
+        """Human-readable condition, e.g. ``>= 0`` or ``>= 90.0, <= 110.0`` (tolerance expanded)."""
+        if self.kind == "table":
+            where = f" WHERE {self.partition_clause}" if self.partition_clause else ""
+            return f"{self.statement}{where}"
+        parts = []
+        symbols = {"greater_than": ">", "geq_to": ">=", "less_than": "<", "leq_to": "<="}
+        for key in ("greater_than", "geq_to", "less_than", "leq_to"):
+            if key in self.condition:
+                parts.append(f"{symbols[key]} {_fmt(self._bound(key))}")
+        if "equal_to" in self.condition:
+            if self.tolerance is None:
+                parts.append(f"== {_fmt(self.condition['equal_to'])}")
+            else:
+                parts.append(f">= {_fmt(self._bound('equal_to', -1))}, <= {_fmt(self._bound('equal_to', 1))}")
+        text = ", ".join(parts)
+        if self.partition_clause:
+            text += f" WHERE {self.partition_clause}"
+        return text
+
+    def _bound(self, key: str, sign: int = 0) -> float:
+        expected = float(self.condition[key])
+        if self.tolerance is None:
+            return expected
+        if sign == 0:
+            sign = -1 if key in ("greater_than", "geq_to") else 1
+        return expected + sign * abs(expected) * self.tolerance
+
+    def evaluate(self, observed: float | None) -> bool:
+        """Verdict for an observed value (common-sql semantics; ``None`` counts as 0 if accepted)."""
+        if observed is None or (isinstance(observed, float) and math.isnan(observed)):
+            if not self.accept_none:
+                return False
+            observed = 0.0
+        value = float(observed)
+        ok = True
+        if "geq_to" in self.condition:
+            ok = value >= self._bound("geq_to")
+        elif "greater_than" in self.condition:
+            ok = value > self._bound("greater_than")
+        if "leq_to" in self.condition:
+            ok = ok and value <= self._bound("leq_to")
+        elif "less_than" in self.condition:
+            ok = ok and value < self._bound("less_than")
+        if "equal_to" in self.condition:
+            if self.tolerance is None:
+                ok = ok and value == float(self.condition["equal_to"])
+            else:
+                ok = ok and self._bound("equal_to", -1) <= value <= self._bound("equal_to", 1)
+        return ok
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                value = None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise CheckSpecError(f"{where} is not a number; thresholds must be numbers, e.g. 0 or 0.5.")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise CheckSpecError(f"{where}={value} is not a finite number.")
+    return value
+
+
+def _sql_fragment(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CheckSpecError(f"{where} must be a non-empty SQL predicate string, e.g. \"region = 'ca'\".")
+    found = _FORBIDDEN_SQL.search(value)
+    if found:
+        raise CheckSpecError(
+            f"{where}={value!r} contains {found.group(0)!r}; check statements and partition clauses are "
+            "single read-only predicates (no ';', comments or DDL/DML keywords)."
+        )
+    if len(value) > 4000:
+        raise CheckSpecError(f"{where} is longer than 4000 characters.")
+    return value.strip()
+
+
+def _condition(values: Mapping[str, Any], where: str, aliases: Mapping[str, str] | None = None) -> dict[str, float]:
+    cond: dict[str, float] = {}
+    for key, raw in values.items():
+        target = (aliases or {}).get(key, key)
+        if target in COMPARISONS:
+            if target in cond:
+                raise CheckSpecError(f"{where} gives {target!r} twice (through {key!r}); give it once.")
+            cond[target] = _number(raw, f"{where}[{key!r}]")
+    if not cond:
+        accepted = [*COMPARISONS, *((aliases or {}).keys())]
+        raise CheckSpecError(f"{where} has no comparison; give one or more of {accepted}.")
+    lower = [k for k in ("greater_than", "geq_to") if k in cond]
+    upper = [k for k in ("less_than", "leq_to") if k in cond]
+    if len(lower) > 1 or len(upper) > 1:
+        raise CheckSpecError(f"{where} gives both {lower or upper}; use one lower and one upper bound.")
+    if lower and upper:
+        lo, hi = cond[lower[0]], cond[upper[0]]
+        strict = lower[0] == "greater_than" or upper[0] == "less_than"
+        if lo > hi or (strict and lo >= hi):
+            raise CheckSpecError(
+                f"{where}: lower bound {lower[0]}={_fmt(lo)} is not below upper bound "
+                f"{upper[0]}={_fmt(hi)}; no value could pass."
+            )
+    if "equal_to" in cond and (lower or upper):
+        raise CheckSpecError(f"{where} combines equal_to with a range; use either equal_to or bounds.")
+    return cond
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise CheckSpecError(f"{where} must be a mapping (dict), got {type(value).__name__}.")
+    return value
+
+
+def parse_checks(
+    column_mapping: Mapping[str, Any] | None = None,
+    table_checks: Mapping[str, Any] | None = None,
+    change_checks: Mapping[str, Any] | None = None,
+    *,
+    partition_clause: str | None = None,
+    accept_none: bool = True,
+) -> list[Check]:
+    """Validate the three check families and return the flat list of checks.
+
+    :param partition_clause: predicate applied to every column and table check
+        (combined with a check's own ``partition_clause`` by ``AND``), as in common-sql.
+    :raises CheckSpecError: on unknown check types or keys, non-numeric or
+        contradictory thresholds, invalid column names or unsafe SQL fragments.
+    """
+    checks: list[Check] = []
+    base_clause = _sql_fragment(partition_clause, "partition_clause") if partition_clause else None
+
+    def clause(own: Any, where: str) -> str | None:
+        own_clause = _sql_fragment(own, where) if own is not None else None
+        if base_clause and own_clause:
+            return f"({base_clause}) AND ({own_clause})"
+        return own_clause or base_clause
+
+    for column, col_checks in _mapping(column_mapping or {}, "column_mapping").items():
+        if not isinstance(column, str) or not NAME_RE.match(column):
+            raise CheckSpecError(
+                f"column_mapping key {column!r} is not a valid column name; expected [A-Za-z_][A-Za-z0-9_]* "
+                "(nested fields and quoted names are not supported)."
+            )
+        col_checks = _mapping(col_checks, f"column_mapping[{column!r}]")
+        if not col_checks:
+            raise CheckSpecError(
+                f"column_mapping[{column!r}] has no checks; give e.g. {{'null_check': {{'equal_to': 0}}}}."
+            )
+        for check_type, values in col_checks.items():
+            where = f"column_mapping[{column!r}][{check_type!r}]"
+            if check_type not in COLUMN_CHECKS:
+                raise CheckSpecError(f"{where}: unknown column check {check_type!r}; use one of {list(COLUMN_CHECKS)}.")
+            values = _mapping(values, where)
+            unknown = [k for k in values if k not in COMPARISONS and k not in _COLUMN_EXTRA]
+            if unknown:
+                raise CheckSpecError(
+                    f"{where}: unknown key(s) {unknown}; use comparison keys {list(COMPARISONS)} plus optional "
+                    f"{list(_COLUMN_EXTRA)}."
+                )
+            tolerance = values.get("tolerance")
+            if tolerance is not None:
+                tolerance = _number(tolerance, f"{where}['tolerance']")
+                if tolerance < 0:
+                    raise CheckSpecError(f"{where}['tolerance']={tolerance} must be >= 0 (a fraction, e.g. 0.1).")
+            checks.append(
+                Check(
+                    name=f"{column}.{check_type}",
+                    kind="column",
+                    check_type=check_type,
+                    column=column,
+                    condition=_condition(values, where),
+                    tolerance=tolerance,
+                    partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
+                    accept_none=accept_none,
+                )
+            )
+    for name, values in _mapping(table_checks or {}, "table_checks").items():
+        where = f"table_checks[{name!r}]"
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise CheckSpecError(f"{where}: check name must match [A-Za-z_][A-Za-z0-9_]*.")
+        values = _mapping(values, where)
+        unknown = [k for k in values if k not in _TABLE_KEYS]
+        if unknown or "check_statement" not in values:
+            raise CheckSpecError(
+                f"{where}: expected keys 'check_statement' (required) and 'partition_clause' (optional), "
+                f"got {sorted(values)}."
+            )
+        checks.append(
+            Check(
+                name=f"table.{name}",
+                kind="table",
+                check_type="check_statement",
+                condition={"equal_to": 1.0},
+                statement=_sql_fragment(values["check_statement"], f"{where}['check_statement']"),
+                partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
+                accept_none=False,
+            )
+        )
+    for check_type, values in _mapping(change_checks or {}, "change_checks").items():
+        where = f"change_checks[{check_type!r}]"
+        if check_type not in CHANGE_CHECKS:
+            raise CheckSpecError(f"{where}: unknown change check {check_type!r}; use one of {list(CHANGE_CHECKS)}.")
+        values = _mapping(values, where)
+        unknown = [k for k in values if k not in COMPARISONS and k not in _CHANGE_ALIASES]
+        if unknown:
+            raise CheckSpecError(f"{where}: unknown key(s) {unknown}; use 'min'/'max' or {list(COMPARISONS)}.")
+        checks.append(
+            Check(
+                name=f"change.{check_type}",
+                kind="change",
+                check_type=check_type,
+                condition=_condition(values, where, _CHANGE_ALIASES),
+                accept_none=True,
+            )
+        )
+    if not checks:
+        raise CheckSpecError(
+            "No audit checks given; pass column_mapping, table_checks and/or change_checks (an audit that "
+            "checks nothing would let any data through)."
+        )
+    return checks
+
+
+# ----------------------------------------------------------------- SQL building
+def _q(column: str) -> str:
+    if not NAME_RE.match(column):
+        raise CheckSpecError(f"invalid column name {column!r}")
+    return f"`{column}`"
+
+
+def check_expression(check: Check, mode: str = AGGREGATE) -> str:
+    """The aggregate SQL expression whose value is the check's observed value.
+
+    Column checks honour their partition clause with conditional aggregation
+    (so they share the single pass); a table check in ``row`` mode becomes
+    ``MIN(CASE ...)`` over the rows it applies to (1 when all rows pass), in
+    ``aggregate`` mode ``CASE WHEN stmt THEN 1 ELSE 0 END`` (its partition
+    clause, if any, must then be applied as the query's ``WHERE``).
+    """
+    pc = check.partition_clause
+    if check.kind == "column":
+        col = _q(check.column or "")
+        value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
+        if check.check_type == "null_check":
+            cond = f"({pc}) AND {col} IS NULL" if pc else f"{col} IS NULL"
+            return f"CAST(COALESCE(SUM(CASE WHEN {cond} THEN 1 ELSE 0 END), 0) AS DOUBLE)"
+        if check.check_type == "distinct_check":
+            return f"CAST(COUNT(DISTINCT {value}) AS DOUBLE)"
+        if check.check_type == "unique_check":
+            return f"CAST(COUNT({value}) - COUNT(DISTINCT {value}) AS DOUBLE)"
+        if check.check_type in ("min", "max"):
+            return f"CAST({check.check_type.upper()}({value}) AS DOUBLE)"
+    if check.kind == "table":
+        stmt = check.statement
+        if mode == ROW:
+            guard = f"WHEN NOT COALESCE(({pc}), FALSE) THEN NULL " if pc else ""
+            return f"CAST(COALESCE(MIN(CASE {guard}WHEN ({stmt}) THEN 1 ELSE 0 END), 1) AS DOUBLE)"
+        return f"CAST(CASE WHEN ({stmt}) THEN 1 ELSE 0 END AS DOUBLE)"
+    raise CheckSpecError(f"check {check.name!r} ({check.kind}) is not evaluated in SQL")
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """One SQL query and which check each output column belongs to."""
+
+    sql: str
+    columns: list[tuple[str, str]]  # (alias, check name)
+
+
+def build_audit_queries(
+    checks: Sequence[Check], source: str, modes: Mapping[str, str] | None = None
+) -> list[AuditQuery]:
+    """Fold the data checks into as few queries as possible (normally exactly one).
+
+    :param source: the relation to read, e.g. ```cat`.`ns`.`t` VERSION AS OF 123``.
+    :param modes: table check name -> ``row`` | ``aggregate`` (default ``aggregate``).
+    """
+    modes = modes or {}
+    main: list[tuple[str, str]] = []
+    main_exprs: list[str] = []
+    filtered: dict[str, list[tuple[str, str, str]]] = {}
+    for i, check in enumerate(c for c in checks if c.kind in ("column", "table")):
+        alias = f"c{i}"
+        mode = modes.get(check.name, AGGREGATE)
+        expr = check_expression(check, mode)
+        if check.kind == "table" and mode == AGGREGATE and check.partition_clause:
+            filtered.setdefault(check.partition_clause, []).append((alias, check.name, expr))
+        else:
+            main.append((alias, check.name))
+            main_exprs.append(f"{expr} AS {alias}")
+    queries = []
+    if main:
+        queries.append(AuditQuery(f"SELECT {', '.join(main_exprs)} FROM {source}", main))
+    for clause, items in filtered.items():
+        exprs = ", ".join(f"{expr} AS {alias}" for alias, _, expr in items)
+        queries.append(AuditQuery(f"SELECT {exprs} FROM {source} WHERE {clause}", [(a, n) for a, n, _ in items]))
+    return queries
+
+
+def build_separate_queries(
+    checks: Sequence[Check], source: str, modes: Mapping[str, str] | None = None
+) -> list[AuditQuery]:
+    """One query per data check (the naive way; used by the benchmark for comparison)."""
+    out: list[AuditQuery] = []
+    for check in checks:
+        if check.kind in ("column", "table"):
+            out.extend(build_audit_queries([check], source, modes))
+    return out
+
+
+def mode_probe_sql(check: Check, source: str) -> str:
+    """SQL whose *analysis* succeeds iff the table check's statement is a row predicate."""
+    return f"SELECT MIN(CASE WHEN ({check.statement}) THEN 1 ELSE 0 END) FROM {source}"
+
+
+def result_rows(
+    checks: Sequence[Check],
+    observed: Mapping[str, float | None],
+    skipped: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``(check, observed value, condition, verdict)`` rows, in check order.
+
+    :param skipped: check name -> reason, for checks that cannot be evaluated
+        (e.g. ``added_rows_ratio`` before anything was ever published); they pass
+        and say why in ``condition``.
+    """
+    rows = []
+    for check in checks:
+        value = observed.get(check.name)
+        value = None if value is None else float(value)
+        reason = (skipped or {}).get(check.name)
+        rows.append(
+            {
+                "check_name": check.name,
+                "check_type": check.check_type,
+                "column_name": check.column,
+                "observed_value": value,
+                "condition": check.describe() + (f" (skipped: {reason})" if reason else ""),
+                "passed": True if reason else check.evaluate(value),
+            }
+        )
+    return rows

@@ -1,0 +1,139 @@
+"""Task-group factories composing the provider's operators into governed pipelines."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import Asset, TaskGroup, TriggerRule
+
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
+from airflow_iceberg_provider.operators.wap import (
+    IcebergWapAuditOperator,
+    IcebergWapCreateBranchOperator,
+    IcebergWapPublishOperator,
+    IcebergWapWriteOperator,
+    iceberg_asset,
+)
+
+
+def _xcom(task_id: str, key: str) -> str:
+    return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
+
+
+def wap_task_group(
+    *,
+    table: str,
+    group_id: str = "wap",
+    application: str | None = None,
+    sql: str | Sequence[str] | None = None,
+    sql_args: Mapping[str, Any] | None = None,
+    params_for_job: Mapping[str, Any] | None = None,
+    column_mapping: Mapping[str, Any] | None = None,
+    table_checks: Mapping[str, Any] | None = None,
+    change_checks: Mapping[str, Any] | None = None,
+    partition_clause: str | None = None,
+    branch: str | None = None,
+    branch_prefix: str = "wap",
+    from_ref: str = "main",
+    on_conflict: str = "fail",
+    drop_branch: bool = True,
+    tag: str | None = None,
+    asset: Asset | bool | None = True,
+    catalog_name: str = "lakehouse",
+    iceberg_catalog_conn_id: str = IcebergCatalogHook.default_conn_name,
+    spark_conn_id: str = IcebergSparkHook.default_conn_name,
+    spark_conf: Mapping[str, Any] | None = None,
+    jars: Sequence[str] | str | None = None,
+    packages: Sequence[str] | str | None = None,
+    write_kwargs: Mapping[str, Any] | None = None,
+    audit_kwargs: Mapping[str, Any] | None = None,
+    publish_kwargs: Mapping[str, Any] | None = None,
+    **group_kwargs: Any,
+) -> TaskGroup:
+    """
+    Branch -> write -> audit -> publish for one table, as a TaskGroup.
+
+    ``create_branch`` cuts the run's branch (deterministic name, so retries find it),
+    ``write`` runs the application or SQL on it, ``audit`` checks exactly the snapshot the
+    write produced, ``publish`` fast-forwards ``main`` to exactly the audited snapshot (and
+    optionally tags it). Every step runs only if all upstream steps succeeded (the default
+    ``all_success`` trigger rule): a failed audit leaves ``main`` untouched and the branch in
+    place for inspection. Snapshot ids travel between the tasks through XCom templates, and
+    every user-varied argument is templated.
+
+    :param table: ``namespace.table``; must be static (it names the Asset outlet).
+    :param asset: the Asset to emit on publish: ``True`` (default) for
+        ``iceberg://<catalog_name>/<namespace>/<table>``, an :class:`~airflow.sdk.Asset`, or
+        ``None``/``False`` for none.
+    :param catalog_name: catalog name used in the default Asset URI (the connection's
+        ``catalog_name``; ``lakehouse`` by default).
+    :param on_conflict: publish behaviour when ``main`` moved: ``"fail"`` or ``"cherrypick"``.
+    :param drop_branch: drop the branch after a successful publish (default ``True``).
+    :param tag: optional tag for the published snapshot (templated), e.g. ``"daily-{{ ds }}"``.
+    :param write_kwargs: / ``audit_kwargs`` / ``publish_kwargs``: extra operator arguments.
+    :return: the TaskGroup (use it in ``>>`` like a task).
+    """
+    common: dict[str, Any] = {"table": table, "iceberg_catalog_conn_id": iceberg_catalog_conn_id}
+    spark: dict[str, Any] = {
+        "spark_conn_id": spark_conn_id,
+        "spark_conf": spark_conf,
+        "jars": jars,
+        "packages": packages,
+    }
+    outlets: list[Asset] = []
+    if asset is True:
+        outlets = [iceberg_asset(table, catalog_name)]
+    elif isinstance(asset, Asset):
+        outlets = [asset]
+    with TaskGroup(group_id, **group_kwargs) as group:
+        create = IcebergWapCreateBranchOperator(
+            task_id="create_branch", branch=branch, branch_prefix=branch_prefix, from_ref=from_ref, **common
+        )
+        branch_x = _xcom(create.task_id, "branch")
+        base_x = _xcom(create.task_id, "base_snapshot_id")
+        write = IcebergWapWriteOperator(
+            task_id="write",
+            branch=branch_x,
+            base_snapshot_id=base_x,
+            application=application,
+            sql=sql,
+            sql_args=sql_args,
+            params_for_job=params_for_job,
+            trigger_rule=TriggerRule.ALL_SUCCESS,
+            **common,
+            **spark,
+            **dict(write_kwargs or {}),
+        )
+        audit = IcebergWapAuditOperator(
+            task_id="audit",
+            branch=branch_x,
+            snapshot_id=_xcom(write.task_id, "snapshot_id"),
+            base_snapshot_id=base_x,
+            column_mapping=column_mapping,
+            table_checks=table_checks,
+            change_checks=change_checks,
+            partition_clause=partition_clause,
+            trigger_rule=TriggerRule.ALL_SUCCESS,
+            retries=0,
+            **common,
+            **spark,
+            **dict(audit_kwargs or {}),
+        )
+        publish = IcebergWapPublishOperator(
+            task_id="publish",
+            branch=branch_x,
+            audited_snapshot_id=_xcom(audit.task_id, "snapshot_id"),
+            base_snapshot_id=base_x,
+            on_conflict=on_conflict,
+            drop_branch=drop_branch,
+            tag=tag,
+            outlets=outlets,
+            trigger_rule=TriggerRule.ALL_SUCCESS,
+            **common,
+            **spark,
+            **dict(publish_kwargs or {}),
+        )
+        create >> write >> audit >> publish
+    return group

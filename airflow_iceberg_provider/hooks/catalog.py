@@ -517,6 +517,324 @@ class IcebergCatalogHook(BaseHook):
             tx.set_properties(missing)
         return True
 
+    # ------------------------------------------ tags, branches, rollback, commit polling (#4)
+    def ref_chain(self, table: str | TableIdent | Table, ref: str = MAIN_BRANCH) -> list[SnapshotInfo]:
+        """A ref's ancestry as plain values, **oldest first** (head last); empty for an empty table."""
+        tbl = self._table(table)
+        if ref != MAIN_BRANCH and ref not in tbl.metadata.refs:
+            return []
+        head = self.ref_snapshot_id(tbl, ref)
+        if head is None:
+            return []
+        return [snapshot_info(tbl.metadata.snapshot_by_id(i)) for i in reversed(self.ancestor_ids(tbl, head))]
+
+    def create_tag(
+        self,
+        table: str | TableIdent | Table,
+        tag: str,
+        *,
+        snapshot_id: int,
+        max_ref_age_ms: int | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Create an (immutable) tag, idempotently; returns ``created``, ``exists`` or ``replaced``.
+
+        The same tag on the same snapshot with the same retention is ``exists`` (no
+        commit): a retried task succeeds. A tag pointing elsewhere (or with another
+        retention) is refused unless ``replace=True``; a branch of that name is always
+        refused. The commit is a compare-and-swap on the tag.
+
+        :raises IcebergRefusedError: the name is taken (nothing was changed).
+        """
+        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+        tbl = self._table(table)
+        validate_ref(tag, "tag", allow_main=False)
+        if tbl.metadata.snapshot_by_id(snapshot_id) is None:
+            raise IcebergRefNotFoundError(
+                f"Snapshot {snapshot_id} does not exist on {_name(tbl)} (expired or never created); cannot tag it."
+            )
+        existing = tbl.metadata.refs.get(tag)
+        outcome = "created"
+        if existing is not None:
+            if existing.snapshot_ref_type.value != "tag":
+                raise IcebergRefusedError(
+                    f"{_name(tbl)} already has a branch named {tag!r}; a tag cannot replace a branch. Choose "
+                    "another tag name. Nothing was changed."
+                )
+            if existing.snapshot_id == snapshot_id and existing.max_ref_age_ms == max_ref_age_ms:
+                return "exists"
+            if not replace:
+                raise IcebergRefusedError(
+                    f"Tag {tag!r} of {_name(tbl)} already points at snapshot {existing.snapshot_id} "
+                    f"(max_ref_age_ms={existing.max_ref_age_ms}); refusing to move it to {snapshot_id} "
+                    f"(max_ref_age_ms={max_ref_age_ms}): tags are immutable audit points. Pass replace=True to "
+                    "move it deliberately, or choose another name. Nothing was changed."
+                )
+            outcome = "replaced"
+        self.set_ref(tbl, tag, snapshot_id, ref_type="tag", max_ref_age_ms=max_ref_age_ms)
+        return outcome
+
+    def create_branch(
+        self,
+        table: str | TableIdent | Table,
+        branch: str,
+        *,
+        snapshot_id: int,
+        max_ref_age_ms: int | None = None,
+        max_snapshot_age_ms: int | None = None,
+        min_snapshots_to_keep: int | None = None,
+        replace: bool = False,
+    ) -> str:
+        """Create a branch with retention, idempotently.
+
+        Returns ``created``; ``exists`` when the branch already starts at (or has since
+        advanced from) ``snapshot_id`` with the same retention; ``retention_updated``
+        when only the retention differed (set on the current head, compare-and-swap);
+        ``replaced`` when ``replace=True`` re-pointed a diverged branch.
+
+        :raises IcebergRefusedError: ``main``, a tag of that name, or a branch that does
+            not descend from ``snapshot_id`` without ``replace=True`` (nothing changed).
+        """
+        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+        tbl = self._table(table)
+        validate_ref(branch, "branch", allow_main=False)
+        if tbl.metadata.snapshot_by_id(snapshot_id) is None:
+            raise IcebergRefNotFoundError(
+                f"Snapshot {snapshot_id} does not exist on {_name(tbl)} (expired or never created); cannot "
+                "branch from it."
+            )
+        retention = {
+            "max_ref_age_ms": max_ref_age_ms,
+            "max_snapshot_age_ms": max_snapshot_age_ms,
+            "min_snapshots_to_keep": min_snapshots_to_keep,
+        }
+        existing = tbl.metadata.refs.get(branch)
+        if existing is None:
+            self.set_ref(tbl, branch, snapshot_id, ref_type="branch", **retention)
+            return "created"
+        if existing.snapshot_ref_type.value != "branch":
+            raise IcebergRefusedError(
+                f"{_name(tbl)} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
+            )
+        same_retention = all(getattr(existing, k) == v for k, v in retention.items())
+        if self.is_ancestor(tbl, snapshot_id, existing.snapshot_id):
+            if same_retention:
+                return "exists"
+            self.set_ref(
+                tbl, branch, existing.snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention
+            )
+            return "retention_updated"
+        if not replace:
+            raise IcebergRefusedError(
+                f"Branch {branch!r} of {_name(tbl)} already exists at snapshot {existing.snapshot_id}, which does "
+                f"not descend from {snapshot_id}; refusing to re-point it (its commits would be lost). Pass "
+                "replace=True to re-point it deliberately, or choose another name. Nothing was changed."
+            )
+        self.set_ref(tbl, branch, snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention)
+        return "replaced"
+
+    def resolve_rollback_target(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        ref: str = MAIN_BRANCH,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        as_of_ms: int | None = None,
+    ) -> SnapshotInfo:
+        """The snapshot to roll ``ref`` back to (exactly one of id, tag or time), checked to be an ancestor.
+
+        ``as_of_ms`` picks the newest snapshot of the ref's ancestry committed at or
+        before that time.
+
+        :raises IcebergRefusedError: the target is not an ancestor of the ref's head.
+        """
+        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+        if sum(x is not None for x in (snapshot_id, tag, as_of_ms)) != 1:
+            raise ValueError("resolve_rollback_target() takes exactly one of snapshot_id, tag or as_of_ms.")
+        tbl = self._table(table)
+        chain = self.ref_chain(tbl, ref)
+        if not chain:
+            raise IcebergRefNotFoundError(
+                f"{_name(tbl)} has no {ref!r} with snapshots to roll back; existing refs: "
+                f"{sorted(tbl.metadata.refs) or 'none'}."
+            )
+        head = chain[-1].snapshot_id
+        if as_of_ms is not None:
+            older = [s for s in chain if s.timestamp_ms <= as_of_ms]
+            if not older:
+                raise IcebergRefusedError(
+                    f"{_name(tbl)} {ref!r} has no ancestor committed at or before {as_of_ms} ms (its oldest "
+                    f"ancestor is {chain[0].snapshot_id} at {chain[0].timestamp_ms} ms). Nothing was changed."
+                )
+            return older[-1]
+        if tag is not None:
+            validate_ref(tag, "tag")
+            found = tbl.metadata.refs.get(tag)
+            if found is None or found.snapshot_ref_type.value != "tag":
+                raise IcebergRefNotFoundError(
+                    f"Tag {tag!r} does not exist on {_name(tbl)}; existing tags: "
+                    f"{sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type.value == 'tag') or 'none'}."
+                )
+            snapshot_id = found.snapshot_id
+        sid = validate_snapshot_id(snapshot_id)
+        if tbl.metadata.snapshot_by_id(sid) is None:
+            raise IcebergRefNotFoundError(f"Snapshot {sid} does not exist on {_name(tbl)} (expired or never created).")
+        by_id = {s.snapshot_id: s for s in chain}
+        if sid not in by_id:
+            raise IcebergRefusedError(
+                f"Cannot roll {_name(tbl)} {ref!r} back to snapshot {sid}"
+                + (f" (tag {tag!r})" if tag else "")
+                + f": it is not an ancestor of the head {head}. Rollback only moves a ref back along its own "
+                "history; to publish another line of history use a branch and fast-forward. Nothing was changed."
+            )
+        return by_id[sid]
+
+    def rollback(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        to_snapshot_id: int,
+        ref: str = MAIN_BRANCH,
+        expected_snapshot_id: int | None = None,
+    ) -> bool:
+        """Move ``ref`` back to an ancestor snapshot (compare-and-swap); ``False`` if already there.
+
+        The ref keeps its retention. ``expected_snapshot_id`` (when given) must be the
+        ref's current head, so a rollback decided on stale information never lands.
+
+        :raises IcebergRefusedError: the target is not an ancestor of the head.
+        :raises IcebergCommitConflictError: the ref moved (nothing was changed).
+        """
+        tbl = self._table(table)
+        validate_ref(ref)
+        target = self.resolve_rollback_target(tbl, ref=ref, snapshot_id=to_snapshot_id)
+        head = self.ref_snapshot_id(tbl, ref)
+        if head == target.snapshot_id:
+            return False
+        if expected_snapshot_id is not None and head != expected_snapshot_id:
+            raise IcebergCommitConflictError(
+                f"Cannot roll back {_name(tbl)} {ref!r}: it points at {head}, not the expected "
+                f"{expected_snapshot_id}; another writer moved it. Nothing was changed."
+            )
+        existing = tbl.metadata.refs[ref]
+        self.set_ref(
+            tbl,
+            ref,
+            target.snapshot_id,
+            expected_snapshot_id=head,
+            max_ref_age_ms=existing.max_ref_age_ms,
+            max_snapshot_age_ms=existing.max_snapshot_age_ms,
+            min_snapshots_to_keep=existing.min_snapshots_to_keep,
+        )
+        return True
+
+    def poll_commit(
+        self,
+        table: str | TableIdent,
+        *,
+        ref: str = MAIN_BRANCH,
+        after_snapshot_id: int | None = None,
+        after_timestamp_ms: int | None = None,
+        operation: str | None = None,
+        summary: Mapping[str, str] | None = None,
+        known_metadata_location: str | None = None,
+    ) -> dict[str, Any]:
+        """One cheap sensor poll: is there a matching commit on ``ref`` newer than the baseline?
+
+        Reads only the catalog's metadata pointer first (one row read for SQL
+        catalogs); the metadata is loaded and parsed only when the pointer differs
+        from ``known_metadata_location``. A missing table, namespace or ref is "not yet".
+
+        :return: ``{"metadata_location", "loaded", "snapshot" (SnapshotInfo dict or None),
+            "matched", "head_snapshot_id"}``.
+        """
+        from airflow_iceberg_provider._ref_logic import select_new_commit
+
+        ident = validate_table(table)
+        location = self.metadata_location(ident)
+        out: dict[str, Any] = {
+            "metadata_location": location,
+            "loaded": False,
+            "snapshot": None,
+            "matched": 0,
+            "head_snapshot_id": None,
+        }
+        if location is None or location == known_metadata_location:
+            return out
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            tbl = self.catalog.load_table(ident.dotted)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return {**out, "metadata_location": None}
+        chain = self.ref_chain(tbl, ref)
+        if after_snapshot_id is not None and after_timestamp_ms is None:
+            baseline = tbl.metadata.snapshot_by_id(after_snapshot_id)
+            # if the ref was rolled back past the baseline, "newer" falls back to its commit time
+            after_timestamp_ms = baseline.timestamp_ms if baseline is not None else None
+        found, count = select_new_commit(
+            chain,
+            after_snapshot_id=after_snapshot_id,
+            after_timestamp_ms=after_timestamp_ms,
+            operation=operation,
+            summary=summary,
+        )
+        return {
+            "metadata_location": tbl.metadata_location,
+            "loaded": True,
+            "snapshot": found.to_dict() if found else None,
+            "matched": count,
+            "head_snapshot_id": chain[-1].snapshot_id if chain else None,
+        }
+
+    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
+        """Legal-hold tags of a table (``governance.LEGAL_HOLD_PREFIX``), oldest snapshot first.
+
+        Each item: ``name``, ``snapshot_id``, ``snapshot_timestamp_ms``, ``max_ref_age_ms`` and
+        ``details`` — the ledger details recorded when the hold was placed (case id,
+        reason, who placed it), or ``None`` when the ledger has no record (a hold created
+        outside this provider still counts: the tag name is the convention).
+        """
+        from airflow_iceberg_provider.governance import is_legal_hold
+
+        tbl = self._table(table)
+        holds = []
+        for name, ref in tbl.metadata.refs.items():
+            if not is_legal_hold(name, ref.snapshot_ref_type.value):
+                continue
+            snap = tbl.metadata.snapshot_by_id(ref.snapshot_id)
+            holds.append(
+                {
+                    "name": name,
+                    "snapshot_id": ref.snapshot_id,
+                    "snapshot_timestamp_ms": snap.timestamp_ms if snap else None,
+                    "max_ref_age_ms": ref.max_ref_age_ms,
+                    "details": None,
+                }
+            )
+        if holds and with_ledger:
+            rows = self.read_governance_rows("ledger", table_name=_name(tbl), operation="create_tag")
+            latest: dict[str, dict[str, Any]] = {}
+            for row in sorted(rows, key=lambda r: r["finished_at"] or datetime.min.replace(tzinfo=UTC)):
+                if row.get("status") in ("succeeded", "noop") and row.get("snapshot_after") is not None:
+                    latest[f"{row['ref']}@{row['snapshot_after']}"] = row
+            for hold in holds:
+                row = latest.get(f"{hold['name']}@{hold['snapshot_id']}")
+                if row is not None:
+                    details = json.loads(row.get("details") or "{}")
+                    hold["details"] = {
+                        **details,
+                        "dag_id": row.get("dag_id"),
+                        "run_id": row.get("run_id"),
+                        "task_id": row.get("task_id"),
+                        "recorded_at": row["finished_at"].isoformat() if row.get("finished_at") else None,
+                    }
+        return sorted(holds, key=lambda h: (h["snapshot_timestamp_ms"] or 0, h["name"]))
+
     # ----------------------------------------------------------- governance
     def governance_table(self, kind: str | GovernanceTable) -> str:
         """Create the governance table if missing; return its ``namespace.table`` name."""

@@ -1,0 +1,183 @@
+"""Pure logic of tags, branches, rollback and commit sensors (no catalog, no Airflow I/O).
+
+Kept apart from the operators so it is testable in milliseconds: parsing of
+retention durations and points in time, the legal-hold naming rule, and the
+choice of "the new commit" a sensor reports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX
+from airflow_iceberg_provider.models import SnapshotInfo
+
+SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
+_INT_RE = re.compile(r"^[0-9]{1,19}$")
+
+
+def duration_ms(value: Any, param: str) -> int | None:
+    """A positive retention as milliseconds; ``None`` stays ``None`` (no retention set).
+
+    Accepts a :class:`datetime.timedelta` (pendulum ``Duration`` included), an ISO-8601
+    duration string (``"P30D"``, ``"PT12H"``; months count 30 days, years 365), or an
+    integer number of milliseconds (also as a decimal string, as templates render).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. timedelta(days=30) or 'P30D'.")
+    ms: int
+    if isinstance(value, timedelta):
+        ms = int(value.total_seconds() * 1000)
+    elif isinstance(value, int | float):
+        ms = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if _INT_RE.match(text) or (text.startswith("-") and _INT_RE.match(text[1:])):
+            ms = int(text)
+        else:
+            ms = _iso_duration_ms(text, param)
+    else:
+        raise IcebergValidationError(
+            f"{param}={value!r} is not a duration; pass a timedelta / pendulum Duration, an ISO-8601 "
+            "duration such as 'P30D', or milliseconds."
+        )
+    if ms <= 0:
+        raise IcebergValidationError(
+            f"{param}={value!r} is {ms} ms; a retention must be positive. Leave it unset (None) to keep "
+            "the ref and its snapshots forever, or pass a positive duration such as 'P30D'."
+        )
+    return ms
+
+
+def _iso_duration_ms(text: str, param: str) -> int:
+    import pendulum
+
+    try:
+        parsed = pendulum.parse(text)
+    except Exception as err:
+        raise IcebergValidationError(
+            f"{param}={text!r} is not an ISO-8601 duration; use e.g. 'P30D', 'PT12H' or 'P1Y'."
+        ) from err
+    if not isinstance(parsed, timedelta):
+        raise IcebergValidationError(
+            f"{param}={text!r} is a point in time, not a duration; use e.g. 'P30D' or timedelta(days=30)."
+        )
+    return int(parsed.total_seconds() * 1000)
+
+
+def positive_int(value: Any, param: str) -> int | None:
+    """A positive integer (templated strings accepted); ``None`` stays ``None``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise IcebergValidationError(f"{param}={value!r} must be a positive integer (e.g. 10) or None.")
+    return value
+
+
+def timestamp_ms(value: Any, param: str) -> int | None:
+    """A point in time as epoch milliseconds; ``None`` stays ``None``.
+
+    Accepts a datetime (naive = UTC; pendulum included), an ISO-8601 string, or epoch
+    milliseconds (int or decimal string).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        raise IcebergValidationError(f"{param}={value!r} is not a timestamp.")
+    if isinstance(value, int | float):
+        ms = int(value)
+    elif isinstance(value, str) and _INT_RE.match(value.strip()):
+        ms = int(value.strip())
+    elif isinstance(value, str | datetime):
+        from datetime import UTC
+
+        try:
+            dt = value if isinstance(value, datetime) else datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError as err:
+            raise IcebergValidationError(
+                f"{param}={value!r} is not a timestamp; pass a datetime, an ISO-8601 string such as "
+                "'2026-01-31T23:59:59+00:00', or epoch milliseconds."
+            ) from err
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        ms = int(dt.timestamp() * 1000)
+    else:
+        raise IcebergValidationError(
+            f"{param}={value!r} is not a timestamp; pass a datetime, an ISO-8601 string or epoch milliseconds."
+        )
+    if ms < 0:
+        raise IcebergValidationError(f"{param}={value!r} is before 1970; pass a real commit time.")
+    return ms
+
+
+def legal_hold_tag_name(tag: str) -> str:
+    """The tag name under the legal-hold convention (prefixed once)."""
+    return tag if tag.startswith(LEGAL_HOLD_PREFIX) else f"{LEGAL_HOLD_PREFIX}{tag}"
+
+
+def validate_operation(value: Any, param: str = "operation") -> str | None:
+    if value is None or value == "":
+        return None
+    if value not in SNAPSHOT_OPERATIONS:
+        raise IcebergValidationError(
+            f"{param}={value!r} is not a snapshot operation; use one of {SNAPSHOT_OPERATIONS}."
+        )
+    return str(value)
+
+
+def validate_summary(value: Any, param: str = "summary") -> dict[str, str]:
+    """Summary properties to match: a mapping of string keys to (stringified) values."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise IcebergValidationError(
+            f"{param}={value!r} is not a mapping; pass e.g. {{'wap.id': 'run-42'}} or "
+            "{'airflow.run-id': '{{ run_id }}'}."
+        )
+    out = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not key:
+            raise IcebergValidationError(f"{param} key {key!r} must be a non-empty string.")
+        out[key] = str(val)
+    return out
+
+
+def matches(info: SnapshotInfo, operation: str | None, summary: Mapping[str, str]) -> bool:
+    if operation is not None and info.operation != operation:
+        return False
+    return all(info.summary.get(k) == v for k, v in summary.items())
+
+
+def select_new_commit(
+    chain: Sequence[SnapshotInfo],
+    *,
+    after_snapshot_id: int | None = None,
+    after_timestamp_ms: int | None = None,
+    operation: str | None = None,
+    summary: Mapping[str, str] | None = None,
+) -> tuple[SnapshotInfo | None, int]:
+    """The newest matching commit of a ref that is newer than the baseline, and how many matched.
+
+    :param chain: the ref's ancestry, **oldest first** (head last).
+    :param after_snapshot_id: only commits after this snapshot. When it is not in the
+        ref's ancestry any more (the ref was rolled back past it or replaced), commits
+        newer than ``after_timestamp_ms`` count instead; without a timestamp every
+        commit on the rewritten ref counts.
+    :param after_timestamp_ms: only commits strictly newer than this time.
+    """
+    ids = [s.snapshot_id for s in chain]
+    candidates: Sequence[SnapshotInfo] = chain
+    if after_snapshot_id is not None and after_snapshot_id in ids:
+        candidates = chain[ids.index(after_snapshot_id) + 1 :]
+    if after_timestamp_ms is not None and (after_snapshot_id is None or after_snapshot_id not in ids):
+        candidates = [s for s in candidates if s.timestamp_ms > after_timestamp_ms]
+    found = [s for s in candidates if matches(s, operation, summary or {})]
+    return (found[-1] if found else None), len(found)

@@ -1,0 +1,642 @@
+"""Tags, branches, rollback and commit checks: metadata-only operators (no JVM).
+
+Every operator here validates its rendered arguments, makes at most one
+compare-and-swap commit through :class:`IcebergCatalogHook`, reads the table
+back to verify the result, writes one governance-ledger row, and returns a
+small XCom-safe dict. Retries are safe: an operation that already happened is
+a ``noop`` success; a refusal changes nothing on the table.
+
+Legal holds follow the convention of :mod:`airflow_iceberg_provider.governance`:
+a *tag* named ``legal-hold-…`` pins its snapshot — and therefore every data file
+that snapshot references — until the hold is released (the tag is dropped with
+``release_legal_hold=True``). A hold blocks physical erasure of those files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider._ref_logic import (
+    duration_ms,
+    legal_hold_tag_name,
+    positive_int,
+    timestamp_ms,
+    validate_operation,
+    validate_summary,
+)
+from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_snapshot_id
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitVerificationError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
+from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from airflow.sdk import Context
+    from pyiceberg.table import Table
+
+
+def _templated(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+class _RefOperator(IcebergBaseOperator):
+    """Shared plumbing: ledger rows (also for refusals) and ref verification."""
+
+    ui_color = "#e8f4ea"
+
+    def _ledger(self, context: Context | None, operation: str, ref: str | None, status: str, **kw: Any) -> str:
+        return self.catalog_hook.record_ledger(
+            operation=operation, table=self.ident.dotted, ref=ref, status=status, context=context, **kw
+        )
+
+    def _refused(
+        self, context: Context | None, operation: str, ref: str | None, err: Exception, **details: Any
+    ) -> None:
+        """Best-effort ledger row for a refusal (the target table itself is untouched)."""
+        try:
+            self._ledger(context, operation, ref, "refused", details={**details, "reason": str(err)[:1000]})
+        except Exception as ledger_err:  # the refusal is what matters; never mask it
+            self.log.warning("Could not record the refusal in the ledger: %s", ledger_err)
+
+    def _verify_ref(self, ref: str, snapshot_id: int, ref_type: str, **retention: int | None) -> None:
+        """Re-read the table and check the ref points where it should, with the retention asked for."""
+        found = self.catalog_hook.refs(self.ident).get(ref)
+        problems = []
+        if found is None:
+            problems.append("it does not exist")
+        else:
+            if found.snapshot_id != snapshot_id:
+                problems.append(f"it points at {found.snapshot_id}, not {snapshot_id}")
+            if found.type != ref_type:
+                problems.append(f"it is a {found.type}, not a {ref_type}")
+            problems += [
+                f"{k}={getattr(found, k)} instead of {v}" for k, v in retention.items() if getattr(found, k) != v
+            ]
+        if problems:
+            raise IcebergCommitVerificationError(
+                f"After the commit, {self.ident} {ref_type} {ref!r} is not as intended: {'; '.join(problems)}. "
+                "A concurrent writer may have changed it; inspect the table's refs."
+            )
+
+    def _source_snapshot(self, tbl: Table, ref: str, snapshot_id: Any, what: str) -> int:
+        if not _blank(snapshot_id):
+            return validate_snapshot_id(snapshot_id, "snapshot_id")
+        head = self.catalog_hook.ref_snapshot_id(tbl, validate_ref(ref, "ref"))
+        if head is None:
+            raise IcebergRefusedError(
+                f"{self.ident} has no snapshot on {ref!r} yet, so there is nothing to {what}. Write data first "
+                "or pass snapshot_id. Nothing was changed."
+            )
+        return head
+
+
+class IcebergCreateTagOperator(_RefOperator):
+    """
+    Tag a snapshot — an immutable audit point such as an end-of-day release or a legal hold.
+
+    Idempotent under retries: the same tag on the same snapshot (and retention) succeeds
+    without a commit. A tag of that name pointing elsewhere is refused unless
+    ``replace=True`` (a legal hold is never replaced: release it first). The creator
+    (dag/run/task/try) and, for a hold, the case id and reason are recorded in the
+    governance ledger.
+
+    :param table: ``namespace.table`` (templated).
+    :param tag: tag name (templated), e.g. ``"eod_{{ ds_nodash }}"``.
+    :param ref: tag the head of this branch (templated; default ``main``) ...
+    :param snapshot_id: ... or this snapshot (templated).
+    :param max_ref_age: how long the tag lives (measured from the snapshot's time):
+        ``timedelta`` / pendulum ``Duration``, ISO-8601 (``"P90D"``) or milliseconds
+        (templated). ``None`` keeps it forever.
+    :param replace: move an existing tag of that name (not allowed for legal holds).
+    :param legal_hold: make this tag a legal hold: the name gets the ``legal-hold-``
+        prefix, ``case_id`` is required and ``max_ref_age`` is refused (a hold must
+        not expire on its own).
+    :param case_id: legal case / matter reference recorded with the hold (templated).
+    :param hold_reason: free-text reason recorded with the hold (templated; no personal data).
+    :return: ``{"table", "tag", "snapshot_id", "outcome": created|exists|replaced, "legal_hold", ...}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergBaseOperator.template_fields,
+        "tag",
+        "ref",
+        "snapshot_id",
+        "max_ref_age",
+        "case_id",
+        "hold_reason",
+    )
+
+    def __init__(
+        self,
+        *,
+        tag: str,
+        ref: str = MAIN_BRANCH,
+        snapshot_id: int | str | None = None,
+        max_ref_age: timedelta | str | int | None = None,
+        replace: bool = False,
+        legal_hold: bool = False,
+        case_id: str | None = None,
+        hold_reason: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tag = tag
+        self.ref = ref
+        self.snapshot_id = snapshot_id
+        self.max_ref_age = max_ref_age
+        self.replace = replace
+        self.legal_hold = legal_hold
+        self.case_id = case_id
+        self.hold_reason = hold_reason
+        if legal_hold and replace:
+            raise IcebergValidationError(
+                "legal_hold=True with replace=True: a legal hold is never moved. Release the hold "
+                "(IcebergDropTagOperator with release_legal_hold=True) and place a new one."
+            )
+        if legal_hold and max_ref_age is not None:
+            raise IcebergValidationError(
+                "legal_hold=True with max_ref_age: a legal hold must not expire on its own; leave max_ref_age "
+                "unset and release the hold explicitly when the case closes."
+            )
+        if legal_hold and _blank(case_id):
+            raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
+
+    def _tag_name(self) -> str:
+        tag = validate_ref(self.tag, "tag", allow_main=False)
+        if self.legal_hold:
+            return validate_ref(legal_hold_tag_name(tag), "tag", allow_main=False)
+        if tag.startswith(LEGAL_HOLD_PREFIX):
+            raise IcebergValidationError(
+                f"tag={tag!r} uses the legal-hold prefix {LEGAL_HOLD_PREFIX!r}; pass legal_hold=True with a "
+                "case_id to place a hold, or choose a name without the prefix."
+            )
+        return tag
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        tag = self._tag_name()
+        max_age = duration_ms(self.max_ref_age, "max_ref_age")
+        if self.legal_hold and max_age is not None:
+            raise IcebergValidationError("legal_hold=True with max_ref_age: a legal hold must not expire on its own.")
+        if self.legal_hold and _blank(self.case_id):
+            raise IcebergValidationError("legal_hold=True requires a non-empty case_id.")
+        hook = self.catalog_hook
+        started = datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        previous = tbl.metadata.refs.get(tag)
+        snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "tag")
+        details: dict[str, Any] = {
+            "tag": tag,
+            "source_ref": None if not _blank(self.snapshot_id) else self.ref,
+            "max_ref_age_ms": max_age,
+            "replace": self.replace,
+            "legal_hold": self.legal_hold,
+        }
+        if self.legal_hold:
+            details.update(case_id=str(self.case_id), reason=self.hold_reason)
+        try:
+            outcome = hook.create_tag(tbl, tag, snapshot_id=snapshot_id, max_ref_age_ms=max_age, replace=self.replace)
+        except IcebergRefusedError as err:
+            self._refused(context, "create_tag", tag, err, **details, snapshot_id=snapshot_id)
+            raise
+        self._verify_ref(tag, snapshot_id, "tag", max_ref_age_ms=max_age)
+        self._ledger(
+            context,
+            "create_tag",
+            tag,
+            "noop" if outcome == "exists" else "succeeded",
+            snapshot_before=previous.snapshot_id if previous is not None else None,
+            snapshot_after=snapshot_id,
+            details={**details, "outcome": outcome},
+            started_at=started,
+        )
+        self.log.info("Tag %s on %s -> snapshot %s: %s", tag, self.ident, snapshot_id, outcome)
+        return {
+            "table": self.ident.dotted,
+            "tag": tag,
+            "snapshot_id": snapshot_id,
+            "outcome": outcome,
+            "max_ref_age_ms": max_age,
+            "legal_hold": self.legal_hold,
+        }
+
+
+class IcebergCreateBranchOperator(_RefOperator):
+    """
+    Create a branch with retention (experiments, ML training sets; WAP has its own operators).
+
+    Idempotent: an existing branch that starts at — or has since advanced from — the
+    requested snapshot succeeds without moving it (only a changed retention is
+    committed). A diverged branch is refused unless ``replace=True``.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: branch name (templated); ``main`` is refused.
+    :param ref: branch from the head of this ref (templated; default ``main``) ...
+    :param snapshot_id: ... or from this snapshot (templated).
+    :param min_snapshots_to_keep: keep at least this many snapshots of the branch on expiry.
+    :param max_snapshot_age: expire the branch's snapshots older than this (duration, templated).
+    :param max_ref_age: drop the branch itself when its head is older than this (duration, templated).
+    :param replace: re-point a diverged existing branch (its own commits become unreachable).
+    :return: ``{"table", "branch", "snapshot_id", "outcome", retention...}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergBaseOperator.template_fields,
+        "branch",
+        "ref",
+        "snapshot_id",
+        "min_snapshots_to_keep",
+        "max_snapshot_age",
+        "max_ref_age",
+    )
+
+    def __init__(
+        self,
+        *,
+        branch: str,
+        ref: str = MAIN_BRANCH,
+        snapshot_id: int | str | None = None,
+        min_snapshots_to_keep: int | str | None = None,
+        max_snapshot_age: timedelta | str | int | None = None,
+        max_ref_age: timedelta | str | int | None = None,
+        replace: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.branch = branch
+        self.ref = ref
+        self.snapshot_id = snapshot_id
+        self.min_snapshots_to_keep = min_snapshots_to_keep
+        self.max_snapshot_age = max_snapshot_age
+        self.max_ref_age = max_ref_age
+        self.replace = replace
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        branch = validate_ref(self.branch, "branch", allow_main=False)
+        retention = {
+            "max_ref_age_ms": duration_ms(self.max_ref_age, "max_ref_age"),
+            "max_snapshot_age_ms": duration_ms(self.max_snapshot_age, "max_snapshot_age"),
+            "min_snapshots_to_keep": positive_int(self.min_snapshots_to_keep, "min_snapshots_to_keep"),
+        }
+        hook = self.catalog_hook
+        started = datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        previous = tbl.metadata.refs.get(branch)
+        snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "branch from")
+        details = {"branch": branch, "source_ref": None if not _blank(self.snapshot_id) else self.ref, **retention}
+        try:
+            outcome = hook.create_branch(tbl, branch, snapshot_id=snapshot_id, replace=self.replace, **retention)
+        except IcebergRefusedError as err:
+            self._refused(context, "create_branch", branch, err, **details, snapshot_id=snapshot_id)
+            raise
+        head = hook.ref_snapshot_id(self.ident, branch)
+        self._verify_ref(
+            branch, head if outcome in ("exists", "retention_updated") else snapshot_id, "branch", **retention
+        )
+        self._ledger(
+            context,
+            "create_branch",
+            branch,
+            "noop" if outcome == "exists" else "succeeded",
+            snapshot_before=previous.snapshot_id if previous is not None else None,
+            snapshot_after=head,
+            details={**details, "outcome": outcome},
+            started_at=started,
+        )
+        self.log.info("Branch %s on %s from snapshot %s: %s", branch, self.ident, snapshot_id, outcome)
+        return {"table": self.ident.dotted, "branch": branch, "snapshot_id": head, "outcome": outcome, **retention}
+
+
+class _DropRefOperator(_RefOperator):
+    ref_type = "tag"
+
+    def _drop(self, context: Context, name: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        name = validate_ref(name, self.ref_type, allow_main=False)
+        hook = self.catalog_hook
+        started = datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        found = tbl.metadata.refs.get(name)
+        operation = f"drop_{self.ref_type}"
+        result = {"table": self.ident.dotted, self.ref_type: name, "dropped": False, "snapshot_id": None}
+        if found is None:
+            self.log.info("%s %r of %s is already gone; nothing to do", self.ref_type, name, self.ident)
+            return result
+        if found.snapshot_ref_type.value != self.ref_type:
+            err = IcebergRefusedError(
+                f"{name!r} on {self.ident} is a {found.snapshot_ref_type.value}, not a {self.ref_type}; use the "
+                f"drop-{found.snapshot_ref_type.value} operator if you mean it. Nothing was changed."
+            )
+            self._refused(context, operation, name, err)
+            raise err
+        self._check_drop(context, name)
+        hook.remove_ref(tbl, name)
+        if name in hook.refs(self.ident):
+            raise IcebergCommitVerificationError(f"{self.ref_type} {name!r} is still on {self.ident} after the drop.")
+        self._ledger(
+            context,
+            operation,
+            name,
+            "succeeded",
+            snapshot_before=found.snapshot_id,
+            details={**(details or {}), self.ref_type: name},
+            started_at=started,
+        )
+        self.log.info("Dropped %s %r (was at %s) from %s", self.ref_type, name, found.snapshot_id, self.ident)
+        return {**result, "dropped": True, "snapshot_id": found.snapshot_id}
+
+    def _check_drop(self, context: Context, name: str) -> None:
+        """Refuse a drop before any commit (subclasses)."""
+
+
+class IcebergDropTagOperator(_DropRefOperator):
+    """
+    Drop a tag; "already gone" is a success (retries). Dropping a legal hold needs
+    ``release_legal_hold=True`` and is recorded in the ledger as a release.
+
+    :param table: ``namespace.table`` (templated).
+    :param tag: tag name (templated).
+    :param release_legal_hold: required to drop a ``legal-hold-…`` tag.
+    :param release_reason: why the hold is released (templated; recorded in the ledger).
+    :return: ``{"table", "tag", "dropped": bool, "snapshot_id"}``
+    """
+
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "tag", "release_reason")
+    ref_type = "tag"
+
+    def __init__(
+        self, *, tag: str, release_legal_hold: bool = False, release_reason: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.tag = tag
+        self.release_legal_hold = release_legal_hold
+        self.release_reason = release_reason
+        if isinstance(tag, str) and not _templated(tag):
+            validate_ref(tag, "tag", allow_main=False)
+
+    def _check_drop(self, context: Context, name: str) -> None:
+        if is_legal_hold(name) and not self.release_legal_hold:
+            err = IcebergRefusedError(
+                f"Tag {name!r} on {self.ident} is a legal hold; refusing to drop it. Pass "
+                "release_legal_hold=True (and a release_reason) when the case allows the release. Nothing was changed."
+            )
+            self._refused(context, "drop_tag", name, err)
+            raise err
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        details = {}
+        if is_legal_hold(str(self.tag)) and self.release_legal_hold:
+            details = {"legal_hold_released": True, "release_reason": self.release_reason}
+        return self._drop(context, self.tag, details)
+
+
+class IcebergDropBranchOperator(_DropRefOperator):
+    """
+    Drop a branch (never ``main``); "already gone" is a success (retries).
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: branch name (templated).
+    :return: ``{"table", "branch", "dropped": bool, "snapshot_id"}``
+    """
+
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "branch")
+    ref_type = "branch"
+
+    def __init__(self, *, branch: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.branch = branch
+        if isinstance(branch, str) and not _templated(branch):
+            validate_ref(branch, "branch", allow_main=False)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self._drop(context, self.branch)
+
+
+class IcebergRollbackOperator(_RefOperator):
+    """
+    Roll ``main`` (or a branch) back to an earlier snapshot — the on-call "undo the bad publish".
+
+    The target is given by exactly one of ``to_snapshot_id``, ``to_tag`` or
+    ``to_timestamp`` (the newest ancestor committed at or before that time) and must be
+    an **ancestor** of the ref's head; anything else is refused with nothing changed.
+    The move is a compare-and-swap on the ref (optionally also asserting
+    ``expected_snapshot_id``, e.g. "only if main is still at the bad snapshot"). A
+    retry after success is a no-op. The result is re-read through the hook.
+
+    :param table: ``namespace.table`` (templated).
+    :param ref: branch to roll back (templated; default ``main``).
+    :param to_snapshot_id: target snapshot id (templated).
+    :param to_tag: target tag (templated), e.g. ``"eod_{{ macros.ds_add(ds, -1) | replace('-', '') }}"``.
+    :param to_timestamp: target time: datetime, ISO-8601 or epoch ms (templated).
+    :param expected_snapshot_id: refuse unless the ref currently points here (templated).
+    :return: ``{"table", "ref", "snapshot_id", "previous_snapshot_id", "rolled_back": bool, "discarded": [...]}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergBaseOperator.template_fields,
+        "ref",
+        "to_snapshot_id",
+        "to_tag",
+        "to_timestamp",
+        "expected_snapshot_id",
+    )
+    ui_color = "#fbe3d6"
+
+    def __init__(
+        self,
+        *,
+        ref: str = MAIN_BRANCH,
+        to_snapshot_id: int | str | None = None,
+        to_tag: str | None = None,
+        to_timestamp: datetime | str | int | None = None,
+        expected_snapshot_id: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ref = ref
+        self.to_snapshot_id = to_snapshot_id
+        self.to_tag = to_tag
+        self.to_timestamp = to_timestamp
+        self.expected_snapshot_id = expected_snapshot_id
+        if sum(v is not None for v in (to_snapshot_id, to_tag, to_timestamp)) != 1:
+            raise IcebergValidationError("Pass exactly one rollback target: to_snapshot_id, to_tag or to_timestamp.")
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ref = validate_ref(self.ref, "ref")
+        targets = {"to_snapshot_id": self.to_snapshot_id, "to_tag": self.to_tag, "to_timestamp": self.to_timestamp}
+        given = {k: v for k, v in targets.items() if not _blank(v)}
+        if len(given) != 1:
+            raise IcebergValidationError(
+                f"Exactly one rollback target must render to a value; got {sorted(given) or 'none'}."
+            )
+        kwargs: dict[str, Any] = {}
+        if "to_snapshot_id" in given:
+            kwargs["snapshot_id"] = validate_snapshot_id(self.to_snapshot_id, "to_snapshot_id")
+        elif "to_tag" in given:
+            kwargs["tag"] = validate_ref(self.to_tag, "to_tag")
+        else:
+            kwargs["as_of_ms"] = timestamp_ms(self.to_timestamp, "to_timestamp")
+        expected = (
+            None
+            if _blank(self.expected_snapshot_id)
+            else validate_snapshot_id(self.expected_snapshot_id, "expected_snapshot_id")
+        )
+        hook = self.catalog_hook
+        started = datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        head = hook.ref_snapshot_id(tbl, ref)
+        details = {"target": {k: str(v) for k, v in given.items()}, "expected_snapshot_id": expected}
+        try:
+            target = hook.resolve_rollback_target(tbl, ref=ref, **kwargs)
+            chain = [s.snapshot_id for s in hook.ref_chain(tbl, ref)]
+            discarded = chain[chain.index(target.snapshot_id) + 1 :]
+            moved = hook.rollback(tbl, to_snapshot_id=target.snapshot_id, ref=ref, expected_snapshot_id=expected)
+        except IcebergRefusedError as err:
+            self._refused(context, "rollback", ref, err, **details, head=head)
+            raise
+        after = hook.ref_snapshot_id(self.ident, ref)
+        if after != target.snapshot_id:
+            raise IcebergCommitVerificationError(
+                f"After the rollback {self.ident} {ref!r} points at {after}, not {target.snapshot_id}; a "
+                "concurrent writer moved it. Inspect the table history."
+            )
+        self._ledger(
+            context,
+            "rollback",
+            ref,
+            "succeeded" if moved else "noop",
+            snapshot_before=head,
+            snapshot_after=target.snapshot_id,
+            details={**details, "discarded_snapshots": discarded},
+            started_at=started,
+        )
+        self.log.info(
+            "Rolled %s %s back from %s to %s (discarded from the ref: %s)",
+            self.ident, ref, head, target.snapshot_id, discarded or "nothing",
+        )  # fmt: skip
+        return {
+            "table": self.ident.dotted,
+            "ref": ref,
+            "snapshot_id": target.snapshot_id,
+            "previous_snapshot_id": head,
+            "rolled_back": moved,
+            "discarded": discarded,
+        }
+
+
+class IcebergCommitCheckOperator(_RefOperator):
+    """
+    Assert that a commit exists — the generic "did the job really commit" gate.
+
+    Use it after your own Spark job (or any writer): it succeeds when ``ref``'s history
+    holds at least ``min_commits`` snapshots matching ``operation`` and ``summary``
+    (e.g. ``{"wap.id": "..."}`` or ``{"airflow.run-id": "{{ run_id }}"}``), optionally
+    only those after ``after_snapshot_id`` / at or after ``since``; otherwise it fails
+    with :class:`IcebergCommitVerificationError`. Reads metadata only; commits nothing.
+
+    :param table: ``namespace.table`` (templated).
+    :param ref: branch whose ancestry is searched (templated; default ``main``).
+    :param operation: ``append`` | ``overwrite`` | ``delete`` | ``replace`` (templated).
+    :param summary: snapshot summary properties that must match exactly (templated).
+    :param after_snapshot_id: only commits after this snapshot in the ref's history (templated).
+    :param since: only commits at or after this time (datetime / ISO-8601 / epoch ms, templated).
+    :param min_commits: how many matching commits are required (default 1).
+    :return: the newest matching snapshot: ``{"table", "ref", "snapshot_id", "operation", "summary",
+        "timestamp_ms", "matched"}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergBaseOperator.template_fields,
+        "ref",
+        "operation",
+        "summary",
+        "after_snapshot_id",
+        "since",
+    )
+    ui_color = "#e0f0ff"
+
+    def __init__(
+        self,
+        *,
+        ref: str = MAIN_BRANCH,
+        operation: str | None = None,
+        summary: Mapping[str, Any] | None = None,
+        after_snapshot_id: int | str | None = None,
+        since: datetime | str | int | None = None,
+        min_commits: int = 1,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.ref = ref
+        self.operation = operation
+        self.summary = dict(summary or {})
+        self.after_snapshot_id = after_snapshot_id
+        self.since = since
+        self.min_commits = positive_int(min_commits, "min_commits")
+        if operation is not None and not _templated(operation):
+            validate_operation(operation)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ref = validate_ref(self.ref, "ref")
+        operation = validate_operation(self.operation)
+        summary = validate_summary(self.summary)
+        after = (
+            None
+            if _blank(self.after_snapshot_id)
+            else validate_snapshot_id(self.after_snapshot_id, "after_snapshot_id")
+        )
+        since = timestamp_ms(self.since, "since")
+        hook = self.catalog_hook
+        tbl = hook.load_table(self.ident)
+        if ref != MAIN_BRANCH and ref not in tbl.metadata.refs:
+            raise IcebergCommitVerificationError(
+                f"{self.ident} has no ref {ref!r}, so no commit matching {operation or 'any operation'} "
+                f"{summary or ''} exists on it. Check that the job wrote to this table and branch."
+            )
+        if after is not None and after not in {s.snapshot_id for s in hook.ref_chain(tbl, ref)}:
+            raise IcebergCommitVerificationError(
+                f"after_snapshot_id={after} is not in the history of {self.ident} {ref!r} (rolled back past, "
+                "expired, or from another branch), so 'commits after it' is undefined. Pass a snapshot of this "
+                "ref, or use since=<time>."
+            )
+        found = hook.find_snapshots(
+            tbl, ref=ref, operation=operation, summary=summary, after_snapshot_id=after, since_ms=since
+        )
+        need = self.min_commits or 1
+        criteria = (
+            f"operation={operation or 'any'}, summary={summary or '{}'}"
+            + (f", after snapshot {after}" if after is not None else "")
+            + (f", since {since} ms" if since is not None else "")
+        )
+        if len(found) < need:
+            raise IcebergCommitVerificationError(
+                f"Expected at least {need} commit(s) on {self.ident} {ref!r} with {criteria}; found {len(found)}. "
+                "The writer did not commit what it claimed (or committed elsewhere)."
+            )
+        newest = found[-1]
+        self.log.info(
+            "Found %d matching commit(s) on %s %s (%s); newest %s",
+            len(found),
+            self.ident,
+            ref,
+            criteria,
+            newest.snapshot_id,
+        )
+        return {
+            "table": self.ident.dotted,
+            "ref": ref,
+            "snapshot_id": newest.snapshot_id,
+            "operation": newest.operation,
+            "timestamp_ms": newest.timestamp_ms,
+            "summary": newest.summary,
+            "matched": len(found),
+        }

@@ -55,7 +55,9 @@ def unchanged(hook, before):
 # ----------------------------------------------------------------- create tag
 def test_create_tag_on_head_with_templated_name_and_retention(table):
     hook, snaps = table
-    op = IcebergCreateTagOperator(task_id="tag", table=T, tag="eod_{{ ds_nodash }}", max_ref_age=pendulum.duration(days=90))
+    op = IcebergCreateTagOperator(
+        task_id="tag", table=T, tag="eod_{{ ds_nodash }}", max_ref_age=pendulum.duration(days=90)
+    )
     ctx = fake_context(dag_id="refs", run_id="r1", task_id="tag")
     op.render_template_fields(ctx)
     assert op.tag == "eod_20260101"
@@ -104,7 +106,9 @@ def test_create_tag_refusals_change_nothing(table):
     with pytest.raises(IcebergRefNotFoundError, match="Snapshot 12345 does not exist"):
         IcebergCreateTagOperator(task_id="t", table=T, tag="x", snapshot_id=12345).execute(fake_context())
     with pytest.raises(IcebergValidationError, match="max_ref_age=.*must be positive"):
-        IcebergCreateTagOperator(task_id="t", table=T, tag="x", max_ref_age=timedelta(seconds=-1)).execute(fake_context())
+        IcebergCreateTagOperator(task_id="t", table=T, tag="x", max_ref_age=timedelta(seconds=-1)).execute(
+            fake_context()
+        )
     with pytest.raises(IcebergValidationError, match="not a valid ref name"):
         IcebergCreateTagOperator(task_id="t", table=T, tag="bad tag; drop").execute(fake_context())
     with pytest.raises(IcebergValidationError, match="names the main branch"):
@@ -266,7 +270,9 @@ def test_create_branch_refusals(table):
 # ------------------------------------------------------------------ rollback
 def test_rollback_main_to_snapshot_and_retry(table):
     hook, snaps = table
-    op = IcebergRollbackOperator(task_id="undo", table=T, to_snapshot_id="{{ params.to }}", expected_snapshot_id=snaps[2])
+    op = IcebergRollbackOperator(
+        task_id="undo", table=T, to_snapshot_id="{{ params.to }}", expected_snapshot_id=snaps[2]
+    )
     op.to_snapshot_id = str(snaps[0])  # as if rendered
     out = op.execute(fake_context())
     assert out == {
@@ -334,9 +340,9 @@ def test_rollback_refuses_non_ancestor_and_changes_nothing(table):
     with pytest.raises(IcebergRefNotFoundError, match="Tag 'nope' does not exist"):
         IcebergRollbackOperator(task_id="u", table=T, to_tag="nope").execute(fake_context())
     with pytest.raises(IcebergCommitConflictError, match="not the expected"):
-        IcebergRollbackOperator(
-            task_id="u", table=T, to_snapshot_id=snaps[0], expected_snapshot_id=snaps[1]
-        ).execute(fake_context())
+        IcebergRollbackOperator(task_id="u", table=T, to_snapshot_id=snaps[0], expected_snapshot_id=snaps[1]).execute(
+            fake_context()
+        )
     unchanged(hook, loc)
     assert hook.ref_snapshot_id(T) == snaps[2]
     assert [r["status"] for r in ledger(hook, operation="rollback")] == ["refused", "refused", "refused"]

@@ -1,0 +1,793 @@
+"""Table-maintenance policy: defaults from table properties, validation, decisions.
+
+Pure logic, testable without Spark or a catalog: the operators feed it plain
+values read through :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook`
+(``TableHealth``, snapshots, refs, per-partition file counts) and submit what it
+decides as one Spark job.
+
+The expiry preview mirrors Iceberg's ``RemoveSnapshots`` (1.10) retention rules
+exactly, so a dry run lists what ``expire_snapshots`` would remove and which
+refs (branches, tags, legal holds) keep which old snapshots.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow_iceberg_provider.exceptions import (
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.governance import is_legal_hold
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
+from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
+    ACTIONS,
+    STRATEGIES,
+    MaintenanceSqlError,
+    check_sort_order,
+    sql_options,
+)
+
+# Iceberg defaults (TableProperties) -------------------------------------------
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
+DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
+DEFAULT_MANIFEST_MERGE_COUNT = 100
+#: binpack's default file-size window, as fractions of the target size.
+MIN_FILE_SIZE_FRACTION = 0.75
+MAX_FILE_SIZE_FRACTION = 1.8
+
+# Provider safety floors ------------------------------------------------------------
+#: ``remove_orphan_files`` refuses shorter intervals itself (unless spark.testing=true).
+ORPHAN_MIN_AGE = timedelta(hours=24)
+ORPHAN_DEFAULT_AGE = timedelta(days=3)
+#: Default floor for expiry: never expire snapshots younger than this unless lowered explicitly.
+DEFAULT_EXPIRY_FLOOR = timedelta(hours=1)
+
+#: Provider-specific table properties that set plan defaults (operator arguments win).
+PROPERTY_PREFIX = "airflow-iceberg.maintenance."
+
+_ORPHAN_RISK = (
+    "files younger than the interval may belong to writes that are still in flight (written but "
+    "not yet committed); deleting them corrupts those commits. Use at least 24 h — more than your "
+    "longest running write — the default is 3 days."
+)
+
+
+# ----------------------------------------------------------------------------- time
+_SHORT_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)\s*$", re.IGNORECASE)
+_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds"}
+
+
+def now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+
+
+def parse_duration(value: Any, param: str) -> timedelta:
+    """A duration: ``timedelta`` / pendulum ``Duration``, ``"36h"``, ``"3d"``, ``"90m"``, ISO ``"P3D"``.
+
+    :raises IcebergValidationError: naming ``param`` when the value is not a duration.
+    """
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, str):
+        m = _SHORT_DURATION.match(value)
+        if m:
+            return timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+        if value.strip().upper().startswith("P"):
+            try:
+                import pendulum
+
+                parsed = pendulum.parse(value.strip())
+                if isinstance(parsed, timedelta):
+                    return parsed
+            except Exception:  # fall through to the error below
+                pass
+    raise IcebergValidationError(
+        f"{param}={value!r} is not a duration; pass a timedelta / pendulum.duration(...), a string like "
+        "'36h', '3d', '90m', or an ISO-8601 duration such as 'P3D' or 'PT36H'."
+    )
+
+
+def resolve_cutoff(value: Any, param: str, *, now: int) -> int:
+    """``older_than`` as an absolute instant in epoch ms.
+
+    A duration means "older than now minus it"; a ``datetime`` (naive = UTC), an
+    ISO-8601 timestamp string or an ``int`` (epoch milliseconds) is an instant.
+    """
+    if isinstance(value, bool) or value is None:
+        raise IcebergValidationError(f"{param}={value!r} is not a duration or timestamp.")
+    if isinstance(value, timedelta):
+        return now - int(value.total_seconds() * 1000)
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return int(dt.timestamp() * 1000)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"\d{10,16}", text):
+            return int(text)
+        if _SHORT_DURATION.match(text) or text.upper().startswith("P"):
+            return now - int(parse_duration(text, param).total_seconds() * 1000)
+        try:
+            return resolve_cutoff(datetime.fromisoformat(text.replace("Z", "+00:00")), param, now=now)
+        except ValueError:
+            pass
+    raise IcebergValidationError(
+        f"{param}={value!r} is neither a duration nor a timestamp; pass e.g. pendulum.duration(days=7), "
+        "'7d', 'P7D', a datetime, an ISO-8601 timestamp or epoch milliseconds."
+    )
+
+
+def iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def _human(td: timedelta) -> str:
+    secs = int(td.total_seconds())
+    if secs % 86400 == 0 and secs:
+        return f"{secs // 86400}d"
+    if secs % 3600 == 0 and secs:
+        return f"{secs // 3600}h"
+    return f"{secs}s"
+
+
+# ----------------------------------------------------------------------- validation
+def validate_retain_last(value: Any, param: str = "retain_last") -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise IcebergValidationError(
+            f"{param}={value!r} is invalid; it must be an integer >= 1 (expire_snapshots always keeps at "
+            "least the current snapshot of main). Pass retain_last=1 or more."
+        )
+    return value
+
+
+def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise IcebergValidationError(f"{param}={value!r} is invalid; pass an integer >= {minimum}.")
+    return value
+
+
+def validate_ratio(value: Any, param: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        out = -1.0
+    if isinstance(value, bool) or not 0.0 <= out:
+        raise IcebergValidationError(f"{param}={value!r} is invalid; pass a number >= 0 (a ratio, e.g. 0.2).")
+    return out
+
+
+def check_expiry_cutoff(cutoff_ms: int, *, now: int, floor: timedelta, param: str = "older_than") -> None:
+    """Refuse an expiry cutoff newer than ``now - floor``."""
+    if floor < timedelta(0):
+        raise IcebergValidationError(f"older_than_floor={floor!r} is negative; pass a duration >= 0.")
+    if cutoff_ms > now:
+        raise IcebergValidationError(
+            f"{param} resolves to {iso(cutoff_ms)}, which is in the future; pass a past timestamp or a "
+            "positive duration."
+        )
+    if now - cutoff_ms < floor.total_seconds() * 1000:
+        raise IcebergRefusedError(
+            f"{param} resolves to {iso(cutoff_ms)}, only {_human(timedelta(milliseconds=now - cutoff_ms))} ago, "
+            f"newer than the expiry floor of {_human(floor)}: snapshots that recent may still be read by "
+            "running queries or needed for time travel. Pass an older value, or lower older_than_floor "
+            "explicitly if you really mean it. Nothing was changed."
+        )
+
+
+def check_orphan_cutoff(cutoff_ms: int, *, now: int, param: str = "older_than") -> None:
+    """Refuse orphan removal for files younger than 24 h (the procedure's own floor)."""
+    age = timedelta(milliseconds=now - cutoff_ms)
+    if age < ORPHAN_MIN_AGE:
+        raise IcebergValidationError(
+            f"{param} resolves to {iso(cutoff_ms)} (files younger than {_human(age)} would be candidates); "
+            f"remove_orphan_files needs at least 24 h: {_ORPHAN_RISK} Nothing was changed."
+        )
+
+
+def check_gc_enabled(properties: Mapping[str, str], table: str, action: str) -> None:
+    if str(properties.get("gc.enabled", "true")).strip().lower() == "false":
+        raise IcebergRefusedError(
+            f"Table {table} has gc.enabled=false, so Iceberg refuses {action} (it would delete files the "
+            "table may not own, e.g. after a migrate/snapshot or for a table sharing files). Set the table "
+            "property gc.enabled=true if this table owns its files, or skip this action. Nothing was changed."
+        )
+
+
+def check_main_branch(branch: str, action: str) -> None:
+    if branch != "main":
+        raise IcebergValidationError(
+            f"branch={branch!r}: {action} works on the main branch only (Iceberg's procedure has no branch "
+            "argument). Compact main, or publish the branch to main first."
+        )
+
+
+def rewrite_options(
+    *,
+    target_file_size_bytes: Any = None,
+    min_input_files: Any = None,
+    delete_file_threshold: Any = None,
+    partial_progress: Any = None,
+    partial_progress_max_commits: Any = None,
+    remove_dangling_deletes: bool | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Options map for ``rewrite_data_files``; named arguments win over ``options``."""
+    out = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+    if target_file_size_bytes is not None:
+        out["target-file-size-bytes"] = str(
+            validate_positive_int(target_file_size_bytes, "target_file_size_bytes", minimum=1024)
+        )
+    if min_input_files is not None:
+        out["min-input-files"] = str(validate_positive_int(min_input_files, "min_input_files"))
+    if delete_file_threshold is not None:
+        out["delete-file-threshold"] = str(validate_positive_int(delete_file_threshold, "delete_file_threshold"))
+    if partial_progress is not None:
+        out["partial-progress.enabled"] = "true" if _as_bool(partial_progress, "partial_progress") else "false"
+    if partial_progress_max_commits is not None:
+        out["partial-progress.max-commits"] = str(
+            validate_positive_int(partial_progress_max_commits, "partial_progress_max_commits")
+        )
+    if remove_dangling_deletes is not None:
+        out["remove-dangling-deletes"] = "true" if remove_dangling_deletes else "false"
+    try:
+        sql_options(out)
+    except MaintenanceSqlError as err:
+        raise IcebergValidationError(f"options: {err}.") from err
+    return out
+
+
+def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) -> tuple[str, str | None]:
+    """``binpack``, ``sort`` (table sort order or ``sort_order``), z-order via ``sort_order='zorder(a,b)'``."""
+    if strategy not in STRATEGIES:
+        hint = " (z-order is strategy='sort', sort_order='zorder(a,b)')" if str(strategy).lower() == "zorder" else ""
+        raise IcebergValidationError(f"strategy={strategy!r} is invalid; use 'binpack' or 'sort'{hint}.")
+    if sort_order is not None and sort_order != "":
+        if strategy != "sort":
+            raise IcebergValidationError(
+                f"sort_order={sort_order!r} needs strategy='sort' (binpack does not sort); pass strategy='sort'."
+            )
+        try:
+            return strategy, check_sort_order(str(sort_order))
+        except MaintenanceSqlError as err:
+            raise IcebergValidationError(f"{err}.") from err
+    if strategy == "sort" and table_sort_fields == 0:
+        raise IcebergValidationError(
+            "strategy='sort' without sort_order needs a table sort order, and this table has none; pass "
+            "sort_order='col ASC, ...' or sort_order='zorder(a,b)', or set one with ALTER TABLE ... WRITE ORDERED BY."
+        )
+    return strategy, None
+
+
+def _as_bool(value: Any, param: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise IcebergValidationError(f"{param}={value!r} is not a boolean; pass true or false.")
+
+
+# --------------------------------------------------------------------- table defaults
+def _prop_int(props: Mapping[str, str], key: str, default: int | None) -> int | None:
+    raw = props.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError as err:
+        raise IcebergValidationError(f"table property {key}={raw!r} is not an integer; fix the property.") from err
+
+
+def _prop_float(props: Mapping[str, str], key: str, default: float) -> float:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError as err:
+        raise IcebergValidationError(f"table property {key}={raw!r} is not a number; fix the property.") from err
+
+
+@dataclass(frozen=True)
+class TableDefaults:
+    """What a table's properties say about maintenance (Iceberg's keys, Iceberg's defaults)."""
+
+    gc_enabled: bool
+    max_snapshot_age_ms: int
+    min_snapshots_to_keep: int
+    max_ref_age_ms: int | None
+    target_file_size_bytes: int
+    manifest_merge_count: int
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> TableDefaults:
+        return cls(
+            gc_enabled=str(props.get("gc.enabled", "true")).strip().lower() != "false",
+            max_snapshot_age_ms=_prop_int(props, "history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS)
+            or DEFAULT_MAX_SNAPSHOT_AGE_MS,
+            min_snapshots_to_keep=_prop_int(
+                props, "history.expire.min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS_TO_KEEP
+            )
+            or DEFAULT_MIN_SNAPSHOTS_TO_KEEP,
+            max_ref_age_ms=_prop_int(props, "history.expire.max-ref-age-ms", None),
+            target_file_size_bytes=_prop_int(props, "write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+            or DEFAULT_TARGET_FILE_SIZE,
+            manifest_merge_count=_prop_int(props, "commit.manifest.min-count-to-merge", DEFAULT_MANIFEST_MERGE_COUNT)
+            or DEFAULT_MANIFEST_MERGE_COUNT,
+        )
+
+
+# ----------------------------------------------------------------------- expiry preview
+@dataclass(frozen=True)
+class ExpiryPreview:
+    """What ``expire_snapshots`` would do, computed from metadata alone."""
+
+    older_than_ms: int
+    retain_last: int
+    expire: list[int]
+    retain: list[int]
+    #: old snapshots (older than the cutoff) kept, by snapshot id (as str), with the refs keeping them,
+    #: described as ``branch:<name>``, ``tag:<name>`` or ``legal_hold:<name>``.
+    kept_by_refs: dict[str, list[str]] = field(default_factory=dict)
+    #: refs Iceberg would drop because they are older than their max-ref-age.
+    refs_expired: list[str] = field(default_factory=list)
+    explicit_ids: list[int] = field(default_factory=list)
+
+    @property
+    def held_snapshots(self) -> dict[str, list[str]]:
+        """Old snapshots kept by a ref other than main's own retention (tags, branches, holds)."""
+        return {sid: refs for sid, refs in self.kept_by_refs.items() if any(r != "branch:main" for r in refs)}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["older_than"] = iso(self.older_than_ms)
+        out["expire_count"] = len(self.expire)
+        out["held_snapshots"] = self.held_snapshots
+        return out
+
+
+def describe_ref(ref: RefInfo) -> str:
+    if is_legal_hold(ref.name, ref.type):
+        return f"legal_hold:{ref.name}"
+    return f"{ref.type}:{ref.name}"
+
+
+def preview_expiry(
+    snapshots: Sequence[SnapshotInfo],
+    refs: Mapping[str, RefInfo],
+    *,
+    older_than_ms: int,
+    retain_last: int,
+    now: int,
+    snapshot_ids: Iterable[int] = (),
+    default_max_ref_age_ms: int | None = None,
+    table: str = "table",
+) -> ExpiryPreview:
+    """Mirror of Iceberg's ``RemoveSnapshots`` retention (1.10).
+
+    * ``main`` is always kept; another ref is dropped when its head is older than
+      its ``max-ref-age`` (ref-level, else the table default; default forever);
+    * a tag keeps its snapshot; a branch keeps ancestors of its head while fewer than
+      ``min-snapshots-to-keep`` (ref-level, else ``retain_last``) are kept or while they
+      are newer than its ``max-snapshot-age`` (ref-level, else ``older_than``);
+    * snapshots in no ref's ancestry are kept only if newer than ``older_than``;
+    * explicit ``snapshot_ids`` are removed too, and refused when a kept ref points at them.
+    """
+    retain_last = validate_retain_last(retain_last)
+    by_id = {s.snapshot_id: s for s in snapshots}
+
+    def ancestors(head: int) -> list[SnapshotInfo]:
+        out, cur = [], head
+        while cur is not None and cur in by_id:
+            out.append(by_id[cur])
+            cur = by_id[cur].parent_id
+        return out
+
+    retained_refs: dict[str, RefInfo] = {}
+    refs_expired: list[str] = []
+    for name, ref in refs.items():
+        if name == "main":
+            retained_refs[name] = ref
+            continue
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age_ms
+        snap = by_id.get(ref.snapshot_id)
+        if snap is None or (max_age is not None and now - snap.timestamp_ms > max_age):
+            refs_expired.append(name)
+        else:
+            retained_refs[name] = ref
+
+    explicit = [int(i) for i in snapshot_ids]
+    missing = [i for i in explicit if i not in by_id]
+    if missing:
+        raise IcebergRefNotFoundError(
+            f"snapshot_ids {missing} do not exist on {table} (already expired or never created); "
+            "list snapshots with IcebergCatalogHook.list_snapshots."
+        )
+    heads: dict[int, list[str]] = {}
+    for ref in retained_refs.values():
+        heads.setdefault(ref.snapshot_id, []).append(describe_ref(ref))
+    pinned = {i: heads[i] for i in explicit if i in heads}
+    if pinned:
+        raise IcebergRefusedError(
+            f"Cannot expire snapshots of {table} that refs point at: "
+            + "; ".join(f"{sid} (held by {', '.join(r)})" for sid, r in pinned.items())
+            + ". Remove or move those refs first (legal holds must be released). Nothing was changed."
+        )
+
+    keepers: dict[int, list[str]] = {}
+    for ref in retained_refs.values():
+        label = describe_ref(ref)
+        if ref.type == "tag":
+            keepers.setdefault(ref.snapshot_id, []).append(label)
+            continue
+        cutoff = now - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else older_than_ms
+        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else retain_last
+        kept = 0
+        for snap in ancestors(ref.snapshot_id):
+            if kept < min_keep or snap.timestamp_ms >= cutoff:
+                keepers.setdefault(snap.snapshot_id, []).append(label)
+                kept += 1
+            else:
+                break
+    referenced: set[int] = set()
+    for ref in retained_refs.values():
+        if ref.type == "branch":
+            referenced.update(s.snapshot_id for s in ancestors(ref.snapshot_id))
+        else:
+            referenced.add(ref.snapshot_id)
+    retain = set(keepers)
+    retain.update(
+        s.snapshot_id for s in snapshots if s.snapshot_id not in referenced and s.timestamp_ms >= older_than_ms
+    )
+    retain.difference_update(explicit)
+    ordered = sorted(snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id))
+    kept_by = {
+        str(s.snapshot_id): sorted(keepers[s.snapshot_id])
+        for s in ordered
+        if s.snapshot_id in retain and s.timestamp_ms < older_than_ms and s.snapshot_id in keepers
+    }
+    return ExpiryPreview(
+        older_than_ms=older_than_ms,
+        retain_last=retain_last,
+        expire=[s.snapshot_id for s in ordered if s.snapshot_id not in retain],
+        retain=[s.snapshot_id for s in ordered if s.snapshot_id in retain],
+        kept_by_refs=kept_by,
+        refs_expired=sorted(refs_expired),
+        explicit_ids=explicit,
+    )
+
+
+# --------------------------------------------------------------------- compaction layout
+@dataclass(frozen=True)
+class PartitionFiles:
+    """Data/delete file counts of one partition of the current ``main`` state."""
+
+    partition: str
+    spec_id: int
+    data_files: int
+    data_bytes: int
+    small_files: int
+    small_bytes: int
+    large_files: int
+    delete_files: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compaction_candidates(
+    layout: Iterable[PartitionFiles], *, target_file_size: int, min_input_files: int
+) -> dict[str, Any]:
+    """Which partitions binpack would rewrite (mirrors ``SizeBasedFileRewritePlanner``'s size rules).
+
+    A partition's out-of-range files (smaller than 75 % or larger than 180 % of the
+    target) form a group that is rewritten when it has at least ``min_input_files``
+    files (and more than one), when its bytes exceed the target (more than one file),
+    or when it holds a too-large file. Delete-driven rewrites are decided separately.
+    """
+    parts, files, nbytes = [], 0, 0
+    for p in layout:
+        n = p.small_files + p.large_files
+        too_many = n > 1 and n >= min_input_files
+        enough_content = n > 1 and p.small_bytes > target_file_size
+        if too_many or enough_content or p.large_files > 0:
+            parts.append(p.partition)
+            files += n
+            nbytes += p.small_bytes
+    return {"partitions": parts, "files": files, "bytes": nbytes}
+
+
+# ------------------------------------------------------------------------------- policy
+@dataclass(frozen=True)
+class MaintenancePolicy:
+    """Thresholds and parameters of a maintenance plan (operator arguments over table properties)."""
+
+    target_file_size_bytes: int
+    min_input_files: int = 5
+    #: compact when compactable files / data files reaches this share
+    max_small_file_ratio: float = 0.2
+    #: rewrite data files with their deletes applied when delete files per data file reaches this
+    max_deletes_per_data_file: float = 0.1
+    delete_file_threshold: int = 1
+    max_manifests: int = DEFAULT_MANIFEST_MERGE_COUNT
+    expire_older_than_ms: int = 0
+    retain_last: int = DEFAULT_MIN_SNAPSHOTS_TO_KEEP
+    min_snapshots_to_expire: int = 1
+    remove_orphans: bool = False
+    orphan_older_than_ms: int = 0
+    orphan_dry_run: bool = True
+    partial_progress: bool = False
+    actions: tuple[str, ...] = ACTIONS
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["expire_older_than"] = iso(self.expire_older_than_ms)
+        out["orphan_older_than"] = iso(self.orphan_older_than_ms)
+        return out
+
+
+def resolve_policy(
+    properties: Mapping[str, str],
+    *,
+    now: int,
+    target_file_size_bytes: Any = None,
+    min_input_files: Any = None,
+    max_small_file_ratio: Any = None,
+    max_deletes_per_data_file: Any = None,
+    delete_file_threshold: Any = None,
+    max_manifests: Any = None,
+    expire_older_than: Any = None,
+    retain_last: Any = None,
+    min_snapshots_to_expire: Any = None,
+    older_than_floor: timedelta = DEFAULT_EXPIRY_FLOOR,
+    remove_orphans: Any = None,
+    orphan_older_than: Any = ORPHAN_DEFAULT_AGE,
+    orphan_dry_run: Any = True,
+    partial_progress: Any = None,
+    actions: Sequence[str] | None = None,
+) -> MaintenancePolicy:
+    """Merge operator arguments (win) with table properties (Iceberg's and ``airflow-iceberg.maintenance.*``).
+
+    Validates everything, including the expiry floor and the 24 h orphan floor.
+    """
+    d = TableDefaults.from_properties(properties)
+
+    def pick(arg: Any, key: str, default: Any) -> Any:
+        if arg is not None:
+            return arg
+        return properties.get(PROPERTY_PREFIX + key, default)
+
+    acts = tuple(actions) if actions is not None else ACTIONS
+    unknown = [a for a in acts if a not in ACTIONS]
+    if unknown:
+        raise IcebergValidationError(
+            f"actions={list(acts)!r} has unknown entries {unknown}; choose from {list(ACTIONS)}."
+        )
+    floor = parse_duration(older_than_floor, "older_than_floor")
+    expire_cutoff = (
+        resolve_cutoff(expire_older_than, "expire_older_than", now=now)
+        if expire_older_than is not None
+        else now - d.max_snapshot_age_ms
+    )
+    check_expiry_cutoff(expire_cutoff, now=now, floor=floor, param="expire_older_than")
+    orphan_cutoff = resolve_cutoff(orphan_older_than, "orphan_older_than", now=now)
+    check_orphan_cutoff(orphan_cutoff, now=now, param="orphan_older_than")
+    return MaintenancePolicy(
+        target_file_size_bytes=validate_positive_int(
+            target_file_size_bytes if target_file_size_bytes is not None else d.target_file_size_bytes,
+            "target_file_size_bytes",
+            minimum=1024,
+        ),
+        min_input_files=validate_positive_int(pick(min_input_files, "min-input-files", 5), "min_input_files"),
+        max_small_file_ratio=validate_ratio(
+            pick(max_small_file_ratio, "max-small-file-ratio", 0.2), "max_small_file_ratio"
+        ),
+        max_deletes_per_data_file=validate_ratio(
+            pick(max_deletes_per_data_file, "max-deletes-per-data-file", 0.1), "max_deletes_per_data_file"
+        ),
+        delete_file_threshold=validate_positive_int(
+            pick(delete_file_threshold, "delete-file-threshold", 1), "delete_file_threshold"
+        ),
+        max_manifests=validate_positive_int(
+            pick(max_manifests, "max-manifests", d.manifest_merge_count), "max_manifests"
+        ),
+        expire_older_than_ms=expire_cutoff,
+        retain_last=validate_retain_last(retain_last if retain_last is not None else d.min_snapshots_to_keep),
+        min_snapshots_to_expire=validate_positive_int(
+            pick(min_snapshots_to_expire, "min-snapshots-to-expire", 1), "min_snapshots_to_expire"
+        ),
+        remove_orphans=_as_bool(pick(remove_orphans, "remove-orphans", False), "remove_orphans"),
+        orphan_older_than_ms=orphan_cutoff,
+        orphan_dry_run=_as_bool(orphan_dry_run, "orphan_dry_run"),
+        partial_progress=_as_bool(pick(partial_progress, "partial-progress", False), "partial_progress"),
+        actions=acts,
+    )
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    action: str
+    args: dict[str, Any]
+    reason: str
+
+    def spec(self) -> dict[str, Any]:
+        return {"action": self.action, "args": self.args}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MaintenanceDecision:
+    actions: list[PlannedAction]
+    skipped: dict[str, str]
+    findings: dict[str, Any]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.actions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "actions": [a.to_dict() for a in self.actions],
+            "skipped": dict(self.skipped),
+            "findings": dict(self.findings),
+        }
+
+
+def decide(
+    health: TableHealth,
+    policy: MaintenancePolicy,
+    *,
+    properties: Mapping[str, str],
+    layout: Iterable[PartitionFiles] | None = None,
+    expiry: ExpiryPreview | None = None,
+    force: bool = False,
+) -> MaintenanceDecision:
+    """Which actions the policy calls for, in execution order, each with its reason.
+
+    ``force`` plans every allowed and applicable action regardless of thresholds
+    (safety checks still apply: gc, format version, floors).
+    """
+    actions: list[PlannedAction] = []
+    skipped: dict[str, str] = {}
+    findings: dict[str, Any] = {}
+    allowed = set(policy.actions)
+    gc = TableDefaults.from_properties(properties).gc_enabled
+
+    # compaction ---------------------------------------------------------------
+    cand = compaction_candidates(
+        layout or [], target_file_size=policy.target_file_size_bytes, min_input_files=policy.min_input_files
+    )
+    ratio = cand["files"] / health.data_files if health.data_files else 0.0
+    deletes_ratio = health.deletes_per_data_file
+    findings.update(
+        compactable_files=cand["files"],
+        compactable_partitions=len(cand["partitions"]),
+        compactable_ratio=round(ratio, 4),
+        small_files=health.small_files,
+        small_file_ratio=round(health.small_file_ratio, 4),
+        deletes_per_data_file=round(deletes_ratio, 4),
+        manifests=health.manifests,
+        snapshots=health.snapshots,
+    )
+    by_size = cand["files"] >= 2 and ratio >= policy.max_small_file_ratio and ratio > 0
+    by_deletes = health.delete_files > 0 and deletes_ratio >= policy.max_deletes_per_data_file
+    if "rewrite_data_files" in allowed and health.data_files and (by_size or by_deletes or force):
+        reasons = []
+        if by_size:
+            reasons.append(
+                f"{cand['files']} of {health.data_files} data files ({ratio:.0%}) are compactable in "
+                f"{len(cand['partitions'])} partition(s) (threshold {policy.max_small_file_ratio:.0%})"
+            )
+        if by_deletes:
+            reasons.append(
+                f"{health.delete_files} delete files for {health.data_files} data files ({deletes_ratio:.2f} per "
+                f"file, threshold {policy.max_deletes_per_data_file})"
+            )
+        opts = rewrite_options(
+            target_file_size_bytes=policy.target_file_size_bytes,
+            min_input_files=policy.min_input_files,
+            delete_file_threshold=policy.delete_file_threshold,
+            partial_progress=policy.partial_progress,
+            remove_dangling_deletes=True if health.delete_files else None,
+        )
+        actions.append(
+            PlannedAction(
+                "rewrite_data_files", {"strategy": "binpack", "options": opts}, "; ".join(reasons) or "forced"
+            )
+        )
+    elif "rewrite_data_files" in allowed:
+        skipped["rewrite_data_files"] = (
+            f"{cand['files']} compactable files ({ratio:.0%} < {policy.max_small_file_ratio:.0%}) and "
+            f"{deletes_ratio:.2f} delete files per data file (< {policy.max_deletes_per_data_file})"
+        )
+
+    # position delete files ----------------------------------------------------
+    if "rewrite_position_delete_files" in allowed:
+        if health.format_version < 2:
+            skipped["rewrite_position_delete_files"] = "format-version 1 tables have no delete files"
+        elif health.position_delete_files and (by_deletes or force):
+            actions.append(
+                PlannedAction(
+                    "rewrite_position_delete_files",
+                    {"options": {"rewrite-all": "true"}},
+                    f"{health.position_delete_files} position delete files: compact them and drop dangling ones",
+                )
+            )
+        else:
+            skipped["rewrite_position_delete_files"] = f"{health.position_delete_files} position delete files"
+
+    # manifests ----------------------------------------------------------------
+    if "rewrite_manifests" in allowed:
+        if health.manifests > policy.max_manifests or (force and health.manifests > 1):
+            actions.append(
+                PlannedAction(
+                    "rewrite_manifests",
+                    {},
+                    f"{health.manifests} manifests (threshold {policy.max_manifests})" if not force else "forced",
+                )
+            )
+        else:
+            skipped["rewrite_manifests"] = f"{health.manifests} manifests <= {policy.max_manifests}"
+
+    # expiry -------------------------------------------------------------------
+    if "expire_snapshots" in allowed:
+        if not gc:
+            skipped["expire_snapshots"] = "gc.enabled=false: Iceberg refuses expire_snapshots on this table"
+        elif expiry is None:
+            skipped["expire_snapshots"] = "no expiry preview"
+        else:
+            findings["expirable_snapshots"] = len(expiry.expire)
+            findings["held_snapshots"] = expiry.held_snapshots
+            # compaction in the same run makes the replaced files reclaimable only through expiry
+            if len(expiry.expire) >= policy.min_snapshots_to_expire or (force and expiry.expire):
+                actions.append(
+                    PlannedAction(
+                        "expire_snapshots",
+                        {"older_than_ms": policy.expire_older_than_ms, "retain_last": policy.retain_last},
+                        f"{len(expiry.expire)} snapshots older than {iso(policy.expire_older_than_ms)} beyond the "
+                        f"last {policy.retain_last} (threshold {policy.min_snapshots_to_expire})",
+                    )
+                )
+            else:
+                skipped["expire_snapshots"] = (
+                    f"{len(expiry.expire)} expirable snapshots (< {policy.min_snapshots_to_expire})"
+                    + (f"; {len(expiry.held_snapshots)} old snapshots held by refs" if expiry.held_snapshots else "")
+                )
+
+    # orphans ------------------------------------------------------------------
+    if "remove_orphan_files" in allowed:
+        if not policy.remove_orphans:
+            skipped["remove_orphan_files"] = "remove_orphans is off (it lists the whole table location)"
+        elif not actions and not force:
+            skipped["remove_orphan_files"] = (
+                "no other action needs a Spark job; orphan removal rides along with one (or use force=True, "
+                "or schedule IcebergRemoveOrphanFilesOperator on its own cadence)"
+            )
+        elif not gc:
+            skipped["remove_orphan_files"] = "gc.enabled=false: Iceberg refuses remove_orphan_files on this table"
+        else:
+            actions.append(
+                PlannedAction(
+                    "remove_orphan_files",
+                    {"older_than_ms": policy.orphan_older_than_ms, "dry_run": policy.orphan_dry_run},
+                    f"policy asks for orphan removal (files older than {iso(policy.orphan_older_than_ms)}"
+                    + (", dry run)" if policy.orphan_dry_run else ")"),
+                )
+            )
+    order = {name: i for i, name in enumerate(ACTIONS)}
+    actions.sort(key=lambda a: order[a.action])
+    return MaintenanceDecision(actions=actions, skipped=skipped, findings=findings)

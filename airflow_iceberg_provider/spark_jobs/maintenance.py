@@ -1,0 +1,151 @@
+"""Spark job: run an ordered list of table-maintenance actions in ONE session.
+
+Spec (JSON file, see ``iceberg_job_runtime``)::
+
+    {"table": "ns.tbl", "catalog_name": "...",
+     "actions": [{"action": "rewrite_data_files", "args": {...}}, ...],
+     "orphan_paths_limit": 10000}
+
+Actions (names = Iceberg procedures): ``rewrite_data_files``,
+``rewrite_position_delete_files``, ``rewrite_manifests``, ``expire_snapshots``,
+``remove_orphan_files``. Arguments were validated on the Airflow side; the
+``CALL`` statements are built by :mod:`maintenance_sql` (pure, shared with the
+erasure job). Every action's procedure output, duration and ``main`` head
+before/after land in the ledger row's ``metrics["actions"]``; orphan file paths
+go to the ledger row's ``details`` (never to the log).
+
+The action functions are importable by name (``from maintenance import
+run_action, expire_snapshots``) for other jobs; nothing here imports pyspark at
+module level.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+try:  # sibling module when submitted by path (client mode)
+    from maintenance_sql import PROCEDURE_OUTPUTS, action_sql
+except ImportError:  # imported from the package (tests, Airflow side)
+    from airflow_iceberg_provider.spark_jobs.maintenance_sql import PROCEDURE_OUTPUTS, action_sql
+
+DEFAULT_ORPHAN_PATHS_LIMIT = 10_000
+
+
+def _file_sizes(spark: Any, paths: list[str]) -> dict[str, int]:
+    """Sizes of files through Hadoop's FileSystem (works for file://, s3a://, hdfs://)."""
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    sizes: dict[str, int] = {}
+    for p in paths:
+        try:
+            path = jvm.org.apache.hadoop.fs.Path(p)
+            sizes[p] = int(path.getFileSystem(conf).getFileStatus(path).getLen())
+        except Exception:  # vanished meanwhile
+            sizes[p] = 0
+    return sizes
+
+
+def run_procedure(ctx: Any, action: str, table: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run one maintenance ``CALL`` and return its output rows as dicts."""
+    sql = action_sql(ctx.catalog, table, action, args)
+    print(f"[maintenance] {sql}")
+    return [row.asDict() for row in ctx.spark.sql(sql).collect()]
+
+
+def _counts(action: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    if not rows:
+        return {k: 0 for k in PROCEDURE_OUTPUTS.get(action, ())}
+    out: dict[str, Any] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def expire_snapshots(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    return _counts("expire_snapshots", run_procedure(ctx, "expire_snapshots", table, args))
+
+
+def rewrite_data_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    return _counts("rewrite_data_files", run_procedure(ctx, "rewrite_data_files", table, args))
+
+
+def rewrite_manifests(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    return _counts("rewrite_manifests", run_procedure(ctx, "rewrite_manifests", table, args))
+
+
+def rewrite_position_delete_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    return _counts("rewrite_position_delete_files", run_procedure(ctx, "rewrite_position_delete_files", table, args))
+
+
+def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    """List orphans (dry run) to size them, then delete the same set unless ``dry_run``.
+
+    The deleting call uses the same absolute ``older_than`` instant, so it can only
+    find the files the listing found (newer files are younger than the cutoff).
+    """
+    listing = run_procedure(ctx, "remove_orphan_files", table, {**args, "dry_run": True})
+    paths = [r["orphan_file_location"] for r in listing]
+    sizes = _file_sizes(ctx.spark, paths)
+    if not args.get("dry_run", True) and paths:
+        removed_rows = run_procedure(ctx, "remove_orphan_files", table, {**args, "dry_run": False})
+        paths = [r["orphan_file_location"] for r in removed_rows]
+    limit = int(ctx.spec.get("orphan_paths_limit", DEFAULT_ORPHAN_PATHS_LIMIT))
+    ctx.details.setdefault("orphan_files", []).extend(paths[:limit])
+    if len(paths) > limit:
+        ctx.details["orphan_files_truncated"] = len(paths) - limit
+    return {
+        "orphan_files_count": len(paths),
+        "orphan_bytes": sum(sizes.get(p, 0) for p in paths),
+        "dry_run": bool(args.get("dry_run", True)),
+    }
+
+
+ACTION_FUNCTIONS = {
+    "expire_snapshots": expire_snapshots,
+    "rewrite_data_files": rewrite_data_files,
+    "rewrite_manifests": rewrite_manifests,
+    "rewrite_position_delete_files": rewrite_position_delete_files,
+    "remove_orphan_files": remove_orphan_files,
+}
+
+
+def run_action(ctx: Any, table: str, action: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Run one action and return ``{action, args, output, seconds, snapshot_before, snapshot_after}``."""
+    before = ctx.ref_snapshot(table)
+    t0 = time.monotonic()
+    output = ACTION_FUNCTIONS[action](ctx, table, dict(args))
+    seconds = round(time.monotonic() - t0, 3)
+    after = ctx.ref_snapshot(table)
+    return {
+        "action": action,
+        "args": args,
+        "output": output,
+        "seconds": seconds,
+        "snapshot_before": before,
+        "snapshot_after": after,
+    }
+
+
+def maintenance(ctx: Any) -> dict[str, Any]:
+    table = ctx.spec["table"]
+    actions = ctx.spec.get("actions") or []
+    unknown = [a.get("action") for a in actions if a.get("action") not in ACTION_FUNCTIONS]
+    if unknown:
+        raise ValueError(f"unknown maintenance actions {unknown}")
+    ctx.snapshot_before = ctx.ref_snapshot(table)
+    results: list[dict[str, Any]] = []
+    ctx.details["actions"] = results  # partial results survive a failure (failed ledger row)
+    for item in actions:
+        results.append(run_action(ctx, table, item["action"], item.get("args") or {}))
+    ctx.snapshot_after = ctx.ref_snapshot(table)
+    ctx.details.pop("actions")
+    return {"actions": results}
+
+
+if __name__ == "__main__":
+    from iceberg_job_runtime import run_job
+
+    run_job(maintenance)

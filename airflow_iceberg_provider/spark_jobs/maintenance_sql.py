@@ -1,0 +1,271 @@
+"""Pure builders for the ``CALL <catalog>.system.<procedure>(...)`` statements of table maintenance.
+
+Iceberg's SQL extension grammar does not accept Spark's named parameter markers
+(``:name``) inside ``CALL`` arguments, so values are rendered as literals here,
+in one audited place:
+
+* identifiers (catalog, ``namespace.table``) must match the provider's strict
+  identifier pattern (they were validated on the Airflow side already);
+* strings (``where``, ``sort_order``, option values) become single-quoted SQL
+  literals with backslash and quote escaped, so no value can end the literal;
+* numbers are rendered from ``int``; timestamps from epoch milliseconds.
+
+No pyspark and no Airflow import: the Spark job imports this module as a
+sibling file, the Airflow side and tests as
+``airflow_iceberg_provider.spark_jobs.maintenance_sql``. The erasure job reuses it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+#: Maintenance actions, in the order a plan runs them: compaction first (it
+#: produces replaced files), then delete files and manifests, then expiry (which
+#: physically removes what the rewrites replaced), orphan removal last.
+ACTIONS = (
+    "rewrite_data_files",
+    "rewrite_position_delete_files",
+    "rewrite_manifests",
+    "expire_snapshots",
+    "remove_orphan_files",
+)
+
+#: Output columns of each procedure (Iceberg 1.10), i.e. the counts a run reports.
+PROCEDURE_OUTPUTS = {
+    "expire_snapshots": (
+        "deleted_data_files_count",
+        "deleted_position_delete_files_count",
+        "deleted_equality_delete_files_count",
+        "deleted_manifest_files_count",
+        "deleted_manifest_lists_count",
+        "deleted_statistics_files_count",
+    ),
+    "rewrite_data_files": (
+        "rewritten_data_files_count",
+        "added_data_files_count",
+        "rewritten_bytes_count",
+        "failed_data_files_count",
+        "removed_delete_files_count",
+    ),
+    "rewrite_manifests": ("rewritten_manifests_count", "added_manifests_count"),
+    "rewrite_position_delete_files": (
+        "rewritten_delete_files_count",
+        "added_delete_files_count",
+        "rewritten_bytes_count",
+        "added_bytes_count",
+    ),
+    "remove_orphan_files": ("orphan_file_location",),
+}
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+_NAME_RE = re.compile(rf"^{_NAME}$")
+_TABLE_RE = re.compile(rf"^{_NAME}\.{_NAME}$")
+_OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9\-.]{0,99}$")
+_OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+_SORT_TERM_RE = re.compile(rf"^{_NAME}(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?$", re.IGNORECASE)
+_ZORDER_RE = re.compile(rf"^zorder\(\s*{_NAME}(\s*,\s*{_NAME})*\s*\)$", re.IGNORECASE)
+STRATEGIES = ("binpack", "sort")
+
+
+class MaintenanceSqlError(ValueError):
+    """A value cannot be rendered safely into a maintenance statement."""
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL single-quoted string literal that always round-trips to ``value``.
+
+    Spark's lexer treats ``\\`` as an escape inside literals, so both the
+    backslash and the quote are escaped; no input can terminate the literal early.
+    """
+    if not isinstance(value, str):
+        raise MaintenanceSqlError(f"expected a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise MaintenanceSqlError("NUL characters are not allowed in SQL string values")
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_timestamp(epoch_ms: int) -> str:
+    """``TIMESTAMP '…+00:00'`` literal for an epoch-milliseconds instant (session time zone irrelevant)."""
+    if isinstance(epoch_ms, bool) or not isinstance(epoch_ms, int):
+        raise MaintenanceSqlError(f"timestamp must be epoch milliseconds as int, got {epoch_ms!r}")
+    dt = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    return f"TIMESTAMP '{dt.strftime('%Y-%m-%d %H:%M:%S')}.{epoch_ms % 1000:03d}+00:00'"
+
+
+def sql_int(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MaintenanceSqlError(f"expected an integer, got {value!r}")
+    return str(value)
+
+
+def sql_bool(value: Any) -> str:
+    if not isinstance(value, bool):
+        raise MaintenanceSqlError(f"expected a boolean, got {value!r}")
+    return "true" if value else "false"
+
+
+def sql_options(options: Mapping[str, Any]) -> str:
+    """``map('k','v', …)`` for procedure options; keys and values restricted to plain tokens."""
+    parts = []
+    for key, value in sorted(options.items()):
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not _OPTION_KEY_RE.match(str(key)):
+            raise MaintenanceSqlError(
+                f"option name {key!r} is not a plain Iceberg option name (e.g. 'min-input-files')"
+            )
+        if not _OPTION_VALUE_RE.match(text):
+            raise MaintenanceSqlError(f"option {key!r} value {value!r} must be a plain token ([A-Za-z0-9_.-])")
+        parts += [sql_string(str(key)), sql_string(text)]
+    return f"map({', '.join(parts)})"
+
+
+def check_sort_order(sort_order: str) -> str:
+    """Accept ``zorder(a, b)`` or ``col [ASC|DESC] [NULLS FIRST|LAST], …``; return it stripped."""
+    text = " ".join(str(sort_order).split())
+    if _ZORDER_RE.match(text):
+        return text
+    terms = [t.strip() for t in text.split(",")]
+    if text and all(_SORT_TERM_RE.match(t) for t in terms):
+        return text
+    raise MaintenanceSqlError(
+        f"sort_order={sort_order!r} is not a sort order; use 'col [ASC|DESC] [NULLS FIRST|LAST], ...' "
+        "or 'zorder(col1, col2)'"
+    )
+
+
+def _target(catalog: str, table: str) -> tuple[str, str]:
+    if not _NAME_RE.match(catalog or ""):
+        raise MaintenanceSqlError(f"catalog name {catalog!r} is not a plain identifier")
+    if not _TABLE_RE.match(table or ""):
+        raise MaintenanceSqlError(f"table {table!r} is not 'namespace.table'")
+    return f"`{catalog}`.system", sql_string(table)
+
+
+def _call(catalog: str, procedure: str, table: str, args: Iterable[tuple[str, str | None]]) -> str:
+    prefix, table_lit = _target(catalog, table)
+    rendered = [f"table => {table_lit}"] + [f"{name} => {value}" for name, value in args if value is not None]
+    return f"CALL {prefix}.{procedure}({', '.join(rendered)})"
+
+
+def expire_snapshots_sql(
+    catalog: str,
+    table: str,
+    *,
+    older_than_ms: int | None = None,
+    retain_last: int | None = None,
+    snapshot_ids: Iterable[int] = (),
+    stream_results: bool = True,
+    max_concurrent_deletes: int | None = None,
+) -> str:
+    """``CALL system.expire_snapshots``; refs (branches, tags) keep what they reach."""
+    if retain_last is not None and (isinstance(retain_last, bool) or int(retain_last) < 1):
+        raise MaintenanceSqlError(f"retain_last must be >= 1, got {retain_last!r}")
+    ids = [sql_int(i) for i in snapshot_ids]
+    return _call(
+        catalog,
+        "expire_snapshots",
+        table,
+        [
+            ("older_than", sql_timestamp(older_than_ms) if older_than_ms is not None else None),
+            ("retain_last", sql_int(retain_last) if retain_last is not None else None),
+            ("snapshot_ids", f"array({', '.join(ids)})" if ids else None),
+            ("stream_results", sql_bool(stream_results)),
+            ("max_concurrent_deletes", sql_int(max_concurrent_deletes) if max_concurrent_deletes else None),
+        ],
+    )
+
+
+def rewrite_data_files_sql(
+    catalog: str,
+    table: str,
+    *,
+    strategy: str = "binpack",
+    sort_order: str | None = None,
+    where: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> str:
+    """``CALL system.rewrite_data_files`` (works on the ``main`` branch only).
+
+    Z-order is ``strategy='sort', sort_order='zorder(a,b)'``: the procedure only
+    knows ``binpack`` and ``sort``.
+    """
+    if strategy not in STRATEGIES:
+        raise MaintenanceSqlError(f"strategy {strategy!r} must be one of {STRATEGIES}")
+    if sort_order is not None and strategy != "sort":
+        raise MaintenanceSqlError("sort_order needs strategy='sort'")
+    return _call(
+        catalog,
+        "rewrite_data_files",
+        table,
+        [
+            ("strategy", sql_string(strategy)),
+            ("sort_order", sql_string(check_sort_order(sort_order)) if sort_order else None),
+            ("options", sql_options(options) if options else None),
+            ("where", sql_string(where) if where else None),
+        ],
+    )
+
+
+def rewrite_manifests_sql(catalog: str, table: str, *, use_caching: bool | None = None) -> str:
+    """``CALL system.rewrite_manifests``."""
+    return _call(
+        catalog,
+        "rewrite_manifests",
+        table,
+        [("use_caching", sql_bool(use_caching) if use_caching is not None else None)],
+    )
+
+
+def rewrite_position_delete_files_sql(
+    catalog: str, table: str, *, where: str | None = None, options: Mapping[str, Any] | None = None
+) -> str:
+    """``CALL system.rewrite_position_delete_files`` (drops dangling deletes while rewriting)."""
+    return _call(
+        catalog,
+        "rewrite_position_delete_files",
+        table,
+        [
+            ("options", sql_options(options) if options else None),
+            ("where", sql_string(where) if where else None),
+        ],
+    )
+
+
+def remove_orphan_files_sql(
+    catalog: str,
+    table: str,
+    *,
+    older_than_ms: int,
+    dry_run: bool = True,
+    max_concurrent_deletes: int | None = None,
+) -> str:
+    """``CALL system.remove_orphan_files`` (the procedure refuses intervals under 24 h)."""
+    return _call(
+        catalog,
+        "remove_orphan_files",
+        table,
+        [
+            ("older_than", sql_timestamp(older_than_ms)),
+            ("dry_run", sql_bool(dry_run)),
+            ("max_concurrent_deletes", sql_int(max_concurrent_deletes) if max_concurrent_deletes else None),
+        ],
+    )
+
+
+_BUILDERS = {
+    "expire_snapshots": expire_snapshots_sql,
+    "rewrite_data_files": rewrite_data_files_sql,
+    "rewrite_manifests": rewrite_manifests_sql,
+    "rewrite_position_delete_files": rewrite_position_delete_files_sql,
+    "remove_orphan_files": remove_orphan_files_sql,
+}
+
+
+def action_sql(catalog: str, table: str, action: str, args: Mapping[str, Any] | None = None) -> str:
+    """The ``CALL`` statement of one planned action (``{"action": ..., "args": {...}}`` in a job spec)."""
+    if action not in _BUILDERS:
+        raise MaintenanceSqlError(f"unknown maintenance action {action!r}; known: {', '.join(ACTIONS)}")
+    return _BUILDERS[action](catalog, table, **dict(args or {}))

@@ -44,6 +44,7 @@ from airflow_iceberg_provider.governance import (
     arrow_schema,
     pyiceberg_schema,
 )
+from airflow_iceberg_provider.maintenance_policy import ExpiryPreview, PartitionFiles
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
 
 if TYPE_CHECKING:
@@ -834,6 +835,96 @@ class IcebergCatalogHook(BaseHook):
                         "recorded_at": row["finished_at"].isoformat() if row.get("finished_at") else None,
                     }
         return sorted(holds, key=lambda h: (h["snapshot_timestamp_ms"] or 0, h["name"]))
+
+    # ------------------------------------------------------- table maintenance (#5)
+    def preview_expire_snapshots(
+        self,
+        table: str | TableIdent | Table,
+        *,
+        older_than: Any = None,
+        retain_last: int | None = None,
+        snapshot_ids: list[int | str] | tuple[int | str, ...] = (),
+        now_ms: int | None = None,
+    ) -> ExpiryPreview:
+        """Which snapshots Spark ``expire_snapshots`` would remove, computed from metadata (no JVM).
+
+        Mirrors Iceberg's retention rules: refs keep what they reach (tags their
+        snapshot, branches their ancestry within their own limits); the result also
+        lists which *old* snapshots are kept by which ref (``branch:``, ``tag:`` or
+        ``legal_hold:``).
+
+        :param older_than: duration (age) or instant (datetime, ISO string, epoch ms);
+            default ``now - history.expire.max-snapshot-age-ms`` (Iceberg default 5 days).
+        :param retain_last: snapshots of main to keep at least; default
+            ``history.expire.min-snapshots-to-keep`` (Iceberg default 1).
+        :param snapshot_ids: snapshots to expire explicitly (refused when a ref points at one).
+        """
+        from airflow_iceberg_provider import maintenance_policy as mp
+
+        tbl = self._table(table)
+        defaults = mp.TableDefaults.from_properties(tbl.metadata.properties)
+        now = now_ms if now_ms is not None else mp.now_ms()
+        cutoff = (
+            mp.resolve_cutoff(older_than, "older_than", now=now)
+            if older_than is not None
+            else now - defaults.max_snapshot_age_ms
+        )
+        return mp.preview_expiry(
+            self.list_snapshots(tbl),
+            self.refs(tbl),
+            older_than_ms=cutoff,
+            retain_last=retain_last if retain_last is not None else defaults.min_snapshots_to_keep,
+            now=now,
+            snapshot_ids=[validate_snapshot_id(i, "snapshot_ids") for i in snapshot_ids],
+            default_max_ref_age_ms=defaults.max_ref_age_ms,
+            table=_name(tbl),
+        )
+
+    def file_layout(
+        self, table: str | TableIdent | Table, *, target_file_size: int | None = None
+    ) -> list[PartitionFiles]:
+        """Per-partition data and delete file counts of ``main``'s current state.
+
+        Reads the current snapshot's manifests only (like :meth:`health`); files
+        smaller than 75 % / larger than 180 % of the target size are counted as
+        small / large, which is binpack compaction's own selection rule.
+        """
+        from pyiceberg.manifest import DataFileContent
+
+        from airflow_iceberg_provider.maintenance_policy import MAX_FILE_SIZE_FRACTION, MIN_FILE_SIZE_FRACTION
+
+        tbl = self._table(table)
+        target = target_file_size or int(
+            tbl.metadata.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
+        )
+        small, large = int(target * MIN_FILE_SIZE_FRACTION), int(target * MAX_FILE_SIZE_FRACTION)
+        snap = tbl.current_snapshot()
+        if snap is None:
+            return []
+        manifests = snap.manifests(tbl.io)
+
+        def entries(manifest: Any) -> tuple[int, list[Any]]:
+            return manifest.partition_spec_id, manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
+
+        stats: dict[tuple[int, str], dict[str, int]] = {}
+        counters = ("data_files", "data_bytes", "small_files", "small_bytes", "large_files", "delete_files")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for spec_id, batch in pool.map(entries, manifests):
+                for entry in batch:
+                    f = entry.data_file
+                    key = (spec_id, str(f.partition))
+                    s = stats.setdefault(key, dict.fromkeys(counters, 0))
+                    if f.content == DataFileContent.DATA:
+                        s["data_files"] += 1
+                        s["data_bytes"] += f.file_size_in_bytes
+                        if f.file_size_in_bytes < small:
+                            s["small_files"] += 1
+                            s["small_bytes"] += f.file_size_in_bytes
+                        elif f.file_size_in_bytes > large:
+                            s["large_files"] += 1
+                    else:
+                        s["delete_files"] += 1
+        return [PartitionFiles(partition=p, spec_id=sid, **s) for (sid, p), s in sorted(stats.items())]
 
     # ----------------------------------------------------------- governance
     def governance_table(self, kind: str | GovernanceTable) -> str:

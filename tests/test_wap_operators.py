@@ -1,0 +1,335 @@
+"""WAP operators on real SQLite catalogs, without Spark: branch, reset, publish gate, refusals.
+
+Everything here is metadata-only (pyiceberg); the Spark paths are in test_wap_spark.py.
+Refusals are checked to change nothing (the table's metadata location is unchanged).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pendulum
+import pytest
+from _wap_helpers import commit_to_branch, record_audit
+from conftest import create_orders_table, fake_context, orders_batch
+
+from airflow_iceberg_provider._validation import branch_name_for_run
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitConflictError,
+    IcebergPublishConflictError,
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.operators.wap import (
+    IcebergWapAuditOperator,
+    IcebergWapCreateBranchOperator,
+    IcebergWapPublishOperator,
+    IcebergWapWriteOperator,
+    iceberg_asset,
+    iceberg_asset_uri,
+    merge_base,
+    optional_snapshot_id,
+    refuse_unsupported_format,
+)
+
+T = "db.orders"
+
+
+@pytest.fixture
+def orders(lake):
+    tbl = create_orders_table(lake, T)
+    tbl.append(orders_batch(0, 10))
+    return lake
+
+
+def main_of(hook):
+    return hook.ref_snapshot_id(T, "main")
+
+
+# ------------------------------------------------------------------ create branch
+def test_create_branch_is_deterministic_enables_wap_and_is_idempotent(orders):
+    ctx = fake_context(dag_id="daily", run_id="scheduled__2026-01-01")
+    out = IcebergWapCreateBranchOperator(task_id="c", table=T).execute(ctx)
+    expected = branch_name_for_run("daily", "scheduled__2026-01-01")
+    assert out == {
+        "table": T,
+        "branch": expected,
+        "base_snapshot_id": main_of(orders),
+        "created": True,
+        "wap_enabled_now": True,
+    }
+    tbl = orders.load_table(T)
+    assert tbl.metadata.properties["write.wap.enabled"] == "true"
+    assert orders.refs(tbl)[expected].snapshot_id == main_of(orders)
+    # a retry after the branch got a commit reports the same base and changes nothing
+    commit_to_branch(orders, T, expected, 100, 5)
+    before = orders.metadata_location(T)
+    again = IcebergWapCreateBranchOperator(task_id="c", table=T).execute(ctx)
+    assert again["base_snapshot_id"] == out["base_snapshot_id"] and again["created"] is False
+    assert orders.metadata_location(T) == before
+
+
+def test_create_branch_from_snapshot_and_on_empty_table(lake):
+    create_orders_table(lake, T)
+    out = IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b1").execute(fake_context())
+    assert out["base_snapshot_id"] is None and out["created"] is False  # the first WAP write creates it
+    lake.load_table(T).append(orders_batch(0, 3))
+    first = main_of(lake)
+    lake.load_table(T).append(orders_batch(3, 3))
+    out = IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b2", from_snapshot_id=str(first)).execute(
+        fake_context()
+    )
+    assert out["base_snapshot_id"] == first and lake.ref_snapshot_id(T, "b2") == first
+
+
+def test_create_branch_refusals_change_nothing(orders):
+    tbl = orders.load_table(T)
+    with orders.translate_errors(T), tbl.manage_snapshots() as ms:
+        ms.create_tag(main_of(orders), "taken")
+    before = orders.metadata_location(T)
+    with pytest.raises(IcebergValidationError, match="names the main branch"):
+        IcebergWapCreateBranchOperator(task_id="c", table=T, branch="main").execute(fake_context())
+    with pytest.raises(IcebergValidationError, match="not a valid ref name"):
+        IcebergWapCreateBranchOperator(task_id="c", table=T, branch="x'; DROP").execute(fake_context())
+    with pytest.raises(IcebergRefNotFoundError):
+        IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b", from_snapshot_id=42).execute(fake_context())
+    assert orders.metadata_location(T) == before
+    with pytest.raises(IcebergRefusedError, match="tag named 'taken'"):
+        IcebergWapCreateBranchOperator(task_id="c", table=T, branch="taken").execute(fake_context())
+
+
+def test_format_version_3_is_refused_with_a_clear_message():
+    fake = SimpleNamespace(metadata=SimpleNamespace(format_version=3))
+    with pytest.raises(IcebergRefusedError, match="format-version 3.*cannot yet write v3"):
+        refuse_unsupported_format(fake, "db.v3")
+    refuse_unsupported_format(SimpleNamespace(metadata=SimpleNamespace(format_version=2)), "db.v2")
+
+
+def test_helpers():
+    assert optional_snapshot_id("None", "x") is None and optional_snapshot_id(" 12 ", "x") == 12
+    with pytest.raises(IcebergValidationError, match="not a snapshot id"):
+        optional_snapshot_id("abc", "base_snapshot_id")
+    assert iceberg_asset_uri("wap.orders", "lakehouse") == "iceberg://lakehouse/wap/orders"
+    assert iceberg_asset("wap.orders").uri == "iceberg://lakehouse/wap/orders"
+    with pytest.raises(IcebergValidationError):
+        iceberg_asset_uri("orders")
+
+
+def test_merge_base_finds_the_branch_point(orders):
+    base = main_of(orders)
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    head = commit_to_branch(orders, T, "b", 100, 2)
+    orders.load_table(T).append(orders_batch(200, 2))  # main moves on
+    tbl = orders.load_table(T)
+    assert merge_base(orders, tbl, head, main_of(orders)) == base
+
+
+# ------------------------------------------------------------------ write (no Spark)
+def test_write_validation_happens_before_any_spark_job(orders):
+    with pytest.raises(IcebergValidationError, match="exactly one of application"):
+        IcebergWapWriteOperator(task_id="w", table=T)
+    with pytest.raises(IcebergValidationError, match="exactly one of application"):
+        IcebergWapWriteOperator(task_id="w", table=T, sql="SELECT 1", application="/x.py")
+    with pytest.raises(IcebergValidationError, match="spark.wap.id"):
+        IcebergWapWriteOperator(task_id="w", table=T, sql="SELECT 1", spark_conf={"spark.wap.id": "x"})
+    before = orders.metadata_location(T)
+    op = IcebergWapWriteOperator(task_id="w", table=T, sql=["  ;"], spark_conn_id="no_such_spark")
+    with pytest.raises(IcebergValidationError, match="non-empty statement"):
+        op.execute(fake_context())
+    op = IcebergWapWriteOperator(task_id="w", table=T, sql="INSERT ...", branch="main", spark_conn_id="no_such_spark")
+    with pytest.raises(IcebergValidationError, match="main branch"):
+        op.execute(fake_context())
+    assert orders.metadata_location(T) == before
+
+
+def test_reset_discards_an_earlier_try_and_keeps_retention(orders):
+    base = main_of(orders)
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    head = commit_to_branch(orders, T, "b", 100, 5)
+    # retention set by the user (pyiceberg's own append above dropped it; Spark commits keep it)
+    orders.set_ref(orders.load_table(T), "b", head, max_snapshot_age_ms=86_400_000)
+    op = IcebergWapWriteOperator(task_id="w", table=T, sql="INSERT ...")
+    tbl = orders.load_table(T)
+    assert op._reset_to_base(tbl, "b", orders.refs(tbl)["b"], base) == head
+    ref = orders.refs(T)["b"]
+    assert ref.snapshot_id == base and ref.max_snapshot_age_ms == 86_400_000
+    # already at base: nothing to do
+    tbl = orders.load_table(T)
+    assert op._reset_to_base(tbl, "b", orders.refs(tbl)["b"], base) is None
+
+
+def test_reset_refuses_a_branch_that_does_not_descend_from_base(orders):
+    other = main_of(orders)
+    orders.load_table(T).append(orders_batch(50, 1))
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    commit_to_branch(orders, T, "b", 100, 1)
+    op = IcebergWapWriteOperator(task_id="w", table=T, sql="INSERT ...")
+    tbl = orders.load_table(T)
+    head = orders.refs(tbl)["b"].snapshot_id
+    # a base that is not an ancestor of the branch head (a snapshot only on another branch)
+    orders.set_ref(tbl, "side", other)
+    side_head = commit_to_branch(orders, T, "side", 400, 1)
+    before = orders.metadata_location(T)
+    tbl = orders.load_table(T)
+    with pytest.raises(IcebergRefusedError, match="does not descend from the base"):
+        op._reset_to_base(tbl, "b", orders.refs(tbl)["b"], side_head)
+    assert orders.metadata_location(T) == before and orders.ref_snapshot_id(T, "b") == head
+
+
+# ------------------------------------------------------------------ audit (no Spark)
+def test_audit_spec_errors_happen_before_any_spark_job(orders):
+    with pytest.raises(IcebergValidationError, match="unknown column check 'nul_check'"):
+        IcebergWapAuditOperator(task_id="a", table=T, column_mapping={"amount": {"nul_check": {"equal_to": 0}}})
+    templated = IcebergWapAuditOperator(
+        task_id="a",
+        table=T,
+        branch="b",
+        column_mapping={"amount": {"min": {"geq_to": "{{ params.floor }}"}}},
+        spark_conn_id="no_such_spark",  # reaching Spark would fail differently
+    )
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    before = orders.metadata_location(T)
+    templated.column_mapping = {"amount": {"min": {"geq_to": "zero"}}}  # as rendered
+    with pytest.raises(IcebergValidationError, match="is not a number"):
+        templated.execute(fake_context())
+    assert orders.metadata_location(T) == before
+    with pytest.raises(IcebergRefNotFoundError, match="no branch 'nope'"):
+        IcebergWapAuditOperator(task_id="a", table=T, branch="nope", change_checks={"added_rows": {"min": 1}}).execute(
+            fake_context()
+        )
+
+
+def test_audit_templates_render(orders):
+    op = IcebergWapAuditOperator(
+        task_id="a",
+        table="{{ params.t }}",
+        branch="wap_{{ ds_nodash }}",
+        column_mapping={"amount": {"min": {"geq_to": "{{ params.floor }}"}}},
+        partition_clause="order_ts >= '{{ ds }}'",
+        params={"t": T, "floor": 0},
+    )
+    ctx = {**fake_context(), "params": {"t": T, "floor": 0}}
+    op.render_template_fields(ctx)
+    assert op.table == T and op.branch == "wap_20260101" and op.partition_clause == "order_ts >= '2026-01-01'"
+    assert op.parse_checks()[0].condition == {"geq_to": 0.0}
+
+
+# ------------------------------------------------------------------ publish (no Spark)
+def _audited_branch(hook, branch="b", start=100):
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch=branch).execute(fake_context())
+    head = commit_to_branch(hook, T, branch, start, 5)
+    record_audit(hook, T, branch, head, event_id=f"ev-{branch}")
+    return head
+
+
+def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    base = main_of(orders)
+    head = _audited_branch(orders)
+    asset = iceberg_asset(T)
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", audited_snapshot_id=str(head), tag="daily-1", outlets=[asset]
+    )
+    events = OutletEventAccessors()
+    out = op.execute({**fake_context(), "outlet_events": events})
+    assert out["method"] == "fast_forward" and out["published_snapshot_id"] == head
+    assert out["previous_main_snapshot_id"] == base and out["added_records"] == 5
+    assert main_of(orders) == head and orders.refs(T)["daily-1"].snapshot_id == head
+    assert events[asset].extra["snapshot_id"] == head and events[asset].extra["table"] == T
+    ledger = [r for r in orders.read_governance_rows("ledger", operation="wap_publish") if r["status"] == "succeeded"]
+    assert len(ledger) == 1 and ledger[0]["snapshot_after"] == head
+    # a retried publish is a no-op, still emits the event, and writes no second ledger row
+    before = orders.metadata_location(T)
+    events = OutletEventAccessors()
+    again = op.execute({**fake_context(), "outlet_events": events})
+    assert again["method"] == "noop" and again["published_snapshot_id"] == head
+    assert events[asset].extra["snapshot_id"] == head
+    assert orders.metadata_location(T) == before
+    assert len(orders.read_governance_rows("ledger", operation="wap_publish")) == 1
+
+
+def test_publish_can_drop_the_branch_and_retry_stays_noop(orders):
+    head = _audited_branch(orders)
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head, drop_branch=True)
+    assert op.execute(fake_context())["branch_dropped"] is True
+    assert "b" not in orders.refs(T)
+    assert op.execute(fake_context())["method"] == "noop"
+
+
+def test_publish_refuses_a_branch_that_moved_after_its_audit(orders):
+    head = _audited_branch(orders)
+    commit_to_branch(orders, T, "b", 500, 1)  # unaudited commit after the audit
+    before, main = orders.metadata_location(T), main_of(orders)
+    with pytest.raises(IcebergRefusedError, match="moved after its audit"):
+        IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head).execute(fake_context())
+    assert orders.metadata_location(T) == before and main_of(orders) == main
+
+
+def test_publish_refuses_unaudited_and_failed_audits(orders):
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    head = commit_to_branch(orders, T, "b", 100, 5)
+    before, main = orders.metadata_location(T), main_of(orders)
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b")  # audited id defaults to the head
+    with pytest.raises(IcebergRefusedError, match="has no audit record"):
+        op.execute(fake_context())
+    record_audit(orders, T, "b", head, passed=False)
+    with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
+        op.execute(fake_context())
+    assert main_of(orders) == main
+    record_audit(orders, T, "b", head, passed=True, event_id="later")  # a newer audit passed
+    assert op.execute(fake_context())["published_snapshot_id"] == head
+    assert before != orders.metadata_location(T)
+
+
+def test_concurrent_publish_exactly_one_fast_forwards(orders):
+    head_a = _audited_branch(orders, "a", 100)
+    head_b = _audited_branch(orders, "b", 200)
+    pub_a = IcebergWapPublishOperator(task_id="pa", table=T, branch="a", audited_snapshot_id=head_a)
+    pub_b = IcebergWapPublishOperator(task_id="pb", table=T, branch="b", audited_snapshot_id=head_b)
+    # both load the table before either commits: the loser's compare-and-swap fails
+    stale = orders.load_table(T)
+    assert pub_a.execute(fake_context())["method"] == "fast_forward"
+    with pytest.raises(IcebergCommitConflictError):
+        orders.fast_forward(stale, to_snapshot_id=head_b, expected_snapshot_id=stale.current_snapshot().snapshot_id)
+    # the operator (reloading) sees main moved and fails with the conflict error, changing nothing
+    before = orders.metadata_location(T)
+    with pytest.raises(IcebergPublishConflictError, match="main moved since the branch was cut"):
+        pub_b.execute(fake_context())
+    assert main_of(orders) == head_a and orders.metadata_location(T) == before
+    assert orders.ref_snapshot_id(T, "b") == head_b  # branch kept
+
+
+def test_publish_validation(orders):
+    with pytest.raises(IcebergValidationError, match="on_conflict='merge'"):
+        IcebergWapPublishOperator(task_id="p", table=T, on_conflict="merge")
+    with pytest.raises(IcebergRefNotFoundError):
+        IcebergWapPublishOperator(task_id="p", table=T, branch="nope").execute(fake_context())
+
+
+# ------------------------------------------------------------------ task group factory
+def test_task_group_wires_the_four_steps_with_templates_and_asset():
+    from airflow.sdk import DAG
+
+    from airflow_iceberg_provider.task_groups import wap_task_group
+
+    with DAG("wap_factory", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        group = wap_task_group(
+            group_id="orders_wap",
+            table="wap.orders",
+            sql="INSERT INTO {table} SELECT * FROM staging WHERE ds = '{{ ds }}'",
+            column_mapping={"amount": {"min": {"geq_to": 0}}},
+            tag="daily-{{ ds_nodash }}",
+        )
+    ids = sorted(dag.task_dict)
+    assert ids == ["orders_wap.audit", "orders_wap.create_branch", "orders_wap.publish", "orders_wap.write"]
+    publish = dag.task_dict["orders_wap.publish"]
+    assert [a.uri for a in publish.outlets] == ["iceberg://lakehouse/wap/orders"]
+    assert publish.upstream_task_ids == {"orders_wap.audit"}
+    assert dag.task_dict["orders_wap.audit"].upstream_task_ids == {"orders_wap.write"}
+    assert "orders_wap.audit" in publish.audited_snapshot_id and "snapshot_id" in publish.audited_snapshot_id
+    assert group.group_id == "orders_wap"
+    with pytest.raises(IcebergValidationError):
+        with DAG("bad", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+            wap_task_group(table="wap.orders", sql="x", column_mapping={"amount": {"avg": {"geq_to": 0}}})

@@ -215,9 +215,10 @@ class IcebergSparkHook(BaseHook):
             packages = [ICEBERG_SPARK_RUNTIME]
         env = dict(self.env_vars)
         if self.pyspark_python:
-            env.setdefault("PYSPARK_PYTHON", self.pyspark_python)
-            env.setdefault("PYSPARK_DRIVER_PYTHON", self.pyspark_python)
+            # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster
+            # mode and would be put on argv in YARN/k8s mode by SparkSubmitHook.
             conf.setdefault("spark.pyspark.python", self.pyspark_python)
+            conf.setdefault("spark.pyspark.driver.python", self.pyspark_python)
         full_spec = None
         if spec is not None:
             full_spec = {

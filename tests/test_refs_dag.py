@@ -92,9 +92,7 @@ def _variable(env) -> dict:
         ["airflow", "variables", "get", STATE_KEY], capture_output=True, text=True, env=env, timeout=120
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(
-        proc.stdout.strip().splitlines()[-1] if proc.stdout.strip().startswith("{") is False else proc.stdout
-    )
+    return json.loads(proc.stdout)
 
 
 def test_deferrable_sensor_waits_in_dags_test_and_remembers(airflow_env, tmp_path):

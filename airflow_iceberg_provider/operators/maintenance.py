@@ -86,6 +86,21 @@ def _parse_ids(value: Any) -> list[int]:
     return [validate_snapshot_id(v, "snapshot_ids") for v in value]
 
 
+def _descends(tbl: Table, ancestor: int, snapshot_id: int) -> bool:
+    """Whether ``snapshot_id`` descends from ``ancestor``, even if ``ancestor`` was expired since.
+
+    Parent ids survive in the remaining snapshots, so the walk ends on the expired id.
+    """
+    by_id = {s.snapshot_id: s for s in tbl.metadata.snapshots}
+    current: int | None = snapshot_id
+    while current is not None:
+        if current == ancestor:
+            return True
+        snap = by_id.get(current)
+        current = snap.parent_snapshot_id if snap is not None else None
+    return False
+
+
 class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
     """Shared plumbing: submit planned actions as one job, verify each, write ledger rows."""
 
@@ -156,7 +171,7 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
                 raise IcebergCommitVerificationError(
                     f"{action} on {self.ident} committed {after} with operation {snap.operation!r}, expected 'replace'."
                 )
-            if before is not None and not hook.is_ancestor(tbl, before, after):
+            if before is not None and not _descends(tbl, before, after):
                 raise IcebergCommitVerificationError(
                     f"{action} commit {after} on {self.ident} does not descend from {before} (concurrent writer?)."
                 )

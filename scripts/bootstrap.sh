@@ -2,7 +2,8 @@
 # Idempotent environment setup for airflow_iceberg_provider.
 #
 # Creates (only what is missing):
-#   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson)
+#   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson),
+#     PostgreSQL server + JDBC driver (server-catalog tests)
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
 #   * .spark-runtime/  – the Spark side (pyspark 3.5.9 + Iceberg 1.10.2 runtime jars)
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
@@ -27,6 +28,9 @@ command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || need_
 [ -f /usr/share/java/jarjar.jar ] || need_apt+=(libjarjar-java)
 command -v zip >/dev/null 2>&1 || need_apt+=(zip)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
+# Production catalogs (#7): a PostgreSQL server for the SQL-catalog tests and its JDBC driver for Spark.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -75,6 +79,7 @@ if [ ! -f "$JARS/iceberg-shaded-jackson.jar" ]; then
   mv "$JARS/iceberg-shaded-jackson.jar.part" "$JARS/iceberg-shaded-jackson.jar"
 fi
 [ -e "$JARS/sqlite-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/sqlite-jdbc.jar)" "$JARS/sqlite-jdbc.jar"
+[ -e "$JARS/postgresql-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/postgresql.jar)" "$JARS/postgresql-jdbc.jar"
 
 # ---------------------------------------------------------------- AIRFLOW_HOME
 export AIRFLOW_HOME="$WORK/airflow"

@@ -11,7 +11,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$_AIP_ROOT/example_dags}"
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 _jars="$_AIP_ROOT/.spark-runtime/jars"
-export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar}"
+export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar,$_jars/postgresql-jdbc.jar}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}"
 mkdir -p "$AIP_WORK/lake/warehouse"

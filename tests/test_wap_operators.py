@@ -333,3 +333,19 @@ def test_task_group_wires_the_four_steps_with_templates_and_asset():
     with pytest.raises(IcebergValidationError):
         with DAG("bad", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
             wap_task_group(table="wap.orders", sql="x", column_mapping={"amount": {"avg": {"geq_to": 0}}})
+
+
+def test_cherrypick_refuses_non_append_snapshots_before_any_spark_job(orders):
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    commit_to_branch(orders, T, "b", 100, 3)
+    orders.load_table(T).delete("order_id = 100", branch="b")  # a non-append change on the branch
+    head = orders.ref_snapshot_id(T, "b")
+    record_audit(orders, T, "b", head)
+    orders.load_table(T).append(orders_batch(900, 1))  # main moves on
+    before, main = orders.metadata_location(T), main_of(orders)
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", audited_snapshot_id=head, on_conflict="cherrypick", spark_conn_id="nope"
+    )
+    with pytest.raises(IcebergPublishConflictError, match="non-append snapshots"):
+        op.execute(fake_context())
+    assert orders.metadata_location(T) == before and main_of(orders) == main

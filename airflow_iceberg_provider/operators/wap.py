@@ -58,6 +58,8 @@ _SUMMARY_KEYS = {
     "added_data_files": "added-data-files",
     "deleted_data_files": "deleted-data-files",
     "added_delete_files": "added-delete-files",
+    "added_position_deletes": "added-position-deletes",
+    "removed_position_deletes": "removed-position-deletes",
 }
 
 
@@ -128,11 +130,15 @@ def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int 
 
 
 def change_metrics(snapshots: Sequence[Any]) -> dict[str, int]:
-    """Added/deleted records and files summed over snapshot summaries."""
+    """Added/deleted records and files summed over snapshot summaries, plus the net rows added."""
     out = {key: 0 for key in _SUMMARY_KEYS}
     for snap in snapshots:
         for key, summary_key in _SUMMARY_KEYS.items():
             out[key] += int(snap.summary.get(summary_key, 0) or 0)
+    # net live rows added: copy-on-write rewrites (re-added + deleted) cancel out, position deletes count
+    out["net_added_records"] = (
+        out["added_records"] - out["deleted_records"] - out["added_position_deletes"] + out["removed_position_deletes"]
+    )
     out["snapshots"] = len(snapshots)
     return out
 
@@ -155,13 +161,27 @@ def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -
     snap = hook.snapshot(tbl, snapshot_id=main)
     if snap.operation not in ("append", "overwrite"):
         return None
-    return int(snap.summary.get("added-records", 0) or 0)
+    return change_metrics([snap])["net_added_records"]
 
 
 def ensure_wap_enabled(hook: IcebergCatalogHook, tbl: Table, table: str) -> tuple[Table, bool]:
     """Set ``write.wap.enabled=true`` (Iceberg silently ignores ``spark.wap.branch`` without it)."""
     changed = hook.ensure_table_properties(tbl, WAP_ENABLED)
     return (hook.load_table(table) if changed else tbl), changed
+
+
+#: Iceberg <= 1.10 decides whether a DELETE can be metadata-only by looking at ``main``'s files, not
+#: the WAP branch's (apache/iceberg#15512), then fails the commit on the branch with "Cannot delete
+#: file where some, but not all, rows match filter". Excluding Spark's metadata-only delete rule makes
+#: every DELETE a row-level rewrite, which resolves the WAP branch correctly.
+METADATA_DELETE_RULE = "org.apache.spark.sql.execution.datasources.v2.OptimizeMetadataOnlyDeleteFromTable"
+
+
+def wap_write_conf(branch: str, spark_conf: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Spark conf for a WAP write: the branch, and the metadata-only DELETE rule excluded."""
+    excluded = [r.strip() for r in str((spark_conf or {}).get("spark.sql.optimizer.excludedRules", "")).split(",")]
+    rules = ",".join(dict.fromkeys([r for r in excluded if r] + [METADATA_DELETE_RULE]))
+    return {"spark.wap.branch": branch, "spark.sql.optimizer.excludedRules": rules}
 
 
 def _refuse_wap_conf(spark_conf: Mapping[str, Any]) -> None:
@@ -360,7 +380,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             base = merge_base(hook, tbl, existing.snapshot_id, main_before) if existing else main_before
         reset_from = self._reset_to_base(tbl, branch, existing, base)
         spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
-        conf = {"spark.wap.branch": branch}
+        conf = wap_write_conf(branch, self.spark_conf)
         self.log.info("Writing to %s@%s (base %s; main at %s)", table, branch, base, main_before)
         if statements is not None:
             run, _ = self.run_spark_job(
@@ -466,9 +486,9 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     ``column_mapping`` (``null_check``, ``distinct_check``, ``unique_check``, ``min``, ``max``
     with ``equal_to`` / ``greater_than`` / ``geq_to`` / ``less_than`` / ``leq_to``, optional
     ``tolerance`` and ``partition_clause``), ``table_checks`` (``check_statement``, optional
-    ``partition_clause``) and WAP change-set checks ``change_checks`` (``added_rows``,
-    ``deleted_rows``, ``added_rows_ratio`` against the previous published change, with
-    ``min`` / ``max``). Specs are validated before any Spark job starts.
+    ``partition_clause``) and WAP change-set checks ``change_checks`` (``added_rows``: net rows
+    the branch added since its base; ``added_rows_ratio``: that against the net rows of the
+    previous published change; with ``min`` / ``max``). Specs are validated before any Spark job starts.
 
     Every check's observed value and verdict is appended to ``governance.audit_results``
     (ref, snapshot id, base, run, check, value, verdict). Any failing check fails the task
@@ -565,15 +585,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         if base is None:
             base = merge_base(hook, tbl, snapshot_id, main_head)
         change = change_metrics(branch_snapshots(hook, tbl, snapshot_id, base))
-        values: dict[str, float | None] = {
-            "change.added_rows": change["added_records"],
-            "change.deleted_rows": change["deleted_records"],
-        }
+        values: dict[str, float | None] = {"change.added_rows": change["net_added_records"]}
         skipped: dict[str, str] = {}
         if any(c.check_type == "added_rows_ratio" for c in checks):
             baseline = previous_published_added(hook, tbl, table)
             if baseline:
-                values["change.added_rows_ratio"] = change["added_records"] / baseline
+                values["change.added_rows_ratio"] = change["net_added_records"] / baseline
             else:
                 skipped["change.added_rows_ratio"] = "no previous published change to compare with"
         audit_table = hook.governance_table("audit_results")
@@ -774,7 +791,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
                 context=context,
                 snapshot_before=main_head,
                 snapshot_after=published,
-                metrics={"published_added_records": metrics["added_records"], **metrics},
+                metrics={"published_added_records": metrics["net_added_records"], **metrics},
                 details={"branch": branch, "method": method, "audited_snapshot_id": audited, "tag": tag},
                 started_at=started,
             )

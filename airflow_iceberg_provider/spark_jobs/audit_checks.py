@@ -22,9 +22,10 @@ Check format (the one the common-sql provider's ``SQLColumnCheckOperator`` and
     which must hold for every row), as in common-sql.
 ``change_checks`` (WAP only: the change set of the branch relative to its base)
     ``{"added_rows": {"min": 1, "max": 10_000_000}, "added_rows_ratio": {"max": 3}}``:
-    ``added_rows`` / ``deleted_rows`` are summed from the branch's snapshot
-    summaries since its base; ``added_rows_ratio`` divides ``added_rows`` by the
-    rows added by the previous published change. ``min``/``max`` mean
+    ``added_rows`` is the net number of rows the branch added since its base (from
+    the snapshot summaries: appended minus removed rows, so copy-on-write rewrites
+    cancel out; negative when the change removed rows); ``added_rows_ratio`` divides
+    it by the net rows of the previous published change. ``min``/``max`` mean
     ``geq_to``/``leq_to``; the comparison keys above work too.
 
 Every data check (column and table checks, without or with a partition clause)
@@ -44,7 +45,7 @@ from typing import Any
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 COLUMN_CHECKS = ("null_check", "distinct_check", "unique_check", "min", "max")
-CHANGE_CHECKS = ("added_rows", "deleted_rows", "added_rows_ratio")
+CHANGE_CHECKS = ("added_rows", "added_rows_ratio")
 COMPARISONS = ("equal_to", "greater_than", "geq_to", "less_than", "leq_to")
 _CHANGE_ALIASES = {"min": "geq_to", "max": "leq_to"}
 _COLUMN_EXTRA = ("tolerance", "partition_clause")

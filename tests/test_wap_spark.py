@@ -1,0 +1,160 @@
+"""WAP with real Spark jobs (one module lake, few spark-submits).
+
+* happy path: branch -> SQL write (INSERT + DELETE + MERGE on the branch) -> retried write
+  (reset, no duplicates) -> audit (one pass, rows recorded) -> publish -> retried publish no-op;
+* bad data through a user application: the audit fails, ``main`` keeps its snapshot id,
+  the failing verdicts are recorded and publish refuses;
+* ``main`` moved: publish with ``on_conflict="cherrypick"`` replays the branch's appends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _wap_helpers import commit_to_branch, record_audit
+from conftest import create_orders_table, fake_context, orders_batch
+
+from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, IcebergRefusedError
+from airflow_iceberg_provider.operators.wap import (
+    IcebergWapAuditOperator,
+    IcebergWapCreateBranchOperator,
+    IcebergWapPublishOperator,
+    IcebergWapWriteOperator,
+)
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+T = "db.orders"
+CHECKS = {
+    "column_mapping": {
+        "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}},
+        "order_id": {"unique_check": {"equal_to": 0}},
+    },
+    "table_checks": {
+        "has_rows": {"check_statement": "COUNT(*) > 0"},
+        "ca_positive": {"check_statement": "amount > 0", "partition_clause": "region = 'ca'"},
+    },
+    "change_checks": {"added_rows": {"min": 1, "max": 1000}},
+}
+INSERT = (
+    "INSERT INTO {table} SELECT id AS order_id, CAST(id % 97 AS STRING) AS customer_id, 'ca' AS region, "
+    "CAST(id % 50 AS DOUBLE) + 1.0 AS amount, TIMESTAMP '2026-01-02 10:00:00' AS order_ts FROM range(1000, 1100)"
+)
+DELETE = "DELETE FROM {table} WHERE order_id = 1000"
+MERGE = (
+    "MERGE INTO {table} t USING (SELECT CAST(1001 AS BIGINT) AS order_id, 99.0 AS amount) s "
+    "ON t.order_id = s.order_id WHEN MATCHED THEN UPDATE SET t.amount = s.amount"
+)
+
+
+def rows_at(hook, snapshot_id):
+    return hook.load_table(T).scan(snapshot_id=snapshot_id).to_arrow()
+
+
+@pytest.fixture(scope="module")
+def orders(module_lake):
+    create_orders_table(module_lake, T).append(orders_batch(0, 50))
+    return module_lake
+
+
+def test_happy_path_retried_write_audit_publish(orders):
+    hook = orders
+    ctx = fake_context(dag_id="wap_test", run_id="run_ok")
+    main_before = hook.ref_snapshot_id(T)
+    created = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)
+    branch, base = created["branch"], created["base_snapshot_id"]
+    assert base == main_before
+    write = IcebergWapWriteOperator(
+        task_id="write", table=T, branch=branch, base_snapshot_id=str(base), sql=[INSERT, DELETE, MERGE]
+    )
+    first = write.execute(ctx)
+    assert hook.ref_snapshot_id(T) == main_before, "a WAP write must never touch main"
+    assert first["net_added_records"] == 99 and first["snapshots"] == 3
+    # the retry finds the earlier try's commits, resets the branch and writes once more
+    second = write.execute(fake_context(dag_id="wap_test", run_id="run_ok", try_number=2))
+    assert second["reset_from_snapshot_id"] == first["snapshot_id"]
+    data = rows_at(hook, second["snapshot_id"])
+    ids = data.column("order_id").to_pylist()
+    assert len(ids) == 50 + 99 and len(set(ids)) == len(ids), "retried write duplicated rows"
+    assert 1000 not in ids
+    amounts = dict(zip(ids, data.column("amount").to_pylist(), strict=True))
+    assert amounts[1001] == 99.0  # the MERGE landed on the branch
+    assert hook.ref_snapshot_id(T) == main_before
+
+    audit = IcebergWapAuditOperator(
+        task_id="audit", table=T, branch=branch, snapshot_id=second["snapshot_id"], base_snapshot_id=base, **CHECKS
+    ).execute(ctx)
+    assert audit["passed"] is True and audit["checks"] == 6 and audit["queries"] == 1
+    observed = {r["check"]: r["observed"] for r in audit["results"]}
+    assert observed["amount.min"] == 1.0 and observed["order_id.unique_check"] == 0.0
+    assert observed["change.added_rows"] == 99 == second["net_added_records"]  # 100 inserted, 1 deleted
+    recorded = hook.read_governance_rows("audit_results", event_id=audit["job_run_id"])
+    assert len(recorded) == 6 and all(r["passed"] for r in recorded)
+    assert {r["snapshot_id"] for r in recorded} == {second["snapshot_id"]} and recorded[0]["ref"] == branch
+
+    publish = IcebergWapPublishOperator(
+        task_id="publish", table=T, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
+    )
+    out = publish.execute(ctx)
+    assert out["method"] == "fast_forward" and hook.ref_snapshot_id(T) == second["snapshot_id"]
+    assert branch not in hook.refs(T)
+    assert publish.execute(ctx)["method"] == "noop"
+
+
+def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders):
+    hook = orders
+    ctx = fake_context(dag_id="wap_test", run_id="run_bad")
+    main_before = hook.ref_snapshot_id(T)
+    created = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)
+    branch = created["branch"]
+    written = IcebergWapWriteOperator(
+        task_id="write",
+        table=T,
+        branch=branch,
+        application=str(ROOT / "example_dags" / "jobs" / "append_orders.py"),
+        params_for_job={"rows": 100, "seed": 5000, "ds": "2026-01-03", "bad_rows": True},
+        expected_operations=["append"],
+    ).execute(ctx)
+    assert written["added_records"] == 105 and hook.ref_snapshot_id(T) == main_before
+    audit = IcebergWapAuditOperator(task_id="audit", table=T, branch=branch, **CHECKS)
+    with pytest.raises(IcebergAuditFailedError) as err:
+        audit.execute(ctx)
+    message = str(err.value)
+    assert "amount.min: observed -" in message and "order_id.unique_check: observed 5.0" in message
+    assert "table.ca_positive" in message and "main was not touched" in message
+    assert hook.ref_snapshot_id(T) == main_before
+    assert hook.ref_snapshot_id(T, branch) == written["snapshot_id"], "the branch is kept for inspection"
+    rows = hook.read_governance_rows("audit_results", ref=branch)
+    failed = sorted(r["check_name"] for r in rows if not r["passed"])
+    assert failed == ["amount.min", "order_id.unique_check", "table.ca_positive"]
+    with pytest.raises(IcebergRefusedError, match="failed checks"):
+        IcebergWapPublishOperator(
+            task_id="publish", table=T, branch=branch, audited_snapshot_id=written["snapshot_id"]
+        ).execute(ctx)
+    assert hook.ref_snapshot_id(T) == main_before
+
+
+def test_cherrypick_when_main_moved(orders):
+    hook = orders
+    for name in ("c1", "c2"):
+        IcebergWapCreateBranchOperator(task_id="create", table=T, branch=name).execute(fake_context())
+    head1 = commit_to_branch(hook, T, "c1", 7000, 4)
+    head2 = commit_to_branch(hook, T, "c2", 8000, 6)
+    record_audit(hook, T, "c1", head1, event_id="c1")
+    record_audit(hook, T, "c2", head2, event_id="c2")
+    IcebergWapPublishOperator(task_id="p1", table=T, branch="c1", audited_snapshot_id=head1).execute(fake_context())
+    records_before = len(rows_at(hook, head1))
+    pick = IcebergWapPublishOperator(
+        task_id="p2", table=T, branch="c2", audited_snapshot_id=head2, on_conflict="cherrypick"
+    )
+    out = pick.execute(fake_context())
+    assert out["method"] == "cherrypick"
+    main = hook.ref_snapshot_id(T)
+    assert hook.is_ancestor(T, head1, main)
+    assert hook.snapshot(T, snapshot_id=main).summary.get("source-snapshot-id") == str(head2)
+    ids = rows_at(hook, main).column("order_id").to_pylist()
+    assert len(ids) == records_before + 6 and len(set(ids)) == len(ids)
+    again = pick.execute(fake_context())  # retried: already replayed -> no-op
+    assert again["method"] == "noop" and hook.ref_snapshot_id(T) == main

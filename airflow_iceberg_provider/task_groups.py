@@ -18,6 +18,10 @@ from airflow_iceberg_provider.operators.wap import (
 )
 
 
+def _merge(defaults: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**defaults, **dict(overrides or {})}
+
+
 def _xcom(task_id: str, key: str) -> str:
     return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
 
@@ -101,10 +105,7 @@ def wap_task_group(
             sql=sql,
             sql_args=sql_args,
             params_for_job=params_for_job,
-            trigger_rule=TriggerRule.ALL_SUCCESS,
-            **common,
-            **spark,
-            **dict(write_kwargs or {}),
+            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, write_kwargs),
         )
         audit = IcebergWapAuditOperator(
             task_id="audit",
@@ -115,11 +116,8 @@ def wap_task_group(
             table_checks=table_checks,
             change_checks=change_checks,
             partition_clause=partition_clause,
-            trigger_rule=TriggerRule.ALL_SUCCESS,
-            retries=0,
-            **common,
-            **spark,
-            **dict(audit_kwargs or {}),
+            # a failed audit raises AirflowFailException anyway; retries only re-run a crashed job
+            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, audit_kwargs),
         )
         publish = IcebergWapPublishOperator(
             task_id="publish",
@@ -130,10 +128,7 @@ def wap_task_group(
             drop_branch=drop_branch,
             tag=tag,
             outlets=outlets,
-            trigger_rule=TriggerRule.ALL_SUCCESS,
-            **common,
-            **spark,
-            **dict(publish_kwargs or {}),
+            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, publish_kwargs),
         )
         create >> write >> audit >> publish
     return group

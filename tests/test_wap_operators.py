@@ -349,3 +349,30 @@ def test_cherrypick_refuses_non_append_snapshots_before_any_spark_job(orders):
     with pytest.raises(IcebergPublishConflictError, match="non-append snapshots"):
         op.execute(fake_context())
     assert orders.metadata_location(T) == before and main_of(orders) == main
+
+
+def test_two_publishes_racing_in_threads_exactly_one_wins(orders):
+    import threading
+
+    from airflow_iceberg_provider.exceptions import IcebergCommitConflictError as CAS
+
+    heads = {name: _audited_branch(orders, name, start) for name, start in (("r1", 100), ("r2", 200))}
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def publish(name: str) -> None:
+        op = IcebergWapPublishOperator(task_id=f"p_{name}", table=T, branch=name, audited_snapshot_id=heads[name])
+        barrier.wait()
+        try:
+            outcomes[name] = op.execute(fake_context())["method"]
+        except (IcebergPublishConflictError, CAS) as err:  # lost before loading / lost the compare-and-swap
+            outcomes[name] = type(err).__name__
+
+    threads = [threading.Thread(target=publish, args=(n,)) for n in heads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [n for n, o in outcomes.items() if o == "fast_forward"]
+    assert len(winners) == 1, outcomes
+    assert main_of(orders) == heads[winners[0]]

@@ -74,7 +74,7 @@ with DAG(
         table=TABLE,
         older_than="0s",
         older_than_floor="0s",
-        retain_last=5,
+        retain_last=2,
         dry_run=True,
     )
     heal = IcebergMaintenancePlanOperator(
@@ -82,7 +82,7 @@ with DAG(
         table=TABLE,
         expire_older_than="0s",
         older_than_floor="0s",  # demo only: its snapshots are seconds old
-        retain_last=5,
+        retain_last=2,
         remove_orphans=True,  # dry run (the default): lists, deletes nothing
     )
     check = IcebergMaintenancePlanOperator(
@@ -90,7 +90,7 @@ with DAG(
         table=TABLE,
         expire_older_than="0s",
         older_than_floor="0s",
-        retain_last=5,
+        retain_last=2,
         spark_conn_id="spark_not_needed",  # proves the point: a healthy table never reaches Spark
     )
     create >> sicken >> preview >> heal >> check

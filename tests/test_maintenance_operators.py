@@ -236,3 +236,14 @@ def test_templated_fields_render(orders):
     assert (op.table, op.older_than, op.retain_last, op.dry_run) == ("db.orders", "0s", "2", "true")
     out = op.execute(ctx)
     assert out["dry_run"] is True and out["retain_last"] == 2
+
+
+def test_expiry_floor_is_configurable_in_airflow_config(orders, monkeypatch):
+    op = IcebergExpireSnapshotsOperator(task_id="e", table="db.orders", older_than="1d", dry_run=True, **NO_SPARK)
+    assert op.execute(fake_context())["dry_run"] is True  # default floor 1 h
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__EXPIRY_FLOOR", "2d")
+    with pytest.raises(IcebergRefusedError, match="floor of 2d"):
+        op.execute(fake_context())
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__EXPIRY_FLOOR", "soonish")
+    with pytest.raises(IcebergValidationError, match=r"\[iceberg_provider\] expiry_floor"):
+        op.execute(fake_context())

@@ -146,3 +146,26 @@ def test_orphan_removal_deletes_only_files_older_than_the_floor(plan_table):
     assert not old_orphan.exists()
     assert young_orphan.exists(), "a file younger than the 24 h floor was removed"
     assert hook.ref_snapshot_id("db.small") == head and fingerprint(hook, "db.small") == rows
+
+
+def test_zorder_compaction_with_where_rewrites_only_selected_partition(module_lake):
+    from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFilesOperator
+
+    hook = module_lake
+    create_orders_table(hook, "db.zorder")  # partitioned by day(order_ts)
+    append_batches(hook, "db.zorder", 4, rows=20, day="2026-01-01")
+    append_batches(hook, "db.zorder", 3, rows=20, day="2026-01-02")
+    rows = fingerprint(hook, "db.zorder")
+    before = hook.health("db.zorder")
+    out = IcebergRewriteDataFilesOperator(
+        task_id="zorder",
+        table="db.zorder",
+        strategy="sort",
+        sort_order="zorder(region, customer_id)",
+        where="order_ts < TIMESTAMP '2026-01-02 00:00:00+00:00' AND region != 'it''s not a region'",
+        min_input_files=2,
+    ).execute(fake_context())
+    assert fingerprint(hook, "db.zorder") == rows
+    assert out["rewritten_data_files"] == 4 and out["added_data_files"] == 1
+    assert (before.data_files, hook.health("db.zorder").data_files) == (7, 4)  # day 2 untouched
+    assert hook.snapshot("db.zorder", ref="main").operation == "replace"

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.models import TableHealth
+    from airflow_iceberg_provider.models import SnapshotInfo, TableHealth
 
 JOB = "maintenance"
 #: the procedure output count that says "this action committed something"
@@ -76,6 +76,18 @@ def health_summary(health: TableHealth) -> dict[str, Any]:
     return {k: d[k] for k in _HEALTH_KEYS}
 
 
+def expiry_floor(value: timedelta | str | None) -> timedelta:
+    """The expiry floor: the argument, else ``[iceberg_provider] expiry_floor``, else 1 hour."""
+    if value is not None:
+        return parse_duration(value, "older_than_floor")
+    from airflow_iceberg_provider.hooks.spark import _config
+
+    configured = _config("expiry_floor")
+    if configured:
+        return parse_duration(configured, "[iceberg_provider] expiry_floor")
+    return DEFAULT_EXPIRY_FLOOR
+
+
 def _parse_ids(value: Any) -> list[int]:
     if value is None or value == "":
         return []
@@ -86,19 +98,26 @@ def _parse_ids(value: Any) -> list[int]:
     return [validate_snapshot_id(v, "snapshot_ids") for v in value]
 
 
-def _descends(tbl: Table, ancestor: int, snapshot_id: int) -> bool:
-    """Whether ``snapshot_id`` descends from ``ancestor``, even if ``ancestor`` was expired since.
+def _commits_between(tbl: Table, before: int | None, after: int) -> list[SnapshotInfo] | None:
+    """Snapshots from ``before`` (exclusive) to ``after`` (inclusive), oldest first.
 
-    Parent ids survive in the remaining snapshots, so the walk ends on the expired id.
+    ``None`` when ``after`` does not descend from ``before``. ``before`` itself may
+    have been expired since (its id survives as the parent id of its child).
     """
+    from airflow_iceberg_provider.hooks.catalog import snapshot_info
+
     by_id = {s.snapshot_id: s for s in tbl.metadata.snapshots}
-    current: int | None = snapshot_id
-    while current is not None:
-        if current == ancestor:
-            return True
+    out: list[SnapshotInfo] = []
+    current: int | None = after
+    while current is not None and current != before:
         snap = by_id.get(current)
-        current = snap.parent_snapshot_id if snap is not None else None
-    return False
+        if snap is None:
+            return None
+        out.append(snapshot_info(snap))
+        current = snap.parent_snapshot_id
+    if current != before:
+        return None
+    return list(reversed(out))
 
 
 class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
@@ -154,7 +173,6 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         expired_later: bool,
         refs_before: Sequence[str] = (),
     ) -> None:
-        hook = self.catalog_hook
         action, out = result["action"], result["output"]
         before, after = result.get("snapshot_before"), result.get("snapshot_after")
         if action in _COMMIT_COUNTS and int(out.get(_COMMIT_COUNTS[action]) or 0) > 0:
@@ -166,23 +184,23 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
                 if expired_later:  # an intermediate snapshot may legitimately be expired in the same run
                     return
                 raise IcebergCommitVerificationError(f"{action} commit {after} is not in {self.ident}'s metadata.")
-            snap = hook.snapshot(tbl, snapshot_id=after)
-            if snap.operation != "replace":
-                raise IcebergCommitVerificationError(
-                    f"{action} on {self.ident} committed {after} with operation {snap.operation!r}, expected 'replace'."
-                )
-            if before is not None and not _descends(tbl, before, after):
+            chain = _commits_between(tbl, before, after)
+            if chain is None:
                 raise IcebergCommitVerificationError(
                     f"{action} commit {after} on {self.ident} does not descend from {before} (concurrent writer?)."
                 )
-            partial = str((result.get("args") or {}).get("options", {}).get("partial-progress.enabled")) == "true"
-            if action == "rewrite_data_files" and not partial:
-                added = int(snap.summary.get("added-data-files", 0))
-                removed = int(snap.summary.get("deleted-data-files", 0))
+            wrong = [(c.snapshot_id, c.operation) for c in chain if c.operation != "replace"]
+            if wrong:
+                raise IcebergCommitVerificationError(
+                    f"{action} on {self.ident} committed {wrong}; every maintenance commit must be a 'replace'."
+                )
+            if action == "rewrite_data_files":  # one commit, or several (partial progress, dangling deletes)
+                added = sum(int(c.summary.get("added-data-files", 0)) for c in chain)
+                removed = sum(int(c.summary.get("deleted-data-files", 0)) for c in chain)
                 if (added, removed) != (out.get("added_data_files_count"), out.get("rewritten_data_files_count")):
                     raise IcebergCommitVerificationError(
-                        f"rewrite_data_files on {self.ident}: commit {after} summary adds {added} / removes "
-                        f"{removed} data files but the procedure reported {out}."
+                        f"rewrite_data_files on {self.ident}: commits {[c.snapshot_id for c in chain]} add {added} / "
+                        f"remove {removed} data files but the procedure reported {out}."
                     )
         elif action == "expire_snapshots" and expiry is not None:
             present = {s.snapshot_id for s in tbl.metadata.snapshots}
@@ -277,7 +295,8 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
     :param retain_last: keep at least this many snapshots of main (>= 1); default
         ``history.expire.min-snapshots-to-keep`` (templated).
     :param snapshot_ids: expire these snapshots too (refused if a ref points at one) (templated).
-    :param older_than_floor: refuse an ``older_than`` newer than ``now - floor`` (default 1 h).
+    :param older_than_floor: refuse an ``older_than`` newer than ``now - floor``; default
+        ``[iceberg_provider] expiry_floor`` (e.g. ``6h``), else 1 h.
     :param dry_run: only report what would expire (no JVM, nothing deleted) (templated).
     :param stream_results: stream file deletions in the procedure (less driver memory).
     """
@@ -296,7 +315,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         older_than: Any = None,
         retain_last: int | str | None = None,
         snapshot_ids: Sequence[int | str] | str | None = None,
-        older_than_floor: timedelta | str = DEFAULT_EXPIRY_FLOOR,
+        older_than_floor: timedelta | str | None = None,
         dry_run: bool | str = False,
         stream_results: bool = True,
         **kwargs: Any,
@@ -307,7 +326,9 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         self.older_than = older_than
         self.retain_last = retain_last
         self.snapshot_ids = snapshot_ids
-        self.older_than_floor = parse_duration(older_than_floor, "older_than_floor")
+        self.older_than_floor = older_than_floor
+        if older_than_floor is not None:
+            parse_duration(older_than_floor, "older_than_floor")
         self.dry_run = dry_run
         self.stream_results = stream_results
 
@@ -322,7 +343,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
             if self.older_than not in (None, "")
             else now - defaults.max_snapshot_age_ms
         )
-        check_expiry_cutoff(cutoff, now=now, floor=self.older_than_floor)
+        check_expiry_cutoff(cutoff, now=now, floor=expiry_floor(self.older_than_floor))
         retain = validate_retain_last(
             self.retain_last if self.retain_last not in (None, "") else defaults.min_snapshots_to_keep
         )
@@ -644,7 +665,8 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param expire_older_than: expiry cutoff, duration or instant (default the table's max snapshot age) (templated).
     :param retain_last: snapshots of main always kept (>= 1) (templated).
     :param min_snapshots_to_expire: expire only when at least this many snapshots would go (default 1).
-    :param older_than_floor: refuse an expiry cutoff newer than ``now - floor`` (default 1 h).
+    :param older_than_floor: refuse an expiry cutoff newer than ``now - floor``; default
+        ``[iceberg_provider] expiry_floor``, else 1 h.
     :param remove_orphans: also remove orphan files (only alongside other actions, or with ``force``).
     :param orphan_older_than: orphan minimum age (>= 24 h, default 3 days).
     :param orphan_dry_run: list orphans only (default ``True``).
@@ -671,7 +693,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         expire_older_than: Any = None,
         retain_last: int | str | None = None,
         min_snapshots_to_expire: int | None = None,
-        older_than_floor: timedelta | str = DEFAULT_EXPIRY_FLOOR,
+        older_than_floor: timedelta | str | None = None,
         remove_orphans: bool | None = None,
         orphan_older_than: Any = ORPHAN_DEFAULT_AGE,
         orphan_dry_run: bool = True,
@@ -683,6 +705,8 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         super().__init__(**kwargs)
         if isinstance(retain_last, int):
             validate_retain_last(retain_last)
+        if older_than_floor is not None:
+            parse_duration(older_than_floor, "older_than_floor")
         self.policy_args: dict[str, Any] = {
             "target_file_size_bytes": target_file_size_bytes,
             "min_input_files": min_input_files,
@@ -691,7 +715,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "delete_file_threshold": delete_file_threshold,
             "max_manifests": max_manifests,
             "min_snapshots_to_expire": min_snapshots_to_expire,
-            "older_than_floor": parse_duration(older_than_floor, "older_than_floor"),
+            "older_than_floor": older_than_floor,
             "remove_orphans": remove_orphans,
             "orphan_older_than": orphan_older_than,
             "orphan_dry_run": orphan_dry_run,
@@ -714,7 +738,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             now=now,
             expire_older_than=self.expire_older_than if self.expire_older_than not in (None, "") else None,
             retain_last=self.retain_last if self.retain_last not in (None, "") else None,
-            **self.policy_args,
+            **{**self.policy_args, "older_than_floor": expiry_floor(self.policy_args["older_than_floor"])},
         )
         health = hook.health(tbl, target_file_size=policy.target_file_size_bytes)
         layout = hook.file_layout(tbl, target_file_size=policy.target_file_size_bytes) if health.data_files > 1 else []

@@ -12,7 +12,6 @@ concurrent writers (2 Spark jobs + 6 pyiceberg writers) appending to one table.
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -301,6 +300,12 @@ SPARK_WRITERS = 2
 PY_WRITERS = 6
 ROWS_PER_PY_COMMIT = 40
 SPARK_ROWS = 3000
+#: commit retries are bounded: Iceberg (Spark) and pyiceberg both read these table properties
+RETRY_PROPERTIES = {
+    "commit.retry.num-retries": "10",
+    "commit.retry.min-wait-ms": "50",
+    "commit.retry.max-wait-ms": "2000",
+}
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +331,14 @@ def spark_pg_lake(tmp_path_factory):
 
 
 def pyiceberg_writer(
-    writer: int, stop: threading.Event, *, min_commits: int, max_commits: int, rows: int, stats: dict
+    writer: int,
+    stop: threading.Event,
+    *,
+    min_commits: int,
+    max_commits: int,
+    rows: int,
+    stats: dict,
+    pause: tuple[float, float] = (0.0, 0.05),
 ) -> None:
     """Append batches with ids ``(writer+1)*1e6 + k*rows …`` through ``retry_commit`` until told to stop."""
     hook = IcebergCatalogHook()
@@ -344,7 +356,7 @@ def pyiceberg_writer(
 
             hook.retry_commit(commit, what=T, attempts=12)
             attempts_per_commit.append(calls[0])
-            time.sleep(rnd.uniform(0.0, 0.05))
+            time.sleep(rnd.uniform(*pause))
     finally:
         hook.catalog.engine.dispose()
         stats[f"py{writer}"] = attempts_per_commit
@@ -353,12 +365,11 @@ def pyiceberg_writer(
 @pytest.mark.postgres
 @pytest.mark.spark
 @pytest.mark.timeout(900)
-def test_eight_concurrent_writers_spark_and_pyiceberg_every_row_once(spark_pg_lake, caplog):
+def test_eight_concurrent_writers_spark_and_pyiceberg_every_row_once(spark_pg_lake, capfd, caplog):
     from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 
     hook = spark_pg_lake
-    create_orders_table(hook, T, properties={"commit.retry.num-retries": "20", "commit.retry.min-wait-ms": "50"})
-    caplog.set_level(logging.INFO)
+    create_orders_table(hook, T, properties=RETRY_PROPERTIES)
     stats: dict = {}
     errors: list[BaseException] = []
     spark_done = threading.Event()
@@ -378,7 +389,9 @@ def test_eight_concurrent_writers_spark_and_pyiceberg_every_row_once(spark_pg_la
 
     def py_writer(w: int) -> None:
         try:
-            pyiceberg_writer(w, spark_done, min_commits=3, max_commits=40, rows=ROWS_PER_PY_COMMIT, stats=stats)
+            pyiceberg_writer(
+                w, spark_done, min_commits=3, max_commits=60, rows=ROWS_PER_PY_COMMIT, stats=stats, pause=(0.5, 2.0)
+            )
         except BaseException as err:
             errors.append(err)
 
@@ -412,19 +425,26 @@ def test_eight_concurrent_writers_spark_and_pyiceberg_every_row_once(spark_pg_la
     # one snapshot per successful commit, all on main's single line of history
     appends = hook.find_snapshots(T, ref="main", operation="append")
     assert len(appends) == py_commits + SPARK_WRITERS
-    # the losers of the compare-and-swap retried (bounded, logged) and then succeeded: pyiceberg
-    # refreshes and re-applies an append itself (commit.retry.num-retries, logged as a warning);
-    # retry_commit retries what is left after that (attempts bounded, logged by the hook)
+    # the losers of the compare-and-swap retried (bounded, logged) and then succeeded. pyiceberg
+    # refreshes and re-applies an append itself (commit.retry.num-retries; a warning per retry),
+    # retry_commit retries what is left (attempts bounded, logged by the hook), and Spark's
+    # Iceberg commit retries (logged by Iceberg's Tasks and relayed by SparkSubmitHook).
     attempts = [a for w in range(PY_WRITERS) for a in stats[f"py{w}"]]
     outer = sum(a - 1 for a in attempts)
-    messages = [r.getMessage() for r in caplog.records]
-    inner = sum("Commit failed due to a concurrent update" in m for m in messages)
-    assert outer == sum("conflicted (attempt" in m for m in messages)
+    out = capfd.readouterr()
+    printed, logged = out.out + out.err, "\n".join(r.getMessage() for r in caplog.records)
+
+    def count(text: str) -> int:  # structlog prints (Airflow loggers) or stdlib records (pyiceberg)
+        return max(printed.count(text), logged.count(text))
+
+    inner = count("Commit failed due to a concurrent update")
+    spark_retries = count("Retrying task after failure")
+    assert count("conflicted (attempt") == outer
     assert inner + outer > 0 and max(attempts) <= 12
     for j in range(SPARK_WRITERS):
         assert stats[f"spark{j}"]["operation"] == "append"
     print(
         f"\n8 writers on PostgreSQL: {py_commits + SPARK_WRITERS} commits in {seconds:.1f}s; CAS losers retried "
-        f"{inner} times inside pyiceberg and {outer} times through retry_commit "
-        f"({(inner + outer) / len(attempts):.2f} retries per pyiceberg commit)"
+        f"{inner} times inside pyiceberg, {outer} times through retry_commit "
+        f"({(inner + outer) / len(attempts):.2f} per pyiceberg commit) and {spark_retries} times in Spark"
     )

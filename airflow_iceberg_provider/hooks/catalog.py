@@ -199,8 +199,14 @@ class IcebergCatalogHook(BaseHook):
         validate_name(namespace, "namespace")
         from pyiceberg.exceptions import NamespaceAlreadyExistsError
 
-        with contextlib.suppress(NamespaceAlreadyExistsError), self.translate_errors(namespace):
-            self.catalog.create_namespace(namespace)
+        try:
+            with contextlib.suppress(NamespaceAlreadyExistsError), self.translate_errors(namespace):
+                self.catalog.create_namespace(namespace)
+        except Exception:
+            # Two tasks creating it at once: a SQL catalog's check-then-insert loses with an
+            # integrity error (not NamespaceAlreadyExistsError). Fine if it exists now.
+            if not self.catalog.namespace_exists(namespace):
+                raise
 
     def metadata_location(self, table: str | TableIdent) -> str | None:
         """Current metadata pointer of a table, read as cheaply as the catalog allows.

@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import assets
 from airflow_iceberg_provider._validation import (
     MAIN_BRANCH,
     branch_name_for_run,
     validate_name,
     validate_ref,
     validate_snapshot_id,
-    validate_table,
 )
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
@@ -65,17 +65,16 @@ _SUMMARY_KEYS = {
 
 # --------------------------------------------------------------------- helpers
 def iceberg_asset_uri(table: str, catalog: str = "lakehouse") -> str:
-    """``iceberg://<catalog>/<namespace>/<table>``: the Asset URI this provider emits for a table."""
-    ident = validate_table(table)
-    validate_name(catalog, "catalog")
-    return f"iceberg://{catalog}/{ident.namespace}/{ident.name}"
+    """``iceberg://<catalog>/<namespace>/<table>``: the Asset URI this provider emits for a table.
+
+    One definition for the whole provider: :func:`airflow_iceberg_provider.assets.iceberg_asset_uri`.
+    """
+    return assets.iceberg_asset_uri(table, catalog)
 
 
 def iceberg_asset(table: str, catalog: str = "lakehouse") -> Asset:
     """The Airflow Asset of a published table (use as ``outlets=[...]`` / a consumer's ``schedule``)."""
-    from airflow.sdk import Asset
-
-    return Asset(iceberg_asset_uri(table, catalog))
+    return assets.iceberg_asset(table, catalog)
 
 
 def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:

@@ -176,9 +176,20 @@ def test_single_pass_query_matches_one_query_per_check(db):
     checks = ac.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     modes = _modes(checks)
     single = ac.build_audit_queries(checks, "t", modes)
-    # everything in one scan except the aggregate table check with a partition clause
-    assert len(single) == 2
-    assert [n for _, n in single[1].columns] == ["table.ca_rows"]
+    # one scan for the shuffle-free checks, one for the exact distinct counts, one filtered
+    assert [[n for _, n in q.columns] for q in single] == [
+        [
+            "amount.null_check",
+            "amount.min",
+            "amount.max",
+            "region.null_check",
+            "table.has_rows",
+            "table.positive_ca",
+        ],
+        ["order_id.unique_check", "order_id.distinct_check"],
+        ["table.ca_rows"],
+    ]
+    assert "DISTINCT" not in single[0].sql and single[2].sql.endswith("WHERE region = 'ca'")
     separate = ac.build_separate_queries(checks, "t", modes)
     assert len(separate) == len(checks)
     assert _run(db, single) == _run(db, separate)

@@ -54,10 +54,15 @@ def bench(ctx: JobContext) -> dict[str, Any]:
     single = ac.build_audit_queries(checks, source, modes)
     separate = ac.build_separate_queries(checks, source, modes)
 
-    def run(queries: list) -> float:
+    per_query: list[list[float]] = [[] for _ in single]
+
+    def run(queries: list, record: bool = False) -> float:
         start = time.monotonic()
-        for q in queries:
+        for i, q in enumerate(queries):
+            t = time.monotonic()
             spark.sql(q.sql).collect()
+            if record:
+                per_query[i].append(time.monotonic() - t)
         return time.monotonic() - start
 
     def count(pushdown: bool) -> float:
@@ -78,7 +83,7 @@ def bench(ctx: JobContext) -> dict[str, Any]:
     for _ in range(repeat):
         timings["count_scan"].append(count(False))
         timings["count_pushdown"].append(count(True))
-        timings["audit_single_pass"].append(run(single))
+        timings["audit_single_pass"].append(run(single, record=True))
     spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
     for _ in range(max(1, repeat // 2)):
         timings["audit_separate"].append(run(separate))
@@ -91,6 +96,10 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         "median": {k: round(statistics.median(v), 3) for k, v in timings.items()},
         "all": {k: [round(x, 3) for x in v] for k, v in timings.items()},
         "single_pass_sql": single[0].sql[:400] + "...",
+        "per_query": [
+            {"checks": [n for _, n in q.columns], "median": round(statistics.median(t), 3)}
+            for q, t in zip(single, per_query, strict=True)
+        ],
     }
     with open(spec["result_path"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)

@@ -7,8 +7,8 @@ Four operators, each usable alone and composed by
 * :class:`IcebergWapWriteOperator` runs the user's PySpark application or SQL statements with
   ``spark.wap.branch`` set, then proves through the catalog that the branch advanced;
 * :class:`IcebergWapAuditOperator` evaluates common-sql style checks on the exact branch
-  snapshot in one Spark pass, records every verdict in ``governance.audit_results`` and fails
-  (no retry) when a check fails;
+  snapshot in one Spark job (one aggregate scan, plus one for exact distinct counts),
+  records every verdict in ``governance.audit_results`` and fails (no retry) when a check fails;
 * :class:`IcebergWapPublishOperator` fast-forwards ``main`` to exactly the audited snapshot
   with a compare-and-swap (no JVM), or cherry-picks append snapshots when asked, and emits an
   Airflow Asset event for the table.
@@ -479,7 +479,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
 class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     """
-    Audit one snapshot of a WAP branch with declarative checks, in one Spark pass.
+    Audit one snapshot of a WAP branch with declarative checks, in one Spark job.
 
     Checks use the common-sql format (see :mod:`~airflow_iceberg_provider.spark_jobs.audit_checks`):
     ``column_mapping`` (``null_check``, ``distinct_check``, ``unique_check``, ``min``, ``max``

@@ -1,4 +1,4 @@
-"""Spark job: audit one snapshot of a WAP branch in a single pass and record every verdict.
+"""Spark job: audit one snapshot of a WAP branch with as few scans as possible; record every verdict.
 
 Spec: ``table``, ``ref`` (the branch), ``snapshot_id`` (the exact snapshot audited),
 ``base_snapshot_id``, ``checks`` (serialised :class:`audit_checks.Check` dicts, validated
@@ -6,9 +6,10 @@ on the Airflow side), ``change_values`` / ``skipped`` (change-set metrics the Ai
 side computed from snapshot summaries), ``audit_table`` (``namespace.audit_results``).
 
 The audited relation is ``<table> VERSION AS OF <snapshot_id>``, so a concurrent
-write to the branch cannot change what is being audited. All column checks and
-table checks go into one aggregate query (one scan); only aggregate table checks
-with a partition clause need a filtered query of their own. One row per check is
+write to the branch cannot change what is being audited. The shuffle-free checks go
+into one aggregate query (one scan), the exact distinct counts into a second, and
+aggregate table checks with a partition clause into one filtered query per clause
+(see ``audit_checks.build_audit_queries``). One row per check is
 appended to the audit-results table; the job itself succeeds whatever the verdicts
 (the Airflow side reads the rows and fails the task if any check failed).
 """

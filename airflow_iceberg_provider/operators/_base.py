@@ -102,11 +102,20 @@ class IcebergBaseOperator(BaseOperator):
         super().post_execute(context, result)
         from airflow.sdk import Asset
 
-        if not any(isinstance(o, Asset) for o in (self.outlets or [])):
-            return
-        from airflow_iceberg_provider.assets import emit_table_asset_events
+        from airflow_iceberg_provider.assets import asset_names_table, emit_table_asset_events
 
-        snapshot_id = self.catalog_hook.ref_snapshot_id(self.ident)
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        assets = [o for o in (self.outlets or []) if isinstance(o, Asset)]
+        if events is None or not assets:
+            return
+        table, catalog = self.ident.dotted, self.catalog_hook.catalog_name
+        if all(events[a].extra or not asset_names_table(a.uri, table, catalog) for a in assets):
+            return
+        try:
+            snapshot_id = self.catalog_hook.ref_snapshot_id(self.ident)
+        except Exception as err:  # the task succeeded; an unreadable table must not fail it now
+            self.log.warning("Asset events for %s carry no snapshot id: %s", table, err)
+            snapshot_id = None
         emit_table_asset_events(
             self.outlets, context, table=self.ident.dotted, catalog=self.catalog_hook.catalog_name,
             snapshot_id=snapshot_id, overwrite=False, task_id=self.task_id,

@@ -120,6 +120,15 @@ ERASURE_EVIDENCE = GovernanceTable(
         *_AIRFLOW_COLUMNS,
         Column("provider_version", "string"),
         Column("iceberg_version", "string"),
+        # added by the erasure operator (#6); table-level figures repeat on each request row
+        Column("rows_held", "long", doc="subject rows still in files pinned by blocking refs (ref_policy=keep)"),
+        Column("subject_columns", "string", doc="JSON list of the columns matched"),
+        Column("ref_policy", "string", doc="fail | drop | keep"),
+        Column("time_travel_floor_before", "timestamptz", doc="oldest snapshot before the erasure"),
+        Column("time_travel_floor_after", "timestamptz", doc="oldest snapshot after expiry"),
+        Column("job_run_id", "string", doc="ledger event_id of the latest run for this request and table"),
+        Column("last_verified_at", "timestamptz"),
+        Column("runs", "int", doc="how many erasure runs covered this request on this table"),
     ),
 )
 

@@ -932,6 +932,67 @@ class IcebergCatalogHook(BaseHook):
                         s["delete_files"] += 1
         return [PartitionFiles(partition=p, spec_id=sid, **s) for (sid, p), s in sorted(stats.items())]
 
+    # ------------------------------------------------------------ row-level erasure (#6)
+    def erasure_table_facts(self, table: str | TableIdent | Table) -> dict[str, Any]:
+        """What the erasure pre-checks need, read from metadata only (no data file is opened).
+
+        ``partition_fields`` covers every partition spec the table ever had (old files keep
+        their spec and their paths); ``equality_delete_files`` counts equality-delete files
+        in every manifest of every snapshot still in the metadata.
+        """
+        from pyiceberg.manifest import DataFileContent
+
+        tbl = self._table(table)
+        meta = tbl.metadata
+        schema = tbl.schema()
+        names = {f.field_id: f.name for f in schema.fields}
+        partition_fields = []
+        for spec in meta.partition_specs:
+            for pf in spec.fields:
+                transform = str(pf.transform)
+                partition_fields.append((names.get(pf.source_id, f"#{pf.source_id}"), transform))
+        seen: set[str] = set()
+        eq = 0
+        for snap in meta.snapshots:
+            for manifest in snap.manifests(tbl.io):
+                if manifest.manifest_path in seen or manifest.content.value == 0:
+                    continue
+                seen.add(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+                    eq += entry.data_file.content == DataFileContent.EQUALITY_DELETES
+        return {
+            "schema_fields": {f.name: str(f.field_type) for f in schema.fields},
+            "partition_fields": partition_fields,
+            "properties": dict(meta.properties),
+            "format_version": meta.format_version,
+            "equality_delete_files": eq,
+        }
+
+    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
+        """Create an erasure requests table (request_id, subject_key, received_at, status…) if missing."""
+        from airflow_iceberg_provider.erasure_policy import REQUESTS_COLUMNS
+        from airflow_iceberg_provider.operators.table import parse_columns
+
+        ident = validate_table(table, "requests_table")
+        self.ensure_namespace(ident.namespace)
+        with self.translate_errors(ident.dotted):
+            self.catalog.create_table_if_not_exists(
+                ident.dotted,
+                schema=parse_columns(REQUESTS_COLUMNS),
+                properties={"format-version": "2", "write.metadata.metrics.column.subject_key": "none"},
+            )
+        return ident.dotted
+
+    def erasure_request_states(self, table: str | TableIdent, *, statuses: list[str] | None = None) -> list[dict[str, Any]]:
+        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
+        from pyiceberg.expressions import AlwaysTrue, In
+
+        tbl = self._table(table)
+        expr: Any = In("status", statuses) if statuses else AlwaysTrue()
+        with self.translate_errors(_name(tbl)):
+            rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
+        return rows.to_pylist()
+
     # ----------------------------------------------------------- governance
     def governance_table(self, kind: str | GovernanceTable) -> str:
         """Create the governance table if missing; return its ``namespace.table`` name."""

@@ -1,0 +1,253 @@
+"""Erasure rules as pure functions: validation, salted hashing, ref analysis, deadlines.
+
+Nothing here touches a catalog, Spark or the network, so every rule is unit-tested
+in milliseconds. The ref analysis and SQL builders live in
+``spark_jobs/erasure_sql.py`` (shipped to the Spark driver) and are re-exported
+here for the Airflow side.
+
+Subjects (customer ids, e-mails…) are personal data: they never appear in argv,
+logs, XCom, ledger or evidence rows. Evidence carries only
+``HMAC-SHA256(salt, subject_key)``; the salt lives in an Airflow connection (or
+secret backend) and never next to the evidence, so a hash can be recomputed by
+someone holding the salt and a subject ("was this person erased?") but not reversed
+by someone holding the evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow_iceberg_provider._validation import validate_name
+from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
+from airflow_iceberg_provider.spark_jobs.erasure_sql import (
+    FAILED,
+    INCOMPLETE,
+    REF_POLICIES,
+    STATUS_BLOCKED,
+    STATUS_DONE,
+    STATUS_PENDING,
+    VERIFIED,
+    analyze_refs,
+    decide_policy,
+    evidence_id,
+    hmac_hex,
+    request_status,
+    verification_outcome,
+)
+from airflow_iceberg_provider.spark_jobs.erasure_sql import LEGAL_HOLD_PREFIX as _JOB_LEGAL_HOLD_PREFIX
+
+__all__ = [
+    "FAILED",
+    "INCOMPLETE",
+    "REF_POLICIES",
+    "REQUESTS_COLUMNS",
+    "STATUS_BLOCKED",
+    "STATUS_DONE",
+    "STATUS_PENDING",
+    "SUBJECT_FILE_FORMATS",
+    "VERIFIED",
+    "analyze_refs",
+    "decide_policy",
+    "evidence_id",
+    "is_legal_hold",
+    "overdue_requests",
+    "request_status",
+    "subject_hash",
+    "table_problems",
+    "validate_ref_policy",
+    "validate_request_ids",
+    "validate_salt",
+    "validate_subject_columns",
+    "validate_subjects_file",
+    "verification_outcome",
+]
+
+assert _JOB_LEGAL_HOLD_PREFIX == LEGAL_HOLD_PREFIX, "job and governance legal-hold prefixes diverged"
+
+#: Columns of an erasure requests table (``request_id``, ``subject_key``, ``status`` are required
+#: by the operator; ``received_at`` by the deadline sensor).
+REQUESTS_COLUMNS = {
+    "request_id": "string not null",
+    "subject_key": "string",
+    "received_at": "timestamptz",
+    "status": "string",
+    "updated_at": "timestamptz",
+    "completed_at": "timestamptz",
+}
+REQUIRED_REQUEST_COLUMNS = ("request_id", "subject_key", "status")
+SUBJECT_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet"}
+#: Subject column types the job can match on.
+SUPPORTED_SUBJECT_TYPES = ("string", "long", "int")
+MIN_SALT_LENGTH = 16
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def subject_hash(salt: str | bytes, subject_key: str) -> str:
+    """``HMAC-SHA256(salt, subject_key)`` in hex — what the evidence table stores."""
+    key = salt.encode("utf-8") if isinstance(salt, str) else salt
+    return hmac_hex(key, str(subject_key))
+
+
+def validate_ref_policy(value: object) -> str:
+    if value not in REF_POLICIES:
+        raise IcebergValidationError(
+            f"ref_policy={value!r} is not supported; use 'fail' (refuse when a tag/branch keeps the subjects "
+            "reachable), 'drop' (remove such refs) or 'keep' (erase the rest, record the erasure incomplete)."
+        )
+    return str(value)
+
+
+def validate_subject_columns(value: object) -> list[str]:
+    """A column name or a non-empty list of names (rows matching ANY of them are erased)."""
+    cols = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else None
+    if not cols:
+        raise IcebergValidationError(
+            f"subject_columns={value!r} is invalid; pass the column holding the subject key, e.g. "
+            "'customer_id', or a list such as ['customer_id', 'referrer_id']."
+        )
+    for i, c in enumerate(cols):
+        validate_name(c, f"subject_columns[{i}]")
+    if len(set(cols)) != len(cols):
+        raise IcebergValidationError(f"subject_columns={cols!r} lists a column twice; list each once.")
+    return cols
+
+
+def validate_request_ids(value: object) -> list[str] | None:
+    """Optional explicit request ids (not personal data: opaque ticket ids)."""
+    if value in (None, "", []):
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)):
+        raise IcebergValidationError(f"request_ids={type(value).__name__} is invalid; pass a list of request ids.")
+    out = []
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not _REQUEST_ID.match(v):
+            raise IcebergValidationError(
+                f"request_ids[{i}] is not a valid request id; ids match [A-Za-z0-9_.:-]{{1,128}} (opaque ticket "
+                "ids — never pass subject values such as e-mails as request ids)."
+            )
+        out.append(v)
+    return out
+
+
+def validate_subjects_file(path: object) -> tuple[str, str]:
+    """Check an explicit subject file (exists, known format, not world-readable); return (path, format).
+
+    The file is never opened here: Spark reads it. Columns: ``request_id``, ``subject_key``.
+    """
+    if not isinstance(path, str) or not path:
+        raise IcebergValidationError("subjects_file must be a path string.")
+    p = Path(path)
+    fmt = SUBJECT_FILE_FORMATS.get(p.suffix.lower())
+    if fmt is None:
+        raise IcebergValidationError(
+            f"subjects_file has extension {p.suffix!r}; use one of {sorted(SUBJECT_FILE_FORMATS)} "
+            "(columns request_id and subject_key)."
+        )
+    if "://" in path:
+        return path, fmt  # object storage: access is governed by the store's policy
+    if not p.is_file():
+        raise IcebergValidationError(f"subjects_file {path!r} does not exist or is not a file.")
+    mode = os.stat(p).st_mode
+    if mode & stat.S_IROTH or mode & stat.S_IWOTH:
+        raise IcebergValidationError(
+            f"subjects_file {path!r} is world-readable or world-writable; it holds personal data. Run "
+            f"`chmod 600 {path}` (or 640 for a service group) and retry."
+        )
+    return str(p.resolve()), fmt
+
+
+def validate_salt(salt: object, source: str) -> str:
+    if not isinstance(salt, str) or len(salt) < MIN_SALT_LENGTH:
+        raise IcebergValidationError(
+            f"The erasure salt from {source} is missing or shorter than {MIN_SALT_LENGTH} characters; store a "
+            "random secret (e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`) as the password of "
+            "that connection. It must stay stable: evidence hashes are only comparable under the same salt."
+        )
+    return salt
+
+
+def table_problems(
+    *,
+    table: str,
+    columns: Sequence[str],
+    schema_fields: Mapping[str, str],
+    partition_fields: Iterable[tuple[str, str]],
+    properties: Mapping[str, str],
+    format_version: int,
+    equality_delete_files: int,
+) -> list[str]:
+    """Reasons the table cannot be erased safely (empty list: go ahead).
+
+    :param schema_fields: column name -> type name (``string``, ``long``...).
+    :param partition_fields: ``(source column, transform)`` for every field of every
+        partition spec the table ever had (old files keep their spec and paths).
+    """
+    problems = []
+    missing = [c for c in columns if c not in schema_fields]
+    if missing:
+        problems.append(
+            f"subject column(s) {missing} do not exist in {table} (columns: {sorted(schema_fields)}); fix "
+            "subject_columns."
+        )
+    for c in columns:
+        t = schema_fields.get(c)
+        if t is not None and t not in SUPPORTED_SUBJECT_TYPES:
+            problems.append(
+                f"subject column {c!r} of {table} has type {t}; erasure matches string, long or int keys only."
+            )
+    for source, transform in partition_fields:
+        if source in columns and (transform == "identity" or transform.startswith("truncate")):
+            problems.append(
+                f"{table} is partitioned by {transform}({source}): the subject value (or its prefix) is part of "
+                "data file paths and partition metadata, which a row delete cannot erase. Repartition the table "
+                "(e.g. bucket[N] on the column or no partitioning) and rewrite it before erasure."
+            )
+    if format_version not in (1, 2):
+        problems.append(
+            f"{table} is format-version {format_version}; this provider erases format-version 1 and 2 tables "
+            "(its catalog side cannot commit to v3 metadata)."
+        )
+    file_format = properties.get("write.format.default", "parquet").lower()
+    if file_format != "parquet":
+        problems.append(
+            f"{table} writes {file_format} data files (write.format.default); the independent verification "
+            "reads parquet only."
+        )
+    if properties.get("gc.enabled", "true").lower() == "false":
+        problems.append(
+            f"{table} has gc.enabled=false: expire_snapshots cannot delete the old files that still hold the "
+            "subjects. Set gc.enabled=true (only if no other table shares its files)."
+        )
+    if equality_delete_files:
+        problems.append(
+            f"{table} has {equality_delete_files} equality-delete file(s) in its history; they contain the "
+            "deleted keys themselves. Compact them away (rewrite_data_files, then expire_snapshots) first."
+        )
+    return problems
+
+
+def refuse_if_problems(problems: Sequence[str]) -> None:
+    if problems:
+        raise IcebergRefusedError("Erasure refused, nothing was changed: " + " ".join(problems))
+
+
+def overdue_requests(
+    rows: Iterable[Mapping[str, Any]], *, now: datetime, deadline: timedelta
+) -> list[dict[str, Any]]:
+    """Requests not ``done`` whose ``received_at`` is older than ``now - deadline`` (oldest first)."""
+    limit = now - deadline
+    out = [
+        {"request_id": r["request_id"], "received_at": r["received_at"], "status": r.get("status")}
+        for r in rows
+        if r.get("status") != STATUS_DONE and r.get("received_at") is not None and r["received_at"] < limit
+    ]
+    return sorted(out, key=lambda r: r["received_at"])

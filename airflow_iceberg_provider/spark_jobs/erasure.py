@@ -1,0 +1,662 @@
+"""Spark job: row-level erasure of data subjects from ONE table, physically, with proof.
+
+One session does every step (see DESIGN "Facts that bite": a DELETE is not an erasure):
+
+1. load the subjects (requests table or a file; never argv, never printed) into a
+   cached temp view, keys cast to each subject column's type, HMAC computed in Spark;
+2. refuse what cannot be erased (missing/unsupported column, equality-delete files,
+   non-parquet data files) — nothing committed;
+3. raw scan of every data file in the table's history (delete files NOT applied):
+   which files hold subject rows; per ref, whether its head keeps such files
+   reachable; apply the ref policy (``fail`` refuses, ``drop`` removes, ``keep`` holds);
+4. one batched ``DELETE ... WHERE col IN (SELECT k FROM keys)`` on main and on every
+   branch whose head still shows the rows (branches copy-on-write, then their
+   manifests merged so DELETED entries stop carrying bounds);
+5. ``rewrite_data_files`` with ``delete-file-threshold=1`` (main);
+   ``expire_snapshots(older_than => now, retain_last => 1)``; ``rewrite_manifests``;
+   expire again;
+6. verify independently of the delete path: raw-read every data file reachable from
+   any retained snapshot and count subject rows (must be 0 outside legal holds); no
+   pre-erasure subject file reachable or on disk; no manifest entry bound equal to a
+   subject key;
+7. evidence rows (MERGE, one per request and table; salted hashes only) and request
+   statuses (MERGE into the requests table).
+
+Error messages that leave this job are redacted (salt and subject keys removed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+try:  # sibling module when submitted by path
+    import erasure_sql as es
+except ImportError:  # imported from the package (tests, Airflow side)
+    from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+
+
+def norm_path(path: str) -> str:
+    """Canonical form of a file location (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
+    from urllib.parse import unquote
+
+    p = unquote(str(path))
+    if p.startswith("file:"):
+        p = "/" + p[5:].lstrip("/")
+    return p
+
+
+class ErasureRun:
+    """All phases of one table's erasure, on one Spark session (also used by bench/)."""
+
+    def __init__(self, spark: Any, spec: dict[str, Any]) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.catalog: str = spec["catalog_name"]
+        self.table: str = spec["table"]
+        self.columns: list[str] = es.check_columns(spec["subject_columns"])
+        self.t = es.table_sql(self.catalog, self.table)
+        self.policy: str = spec.get("ref_policy", "fail")
+        self.salt: bytes = str(spec["salt"]).encode("utf-8")
+        self.phase = "start"
+        self.timings: dict[str, float] = {}
+        self.metrics: dict[str, Any] = {}
+        self.details: dict[str, Any] = {}
+        self.status = "succeeded"
+        self._jtable: Any = None
+
+    # ------------------------------------------------------------------ helpers
+    def sql(self, query: str, **args: Any) -> Any:
+        return self.spark.sql(query, args=args) if args else self.spark.sql(query)
+
+    def _timed(self, phase: str) -> Any:
+        run = self
+
+        class _T:
+            def __enter__(self) -> None:
+                run.phase = phase
+                self.t0 = time.monotonic()
+
+            def __exit__(self, *exc: Any) -> None:
+                run.timings[phase] = round(run.timings.get(phase, 0.0) + time.monotonic() - self.t0, 3)
+
+        return _T()
+
+    def jtable(self, refresh: bool = True) -> Any:
+        jvm = self.spark._jvm
+        if self._jtable is None:
+            self._jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                self.spark._jsparkSession, f"{self.catalog}.{self.table}"
+            )
+        elif refresh:
+            self._jtable.refresh()
+        return self._jtable
+
+    def snapshot_files(self, snapshot_id: int) -> set[str]:
+        """Live data files of one snapshot (read from its manifests through the Iceberg API)."""
+        jvm = self.spark._jvm
+        tbl = self.jtable(refresh=False)
+        snap = tbl.snapshot(int(snapshot_id))
+        if snap is None:
+            return set()
+        io, out = tbl.io(), set()
+        for manifest in snap.dataManifests(io):
+            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io)
+            try:
+                it = reader.iterator()
+                while it.hasNext():
+                    out.add(norm_path(it.next().location()))
+            finally:
+                reader.close()
+        return out
+
+    def exists(self, path: str) -> bool:
+        return bool(self.jtable(refresh=False).io().newInputFile(path).exists())
+
+    def refresh(self) -> None:
+        self.sql(f"REFRESH TABLE {self.t}")
+        self.jtable(refresh=True)
+
+    def main_head(self) -> int | None:
+        rows = self.sql(f"SELECT snapshot_id FROM {self.t}.refs WHERE name = 'main'").collect()
+        return int(rows[0][0]) if rows else None
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        rows = self.sql(
+            f"SELECT snapshot_id, parent_id, unix_millis(committed_at) AS ts, operation, summary FROM {self.t}.snapshots"
+        ).collect()
+        return [
+            {
+                "snapshot_id": int(r.snapshot_id),
+                "parent_id": int(r.parent_id) if r.parent_id is not None else None,
+                "timestamp_ms": int(r.ts),
+                "operation": r.operation,
+                "summary": dict(r.summary or {}),
+            }
+            for r in rows
+        ]
+
+    def refs(self) -> list[dict[str, Any]]:
+        rows = self.sql(
+            f"SELECT name, type, snapshot_id, max_reference_age_in_ms, min_snapshots_to_keep, "
+            f"max_snapshot_age_in_ms FROM {self.t}.refs"
+        ).collect()
+        return [
+            {
+                "name": r.name,
+                "type": r.type.lower(),
+                "snapshot_id": int(r.snapshot_id),
+                "max_ref_age_ms": r.max_reference_age_in_ms,
+                "min_snapshots_to_keep": r.min_snapshots_to_keep,
+                "max_snapshot_age_ms": r.max_snapshot_age_in_ms,
+            }
+            for r in rows
+        ]
+
+    def reachable_data_files(self) -> dict[str, str]:
+        """Normalised path -> location of every data file reachable from a retained snapshot."""
+        rows = self.sql(f"SELECT DISTINCT file_path FROM {self.t}.all_data_files").collect()
+        return {norm_path(r[0]): r[0] for r in rows}
+
+    def raw_hits(self, locations: list[str]) -> dict[str, int]:
+        """Subject rows per data file, read straight from parquet (delete files NOT applied)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType
+
+        if not locations:
+            return {}
+        schema = StructType([StructField(c, self.col_types[c], True) for c in self.columns])
+        raw = self.spark.read.schema(schema).parquet(*locations)
+        raw = raw.select(*self.columns, F.input_file_name().alias("_erasure_file"))
+        raw.createOrReplaceTempView("erasure_raw_files")
+        rows = self.sql(
+            f"SELECT _erasure_file AS f, count(*) AS n FROM erasure_raw_files "
+            f"WHERE {es.match_predicate(self.columns)} GROUP BY _erasure_file"
+        ).collect()
+        return {norm_path(r.f): int(r.n) for r in rows}
+
+    def set_properties(self, props: dict[str, str | None]) -> dict[str, str | None]:
+        """Set (value) or unset (None) table properties; returns the previous values."""
+        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
+        previous = {k: current.get(k) for k in props}
+        to_set = {k: v for k, v in props.items() if v is not None and current.get(k) != v}
+        to_unset = [k for k, v in props.items() if v is None and k in current]
+        if to_set:
+            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in to_set.items())
+            self.sql(f"ALTER TABLE {self.t} SET TBLPROPERTIES ({pairs})")
+        if to_unset:
+            keys = ", ".join(f"'{k}'" for k in to_unset)
+            self.sql(f"ALTER TABLE {self.t} UNSET TBLPROPERTIES IF EXISTS ({keys})")
+        return previous
+
+    # ----------------------------------------------------------------- subjects
+    def load_subjects(self) -> int:
+        from pyspark.sql import functions as F
+
+        src = self.spec["source"]
+        if src["kind"] == "requests_table":
+            df = self.spark.table(es.table_sql(self.catalog, src["table"]))
+            if src.get("request_ids"):
+                ids = self.spark.createDataFrame([(str(i),) for i in src["request_ids"]], "request_id string")
+                df = df.join(ids, "request_id", "left_semi")
+            else:
+                df = df.where(F.col("status").isin(list(src.get("statuses") or [es.STATUS_PENDING])))
+        else:
+            reader = self.spark.read
+            fmt = src.get("format", "json")
+            if fmt == "csv":
+                df = reader.option("header", "true").csv(src["path"])
+            elif fmt == "parquet":
+                df = reader.parquet(src["path"])
+            else:
+                df = reader.json(src["path"])
+        df = (
+            df.select(F.col("request_id").cast("string"), F.col("subject_key").cast("string"))
+            .where(F.col("request_id").isNotNull() & F.col("subject_key").isNotNull())
+            .dropDuplicates(["request_id"])
+        )
+        ipad, opad = es.hmac_pads(self.salt)
+        inner = F.unhex(F.sha2(F.concat(F.lit(bytearray(ipad)), F.encode(F.col("subject_key"), "UTF-8")), 256))
+        df = df.withColumn("subject_hash", F.sha2(F.concat(F.lit(bytearray(opad)), inner), 256))
+        for c in self.columns:
+            df = df.withColumn(f"k_{c}", F.col("subject_key").cast(self.col_types[c]))
+        # Materialised without lineage: a cached plan over a table would be re-planned by Spark
+        # after every commit to that table (and fail once expiry removed the manifests it read).
+        df = df.localCheckpoint(eager=True)
+        df.createOrReplaceTempView(es.SUBJECTS_VIEW)
+        for c in self.columns:
+            keys = self.sql(
+                f"SELECT DISTINCT {es.q('k_' + c)} AS k FROM {es.q(es.SUBJECTS_VIEW)} WHERE {es.q('k_' + c)} IS NOT NULL"
+            )
+            keys.localCheckpoint(eager=True).createOrReplaceTempView(es.key_view(c))
+        return df.count()
+
+    # -------------------------------------------------------------------- checks
+    def preflight(self) -> str | None:
+        """Return a refusal reason (nothing committed) or None."""
+        fields = {f.name: f.dataType for f in self.spark.table(self.t).schema.fields}
+        missing = [c for c in self.columns if c not in fields]
+        if missing:
+            return f"subject column(s) {missing} not in table {self.table}; columns are {sorted(fields)}"
+        self.col_types = {c: fields[c] for c in self.columns}
+        bad = [c for c in self.columns if self.col_types[c].simpleString().split("(")[0] not in es.SUPPORTED_SUBJECT_TYPES]
+        if bad:
+            return (
+                f"subject column(s) {bad} of {self.table} have unsupported types "
+                f"{[self.col_types[c].simpleString() for c in bad]}; supported: {es.SUPPORTED_SUBJECT_TYPES}"
+            )
+        eq = self.sql(f"SELECT count(*) FROM {self.t}.all_delete_files WHERE content = 2").collect()[0][0]
+        if eq:
+            return (
+                f"{self.table} has {eq} equality-delete file(s) in its history; they store the deleted keys "
+                "themselves. Rewrite them away (rewrite_data_files + expire_snapshots) before erasure."
+            )
+        fmts = self.sql(f"SELECT DISTINCT upper(file_format) FROM {self.t}.all_data_files").collect()
+        other = sorted({r[0] for r in fmts} - {"PARQUET"})
+        if other:
+            return f"{self.table} has {other} data files; erasure verification reads parquet only"
+        return None
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> dict[str, Any]:
+        started = datetime.now(UTC)
+        with self._timed("preflight"):
+            self.refresh()
+            reason = self.preflight()
+        if reason:
+            return self._refuse(reason)
+        with self._timed("load_subjects"):
+            n_requests = self.load_subjects()
+        self.metrics["requests"] = n_requests
+        if not n_requests:
+            self.status = "noop"
+            self.snapshot_before = self.snapshot_after = self.main_head()
+            self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
+            return self.metrics
+        snaps_before = self.snapshots()
+        before_ids = {s["snapshot_id"] for s in snaps_before}
+        self.snapshot_before = self.main_head()
+        floor_before = min((s["timestamp_ms"] for s in snaps_before), default=None)
+
+        with self._timed("analyze"):
+            before_files = self.reachable_data_files()
+            hits_before = self.raw_hits(list(before_files.values())) if n_requests else {}
+            subject_files = set(hits_before)
+            refs = self.refs()
+            holds: dict[str, bool] = {}
+            live: dict[str, int] = {}
+            for ref in refs:
+                holds[ref["name"]] = bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
+                if ref["type"] == "branch" and n_requests:
+                    live[ref["name"]] = int(
+                        self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0]
+                    )
+            analysis = es.analyze_refs(
+                refs,
+                snaps_before,
+                holds=holds,
+                live_rows=live,
+                table_had_subjects=bool(subject_files),
+                now_ms=int(time.time() * 1000),
+            )
+            decision = es.decide_policy(analysis, self.policy)
+        self.details["refs"] = [
+            {k: a[k] for k in ("name", "type", "action", "blocking", "reason", "legal_hold")} for a in analysis
+        ]
+        self.metrics.update(files_with_subjects_before=len(subject_files), rows_with_subjects_raw_before=sum(hits_before.values()))
+        if decision["refuse"]:
+            return self._refuse(decision["refuse"], blocking=[b["name"] for b in decision["held"]])
+
+        held = decision["held"]
+        dropped = []
+        with self._timed("drop_refs"):
+            for ref in decision["drop"]:
+                self.sql(es.drop_ref_sql(self.catalog, self.table, ref["name"], ref["type"]))
+                dropped.append({"name": ref["name"], "type": ref["type"], "reason": ref["reason"]})
+
+        # Rows per request, before deleting (main + branches we will delete on).
+        delete_refs = [a for a in analysis if a["action"] == "delete"]
+        with self._timed("count"):
+            per_request = self._per_request_counts([a["snapshot_id"] for a in delete_refs])
+        rows_deleted_total = 0
+        with self._timed("delete"):
+            for a in delete_refs:
+                if a["name"] == "main":
+                    rows_deleted_total += live.get("main", 0)
+                    self.sql(es.delete_sql(self.catalog, self.table, self.columns))
+            branch_refs = [a for a in delete_refs if a["name"] != "main"]
+            if branch_refs:
+                rows_deleted_total += sum(live.get(a["name"], 0) for a in branch_refs)
+                self._delete_on_branches([a["name"] for a in branch_refs])
+        with self._timed("rewrite"):
+            self.refresh()
+            rewrite = {}
+            n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
+            if n_deletes:
+                rewrite = self.sql(es.rewrite_data_files_sql(self.catalog, self.table)).collect()[0].asDict()
+        self.refresh()
+        new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
+        files_rewritten = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
+        expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
+        with self._timed("expire"):
+            self._expire(expired)
+            self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+            self._expire(expired)
+        self.refresh()
+        snaps_after = self.snapshots()
+        after_ids = {s["snapshot_id"] for s in snaps_after}
+        floor_after = min((s["timestamp_ms"] for s in snaps_after), default=None)
+
+        with self._timed("verify"):
+            verify = self.verify(subject_files, [h["snapshot_id"] for h in held])
+        outcome = es.verification_outcome(**{k: verify[k] for k in (
+            "rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits", "held_rows")})
+        self.snapshot_after = self.main_head()
+        self.metrics.update(
+            rows_deleted=rows_deleted_total,
+            rows_deleted_main=live.get("main", 0) if any(a["name"] == "main" for a in delete_refs) else 0,
+            files_rewritten=files_rewritten,
+            rewrite_data_files=rewrite,
+            files_removed=expired["data"] + expired["deletes"],
+            expire=expired,
+            snapshots_expired=len(before_ids - after_ids),
+            snapshots_retained=len(after_ids),
+            time_travel_floor_before_ms=floor_before,
+            time_travel_floor_after_ms=floor_after,
+            time_travel_lost_ms=(floor_after - floor_before) if floor_before and floor_after else 0,
+            verification=outcome,
+            **verify,
+            refs_dropped=[d["name"] for d in dropped],
+            refs_blocking=[h["name"] for h in held],
+            timings_s=self.timings,
+        )
+        self.details.update(refs_dropped=dropped, refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held])
+        if self.spec.get("write_evidence", True) and n_requests:
+            with self._timed("evidence"):
+                self.write_evidence(per_request, started, outcome, dropped, held, verify)
+                if self.spec["source"]["kind"] == "requests_table":
+                    self.metrics["request_statuses"] = self.update_requests()
+        if outcome == es.FAILED:
+            self.status = "failed"
+            self.details["error"] = (
+                f"erasure verification failed on {self.table}: {verify['rows_outside_holds']} subject rows in "
+                f"reachable files outside holds, {verify['old_files_reachable']} pre-erasure files reachable, "
+                f"{verify['old_files_on_disk']} on disk, {verify['bound_hits']} manifest bounds equal a subject key"
+            )
+        return self.metrics
+
+    def _refuse(self, reason: str, blocking: list[str] | None = None) -> dict[str, Any]:
+        self.status = "refused"
+        self.details["refused"] = reason
+        if blocking is not None:
+            self.details["refs_blocking_names"] = blocking
+        self.snapshot_before = self.snapshot_after = None
+        self.metrics.update(refused=True, timings_s=self.timings)
+        return self.metrics
+
+    def _count_sql(self, snapshot_id: int) -> str:
+        # snapshot ids are integers read from the catalog, never user input
+        return (
+            f"SELECT count(*) FROM {self.t} VERSION AS OF {int(snapshot_id)} WHERE {es.match_predicate(self.columns)}"
+        )
+
+    def _per_request_counts(self, snapshot_ids: list[int]) -> Any:
+        """DataFrame (request_id, n): subject rows per request over the refs we delete on."""
+        from pyspark.sql import functions as F
+
+        parts = []
+        for sid in snapshot_ids:
+            for c in self.columns:
+                parts.append(
+                    self.sql(
+                        f"SELECT s.request_id AS request_id, count(t.{es.q(c)}) AS n FROM {es.q(es.SUBJECTS_VIEW)} s "
+                        f"JOIN {self.t} VERSION AS OF {int(sid)} t ON t.{es.q(c)} = s.{es.q('k_' + c)} "
+                        "GROUP BY s.request_id"
+                    )
+                )
+        if not parts:
+            return self.spark.createDataFrame([], "request_id string, n long")
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p)
+        # materialised now: the snapshots it reads are about to be expired
+        return df.groupBy("request_id").agg(F.sum("n").cast("long").alias("n")).localCheckpoint(eager=True)
+
+    def _delete_on_branches(self, branches: list[str]) -> None:
+        """Copy-on-write DELETE on each branch, then merge its manifests (drops DELETED entries)."""
+        previous = self.set_properties(
+            {"write.delete.mode": "copy-on-write", "commit.manifest.min-count-to-merge": "2"}
+        )
+        try:
+            for b in branches:
+                self.sql(es.delete_sql(self.catalog, self.table, self.columns, branch=b))
+            self.refresh()
+            tbl = self.jtable(refresh=True)
+            for b in branches:
+                tbl.newAppend().toBranch(b).set("erasure.manifest-merge", "true").commit()
+        finally:
+            self.set_properties(previous)
+
+    def _expire(self, acc: dict[str, int]) -> None:
+        self.refresh()
+        latest = max((s["timestamp_ms"] for s in self.snapshots()), default=0)
+        older_than = max(int(time.time() * 1000), latest + 1)
+        for r in self.sql(es.expire_sql(self.catalog, self.table, older_than)).collect():
+            d = r.asDict()
+            acc["data"] += int(d.get("deleted_data_files_count") or 0)
+            acc["deletes"] += int(d.get("deleted_position_delete_files_count") or 0) + int(
+                d.get("deleted_equality_delete_files_count") or 0
+            )
+            acc["manifests"] += int(d.get("deleted_manifest_files_count") or 0)
+            acc["manifest_lists"] += int(d.get("deleted_manifest_lists_count") or 0)
+
+    # ------------------------------------------------------------------- verify
+    def verify(self, subject_files_before: set[str], held_snapshot_ids: list[int]) -> dict[str, Any]:
+        """Independent of the delete path: raw files of every retained snapshot, disk, manifests."""
+        self.refresh()
+        reachable = self.reachable_data_files()
+        held_files: set[str] = set()
+        for sid in held_snapshot_ids:
+            held_files |= self.snapshot_files(sid)
+        hits = self.raw_hits(list(reachable.values()))
+        rows_outside = sum(n for f, n in hits.items() if f not in held_files)
+        held_rows = sum(n for f, n in hits.items() if f in held_files)
+        old_reachable = len((subject_files_before & set(reachable)) - held_files)
+        old_on_disk = sum(1 for f in subject_files_before - held_files if self.exists(f))
+        bound_pred = " OR ".join(
+            f"readable_metrics.{es.q(c)}.lower_bound IN (SELECT k FROM {es.q(es.key_view(c))}) OR "
+            f"readable_metrics.{es.q(c)}.upper_bound IN (SELECT k FROM {es.q(es.key_view(c))})"
+            for c in self.columns
+        )
+        bound_rows = self.sql(
+            f"SELECT DISTINCT data_file.file_path AS f FROM {self.t}.all_entries WHERE data_file.content = 0 AND ({bound_pred})"
+        ).collect()
+        bound_hits = sum(1 for r in bound_rows if norm_path(r.f) not in held_files)
+        return {
+            "verified_files": len(reachable),
+            "rows_outside_holds": rows_outside,
+            "held_rows": held_rows,
+            "held_files": len(held_files & set(hits)),
+            "old_files_reachable": old_reachable,
+            "old_files_on_disk": old_on_disk,
+            "bound_hits": bound_hits,
+            "retained_snapshots_checked": len(self.snapshots()),
+        }
+
+    # ------------------------------------------------------------------ evidence
+    def write_evidence(
+        self,
+        per_request: Any,
+        started: datetime,
+        outcome: str,
+        dropped: list[dict[str, Any]],
+        held: list[dict[str, Any]],
+        verify: dict[str, Any],
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        ev_name = es.table_sql(self.catalog, f"{self.spec['governance_namespace']}.erasure_evidence")
+        ev_schema = self.spark.table(ev_name).schema
+        airflow = self.spec.get("airflow") or {}
+        now = datetime.now(UTC)
+        consts = {
+            "table_name": self.table,
+            "snapshot_before": self.snapshot_before,
+            "snapshot_after": self.snapshot_after,
+            "files_rewritten": self.metrics.get("files_rewritten", 0),
+            "files_removed": self.metrics.get("files_removed", 0),
+            "snapshots_expired": self.metrics.get("snapshots_expired", 0),
+            "refs_dropped": json.dumps([d["name"] for d in dropped]),
+            "refs_blocking": json.dumps([h["name"] for h in held]),
+            "verification": outcome,
+            "verified_rows_remaining": int(verify["rows_outside_holds"]) + int(verify["held_rows"]),
+            "rows_held": int(verify["held_rows"]),
+            "started_at": started,
+            "finished_at": now,
+            "last_verified_at": now,
+            "runs": 1,
+            "dag_id": airflow.get("dag_id"),
+            "run_id": airflow.get("run_id"),
+            "task_id": airflow.get("task_id"),
+            "try_number": airflow.get("try_number"),
+            "job_run_id": self.spec.get("job_run_id"),
+            "subject_columns": json.dumps(self.columns),
+            "ref_policy": self.policy,
+            "time_travel_floor_before": _ts(self.metrics.get("time_travel_floor_before_ms")),
+            "time_travel_floor_after": _ts(self.metrics.get("time_travel_floor_after_ms")),
+            "provider_version": self.spec.get("provider_version"),
+            "iceberg_version": self._iceberg_version(),
+        }
+        subjects = self.spark.table(es.SUBJECTS_VIEW).select("request_id", "subject_hash")
+        df = subjects.join(per_request, "request_id", "left").withColumn(
+            "rows_deleted", F.coalesce(F.col("n"), F.lit(0)).cast("long")
+        )
+        df = df.withColumn(
+            "evidence_id",
+            F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(self.table)), 256), 1, 32),
+        )
+        cols = []
+        for f in ev_schema.fields:
+            if f.name in df.columns and f.name not in ("n",):
+                cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
+            else:
+                cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))
+        new = df.select(*cols)
+        new.createOrReplaceTempView("erasure_new_evidence")
+        names = [f.name for f in ev_schema.fields]
+        keep_first = {"evidence_id", "request_id", "table_name", "subject_hash", "started_at", "snapshot_before"}
+        updates = []
+        for n in names:
+            if n in keep_first:
+                continue
+            if n in ("rows_deleted", "files_rewritten", "files_removed", "snapshots_expired"):
+                updates.append(f"e.{es.q(n)} = coalesce(e.{es.q(n)}, 0) + n.{es.q(n)}")
+            elif n == "runs":
+                updates.append("e.`runs` = coalesce(e.`runs`, 0) + 1")
+            elif n == "refs_dropped":
+                updates.append("e.`refs_dropped` = CASE WHEN n.`refs_dropped` = '[]' THEN e.`refs_dropped` ELSE n.`refs_dropped` END")
+            else:
+                updates.append(f"e.{es.q(n)} = n.{es.q(n)}")
+        merge = (
+            f"MERGE INTO {ev_name} e USING erasure_new_evidence n ON e.evidence_id = n.evidence_id "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} WHEN NOT MATCHED THEN INSERT *"
+        )
+        _retry(lambda: self.sql(merge).collect(), self.spark, ev_name)
+
+    def update_requests(self) -> dict[str, int]:
+        src = self.spec["source"]
+        req = es.table_sql(self.catalog, src["table"])
+        ev_name = es.table_sql(self.catalog, f"{self.spec['governance_namespace']}.erasure_evidence")
+        scope = list(self.spec.get("tables_in_scope") or [self.table])
+        self.spark.createDataFrame([(t,) for t in scope], "t string").createOrReplaceTempView("erasure_scope")
+        self.sql(f"REFRESH TABLE {ev_name}")
+        statuses = self.sql(
+            f"""
+            SELECT s.request_id,
+              CASE WHEN array_contains(collect_list(e.verification), '{es.FAILED}') THEN '{es.STATUS_PENDING}'
+                   WHEN array_contains(collect_list(e.verification), '{es.INCOMPLETE}') THEN '{es.STATUS_BLOCKED}'
+                   WHEN count(DISTINCT CASE WHEN e.verification = '{es.VERIFIED}' THEN e.table_name END) >= {len(scope)}
+                        THEN '{es.STATUS_DONE}'
+                   ELSE '{es.STATUS_PENDING}' END AS new_status
+            FROM {es.q(es.SUBJECTS_VIEW)} s
+            LEFT JOIN (SELECT * FROM {ev_name} WHERE table_name IN (SELECT t FROM erasure_scope)) e
+              ON e.request_id = s.request_id
+            GROUP BY s.request_id
+            """
+        ).localCheckpoint(eager=True)
+        statuses.createOrReplaceTempView("erasure_new_status")
+        req_cols = {f.name for f in self.spark.table(req).schema.fields}
+        sets = ["r.status = n.new_status"]
+        if "updated_at" in req_cols:
+            sets.append("r.updated_at = current_timestamp()")
+        if "completed_at" in req_cols:
+            sets.append(
+                f"r.completed_at = CASE WHEN n.new_status = '{es.STATUS_DONE}' THEN current_timestamp() ELSE r.completed_at END"
+            )
+        merge = (
+            f"MERGE INTO {req} r USING erasure_new_status n ON r.request_id = n.request_id "
+            f"WHEN MATCHED AND r.status <> n.new_status THEN UPDATE SET {', '.join(sets)}"
+        )
+        _retry(lambda: self.sql(merge).collect(), self.spark, req)
+        return {r[0]: int(r[1]) for r in statuses.groupBy("new_status").count().collect()}
+
+    def _iceberg_version(self) -> str | None:
+        try:
+            return str(self.spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
+        except Exception:
+            return None
+
+    def secrets(self) -> list[str]:
+        """Values to redact from any error message: the salt and every subject key."""
+        out = [self.salt.decode("utf-8", "replace")]
+        try:
+            out += [r[0] for r in self.spark.table(es.SUBJECTS_VIEW).select("subject_key").collect()]
+        except Exception:
+            pass
+        return out
+
+
+def _ts(ms: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
+
+
+def _retry(fn: Any, spark: Any, table: str, attempts: int = 5) -> Any:
+    """Retry a governance MERGE that lost against a concurrent commit."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as err:  # CommitFailed / ValidationException from a concurrent writer
+            text = str(err)
+            if attempt == attempts or not any(s in text for s in ("CommitFailed", "ValidationException", "conflict")):
+                raise
+            spark.sql(f"REFRESH TABLE {table}")
+            time.sleep(0.2 * attempt)
+    return None
+
+
+def erase(ctx: Any) -> dict[str, Any]:
+    """Job entry point under :func:`iceberg_job_runtime.run_job`."""
+    run = ErasureRun(ctx.spark, {**ctx.spec, "catalog_name": ctx.catalog})
+    try:
+        metrics = run.run()
+    except Exception as err:
+        text = str(err)
+        java = getattr(err, "java_exception", None)
+        if java is not None:
+            text = str(java.toString())
+        message = es.redact(f"{type(err).__name__}: {text}", run.secrets())
+        # `from None`: the original (unredacted) exception must not be printed by the runtime
+        raise RuntimeError(f"erasure of {run.table} failed during phase {run.phase!r}: {message}") from None
+    ctx.status = run.status
+    ctx.details.update(run.details)
+    ctx.snapshot_before = getattr(run, "snapshot_before", None)
+    ctx.snapshot_after = getattr(run, "snapshot_after", None)
+    return metrics
+
+
+if __name__ == "__main__":
+    from iceberg_job_runtime import run_job
+
+    run_job(erase)

@@ -228,3 +228,17 @@ def test_asset_event_of_an_unreadable_table_does_not_fail_the_task(lake):
     ctx = {**fake_context(), "outlet_events": OutletEventAccessors()}
     op.post_execute(ctx)
     assert ctx["outlet_events"][asset].extra["snapshot_id"] is None
+
+
+def test_read_only_provider_operators_report_inputs(lake):
+    from airflow_iceberg_provider.operators.refs import IcebergCommitCheckOperator
+    from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator
+
+    create_orders_table(lake, T)
+    check = IcebergCommitCheckOperator(task_id="c", table=T).get_openlineage_facets_on_complete(None)
+    assert [d.name.rsplit("/", 2)[-2:] for d in check.inputs] == [["db", "orders"]] and check.outputs == []
+    lake.governance_table("audit_results")
+    audit = IcebergWapAuditOperator(task_id="a", table=T, branch="b", column_mapping={"amount": {"min": {"geq_to": 0}}})
+    lineage = audit.get_openlineage_facets_on_complete(None)
+    assert [d.name.rsplit("/", 1)[-1] for d in lineage.inputs] == ["orders"]
+    assert [d.name.rsplit("/", 1)[-1] for d in lineage.outputs] == ["audit_results"]

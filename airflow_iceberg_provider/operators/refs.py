@@ -585,6 +585,10 @@ class IcebergCommitCheckOperator(_RefOperator):
         if operation is not None and not _templated(operation):
             validate_operation(operation)
 
+    def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
+        """A commit check only reads the table (an OpenLineage input)."""
+        return [self.ident.dotted], []
+
     def execute(self, context: Context) -> dict[str, Any]:
         ref = validate_ref(self.ref, "ref")
         operation = validate_operation(self.operation)

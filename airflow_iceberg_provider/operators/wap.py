@@ -563,6 +563,10 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 validate_name(check.column, f"column_mapping[{check.column!r}]")
         return checks
 
+    def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
+        """The audit reads the table's branch (an OpenLineage input); its verdicts go to the governance table."""
+        return [self.ident.dotted], [f"{self.catalog_hook.governance_namespace}.audit_results"]
+
     def execute(self, context: Context) -> dict[str, Any]:
         checks = self.parse_checks()
         branch = resolve_branch(self.branch, context, self.branch_prefix)

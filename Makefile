@@ -14,7 +14,7 @@ test: bootstrap
 	bash scripts/test.sh
 
 test-fast: bootstrap
-	bash scripts/test.sh -m "not spark and not cluster and not airflow"
+	bash scripts/test.sh -m "not spark and not cluster and not airflow and not postgres and not rest and not faults"
 
 bench: bootstrap
 	source scripts/env.sh && for b in bench/*.py; do python "$$b" || exit 1; done

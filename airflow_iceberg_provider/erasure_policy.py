@@ -240,9 +240,7 @@ def refuse_if_problems(problems: Sequence[str]) -> None:
         raise IcebergRefusedError("Erasure refused, nothing was changed: " + " ".join(problems))
 
 
-def overdue_requests(
-    rows: Iterable[Mapping[str, Any]], *, now: datetime, deadline: timedelta
-) -> list[dict[str, Any]]:
+def overdue_requests(rows: Iterable[Mapping[str, Any]], *, now: datetime, deadline: timedelta) -> list[dict[str, Any]]:
     """Requests not ``done`` whose ``received_at`` is older than ``now - deadline`` (oldest first)."""
     limit = now - deadline
     out = [

@@ -141,7 +141,9 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
                 "statuses": self.request_statuses,
             }
         if self.request_ids:
-            raise IcebergValidationError("request_ids applies to requests_table only; filter the subjects_file instead.")
+            raise IcebergValidationError(
+                "request_ids applies to requests_table only; filter the subjects_file instead."
+            )
         path, fmt = validate_subjects_file(self.subjects_file)
         return {"kind": "file", "path": path, "format": fmt}
 
@@ -154,7 +156,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             raise IcebergValidationError(
                 f"salt_conn_id={self.salt_conn_id!r}: the connection does not exist; create one (any type) whose "
                 f"password is a random secret of at least 16 characters, e.g. AIRFLOW_CONN_{self.salt_conn_id.upper()}"
-                "='{\"conn_type\": \"generic\", \"password\": \"...\"}'."
+                '=\'{"conn_type": "generic", "password": "..."}\'.'
             ) from err
         salt = validate_salt(conn.password, f"connection {self.salt_conn_id!r}")
         try:
@@ -185,7 +187,12 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "Erasing subjects from %s (columns %s, source %s, ref_policy=%s)", ident, columns, source["kind"], policy
         )
         spec = self.job_spec(
-            context, "erasure", subject_columns=columns, source=source, ref_policy=policy, salt=salt,
+            context,
+            "erasure",
+            subject_columns=columns,
+            source=source,
+            ref_policy=policy,
+            salt=salt,
             tables_in_scope=scope,
         )
         run, row = self.run_spark_job(context, "erasure", spec, extra_py_files=[str(ERASURE_SQL_MODULE)])
@@ -213,8 +220,14 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self.log.info(
             "Erasure of %s: %s requests, %s rows deleted, %s files rewritten, %s snapshots expired, verification=%s, "
             "blocking refs=%s, dropped refs=%s",
-            ident, summary["requests"], summary["rows_deleted"], summary["files_rewritten"],
-            summary["snapshots_expired"], summary["verification"], summary["refs_blocking"], summary["refs_dropped"],
+            ident,
+            summary["requests"],
+            summary["rows_deleted"],
+            summary["files_rewritten"],
+            summary["snapshots_expired"],
+            summary["verification"],
+            summary["refs_blocking"],
+            summary["refs_dropped"],
         )
         return summary
 

@@ -241,7 +241,9 @@ class ErasureRun:
         if missing:
             return f"subject column(s) {missing} not in table {self.table}; columns are {sorted(fields)}"
         self.col_types = {c: fields[c] for c in self.columns}
-        bad = [c for c in self.columns if self.col_types[c].simpleString().split("(")[0] not in es.SUPPORTED_SUBJECT_TYPES]
+        bad = [
+            c for c in self.columns if self.col_types[c].simpleString().split("(")[0] not in es.SUPPORTED_SUBJECT_TYPES
+        ]
         if bad:
             return (
                 f"subject column(s) {bad} of {self.table} have unsupported types "
@@ -288,11 +290,11 @@ class ErasureRun:
             holds: dict[str, bool] = {}
             live: dict[str, int] = {}
             for ref in refs:
-                holds[ref["name"]] = bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
-                if ref["type"] == "branch" and n_requests:
-                    live[ref["name"]] = int(
-                        self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0]
-                    )
+                holds[ref["name"]] = (
+                    bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
+                )
+                if ref["type"] == "branch" and subject_files:
+                    live[ref["name"]] = int(self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0])
             analysis = es.analyze_refs(
                 refs,
                 snaps_before,
@@ -305,7 +307,9 @@ class ErasureRun:
         self.details["refs"] = [
             {k: a[k] for k in ("name", "type", "action", "blocking", "reason", "legal_hold")} for a in analysis
         ]
-        self.metrics.update(files_with_subjects_before=len(subject_files), rows_with_subjects_raw_before=sum(hits_before.values()))
+        self.metrics.update(
+            files_with_subjects_before=len(subject_files), rows_with_subjects_raw_before=sum(hits_before.values())
+        )
         if decision["refuse"]:
             return self._refuse(decision["refuse"], blocking=[b["name"] for b in decision["held"]])
 
@@ -330,20 +334,25 @@ class ErasureRun:
             if branch_refs:
                 rows_deleted_total += sum(live.get(a["name"], 0) for a in branch_refs)
                 self._delete_on_branches([a["name"] for a in branch_refs])
-        with self._timed("rewrite"):
-            self.refresh()
-            rewrite = {}
-            n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
-            if n_deletes:
-                rewrite = self.sql(es.rewrite_data_files_sql(self.catalog, self.table)).collect()[0].asDict()
-        self.refresh()
-        new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
-        files_rewritten = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
+        # Nothing in any file of the table's history and no ref dropped: a re-run (or a subject
+        # without rows) only re-verifies and leaves the table's metadata untouched.
+        purge = bool(subject_files) or bool(dropped)
+        rewrite: dict[str, Any] = {}
         expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
-        with self._timed("expire"):
-            self._expire(expired)
-            self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
-            self._expire(expired)
+        files_rewritten = 0
+        if purge:
+            with self._timed("rewrite"):
+                self.refresh()
+                n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
+                if n_deletes:
+                    rewrite = self.sql(es.rewrite_data_files_sql(self.catalog, self.table)).collect()[0].asDict()
+            self.refresh()
+            new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
+            files_rewritten = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
+            with self._timed("expire"):
+                self._expire(expired)
+                self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+                self._expire(expired)
         self.refresh()
         snaps_after = self.snapshots()
         after_ids = {s["snapshot_id"] for s in snaps_after}
@@ -351,8 +360,12 @@ class ErasureRun:
 
         with self._timed("verify"):
             verify = self.verify(subject_files, [h["snapshot_id"] for h in held])
-        outcome = es.verification_outcome(**{k: verify[k] for k in (
-            "rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits", "held_rows")})
+        outcome = es.verification_outcome(
+            **{
+                k: verify[k]
+                for k in ("rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits", "held_rows")
+            }
+        )
         self.snapshot_after = self.main_head()
         self.metrics.update(
             rows_deleted=rows_deleted_total,
@@ -372,7 +385,10 @@ class ErasureRun:
             refs_blocking=[h["name"] for h in held],
             timings_s=self.timings,
         )
-        self.details.update(refs_dropped=dropped, refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held])
+        self.details.update(
+            refs_dropped=dropped,
+            refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held],
+        )
         if self.spec.get("write_evidence", True) and n_requests:
             with self._timed("evidence"):
                 self.write_evidence(per_request, started, outcome, dropped, held, verify)
@@ -465,15 +481,14 @@ class ErasureRun:
         held_rows = sum(n for f, n in hits.items() if f in held_files)
         old_reachable = len((subject_files_before & set(reachable)) - held_files)
         old_on_disk = sum(1 for f in subject_files_before - held_files if self.exists(f))
-        bound_pred = " OR ".join(
-            f"readable_metrics.{es.q(c)}.lower_bound IN (SELECT k FROM {es.q(es.key_view(c))}) OR "
-            f"readable_metrics.{es.q(c)}.upper_bound IN (SELECT k FROM {es.q(es.key_view(c))})"
-            for c in self.columns
-        )
-        bound_rows = self.sql(
-            f"SELECT DISTINCT data_file.file_path AS f FROM {self.t}.all_entries WHERE data_file.content = 0 AND ({bound_pred})"
-        ).collect()
-        bound_hits = sum(1 for r in bound_rows if norm_path(r.f) not in held_files)
+        bound_files: set[str] = set()
+        for c in self.columns:
+            is_string = self.col_types[c].simpleString() == "string"
+            bound_files |= {
+                norm_path(r.f)
+                for r in self.sql(es.bound_exposure_sql(self.catalog, self.table, c, is_string)).collect()
+            }
+        bound_hits = len(bound_files - held_files)
         return {
             "verified_files": len(reachable),
             "rows_outside_holds": rows_outside,
@@ -556,7 +571,9 @@ class ErasureRun:
             elif n == "runs":
                 updates.append("e.`runs` = coalesce(e.`runs`, 0) + 1")
             elif n == "refs_dropped":
-                updates.append("e.`refs_dropped` = CASE WHEN n.`refs_dropped` = '[]' THEN e.`refs_dropped` ELSE n.`refs_dropped` END")
+                updates.append(
+                    "e.`refs_dropped` = CASE WHEN n.`refs_dropped` = '[]' THEN e.`refs_dropped` ELSE n.`refs_dropped` END"
+                )
             else:
                 updates.append(f"e.{es.q(n)} = n.{es.q(n)}")
         merge = (

@@ -98,6 +98,27 @@ def per_request_count_sql(catalog: str, table: str, column: str, version_param: 
     )
 
 
+def bound_exposure_sql(catalog: str, table: str, column: str, is_string: bool, min_prefix: int = 8) -> str:
+    """Data files whose DELETED manifest entry (any retained snapshot) still carries a subject key
+    as lower/upper bound of ``column``. String bounds are truncated (default 16 characters, the
+    upper one with its last character incremented), so a strict prefix of at least
+    ``min_prefix`` characters counts as exposure too.
+    """
+    col = q(column)
+    lb, ub = f"e.readable_metrics.{col}.lower_bound", f"e.readable_metrics.{col}.upper_bound"
+    cond = f"{lb} = k.k OR {ub} = k.k"
+    if is_string:
+        cond += (
+            f" OR (length({lb}) >= {int(min_prefix)} AND length({lb}) < length(k.k) AND startswith(k.k, {lb}))"
+            f" OR (length({ub}) > {int(min_prefix)} AND length({ub}) <= length(k.k)"
+            f" AND startswith(k.k, substring({ub}, 1, length({ub}) - 1)))"
+        )
+    return (
+        f"SELECT DISTINCT e.data_file.file_path AS f FROM {table_sql(catalog, table)}.all_entries e "
+        f"JOIN {q(key_view(column))} k ON ({cond}) WHERE e.status = 2 AND e.data_file.content = 0"
+    )
+
+
 def _ts_literal(epoch_ms: int) -> str:
     dt = datetime.fromtimestamp(int(epoch_ms) / 1000, UTC)
     return "TIMESTAMP '" + dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d}+00:00'"
@@ -233,9 +254,7 @@ def analyze_refs(
             ancestors = _ancestry(by_id, sid)
             if keep is not None and int(keep) > 1 and len(ancestors) > 1:
                 item["blocking"] = True
-                item["reason"] = (
-                    f"branch retention min-snapshots-to-keep={keep} keeps pre-erasure snapshots reachable"
-                )
+                item["reason"] = f"branch retention min-snapshots-to-keep={keep} keeps pre-erasure snapshots reachable"
             elif age is not None and any(int(a["timestamp_ms"]) >= now_ms - int(age) for a in ancestors[1:]):
                 item["blocking"] = True
                 item["reason"] = f"branch retention max-snapshot-age-ms={age} keeps pre-erasure snapshots reachable"

@@ -1,0 +1,117 @@
+"""Helpers for the erasure tests: tables with distinctive subject values, raw file reads."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+SALT = "test-salt-6f1c2a9b0d4e8f7a3c5b"
+PEOPLE_COLUMNS = {
+    "order_id": "long",
+    "customer_id": "string",
+    "amount": "double",
+    "order_ts": "timestamptz",
+}
+
+
+def person(n: int) -> str:
+    """A subject key that cannot appear by accident in logs, paths or hashes."""
+    return f"person-{n:03d}@erasure.example"
+
+
+def set_salt_connection() -> None:
+    os.environ["AIRFLOW_CONN_ERASURE_SALT"] = json.dumps({"conn_type": "generic", "password": SALT})
+
+
+def create_people_table(hook, table: str, *, mode: str = "merge-on-read", partition_by=("day(order_ts)",), **props):
+    from airflow_iceberg_provider.operators.table import parse_columns, parse_partition_spec
+
+    schema = parse_columns(PEOPLE_COLUMNS)
+    spec = parse_partition_spec(schema, list(partition_by))
+    properties = {"format-version": "2", "write.delete.mode": mode, "write.update.mode": mode, **props}
+    hook.ensure_namespace(table.split(".")[0])
+    return hook.catalog.create_table(table, schema=schema, partition_spec=spec, properties=properties)
+
+
+def people_batch(start: int, count: int, people: int = 12, day: str = "2026-01-01"):
+    import pyarrow as pa
+
+    base = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    ids = list(range(start, start + count))
+    return pa.table(
+        {
+            "order_id": pa.array(ids, pa.int64()),
+            "customer_id": pa.array([person(i % people) for i in ids], pa.string()),
+            "amount": pa.array([float(i % 97) for i in ids], pa.float64()),
+            "order_ts": pa.array([base + timedelta(hours=(i * 7) % 72) for i in ids], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def append_people(hook, table: str, batches: int, rows: int = 60) -> list[int]:
+    out = []
+    for i in range(batches):
+        tbl = hook.load_table(table)
+        tbl.append(people_batch(i * rows, rows))
+        out.append(hook.load_table(table).current_snapshot().snapshot_id)
+    return out
+
+
+def add_requests(hook, table: str, requests: dict[str, str], *, received_days_ago: float = 1) -> None:
+    import pyarrow as pa
+
+    hook.ensure_erasure_requests_table(table)
+    tbl = hook.load_table(table)
+    when = datetime.now(UTC) - timedelta(days=received_days_ago)
+    rows = [
+        {
+            "request_id": rid,
+            "subject_key": key,
+            "received_at": when,
+            "status": "pending",
+            "updated_at": None,
+            "completed_at": None,
+        }
+        for rid, key in requests.items()
+    ]
+    tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
+
+
+def table_dir(hook, table: str) -> str:
+    loc = hook.load_table(table).metadata.location
+    return "/" + loc.split(":", 1)[1].lstrip("/") if loc.startswith("file:") else loc
+
+
+def values_on_disk(hook, table: str, column: str = "customer_id") -> dict[str, set[str]]:
+    """Every parquet file under the table's location (live or not) -> values of ``column``."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for path in glob.glob(os.path.join(table_dir(hook, table), "data", "**", "*.parquet"), recursive=True):
+        t = pq.read_table(path)
+        if column in t.column_names:
+            out[path] = set(t.column(column).to_pylist())
+    return out
+
+
+def values_by_snapshot(hook, table: str, column: str = "customer_id") -> dict[Any, set[str]]:
+    """Time travel (deletes applied) to every snapshot and every ref that still exists."""
+    tbl = hook.load_table(table)
+    out: dict[Any, set[str]] = {}
+    for snap in tbl.metadata.snapshots:
+        out[snap.snapshot_id] = set(tbl.scan(snapshot_id=snap.snapshot_id).to_arrow().column(column).to_pylist())
+    for name, ref in tbl.metadata.refs.items():
+        out[name] = out.get(ref.snapshot_id, set())
+    return out
+
+
+def rows_of(hook, table: str, **equals: Any) -> list[dict[str, Any]]:
+    from pyiceberg.expressions import AlwaysTrue, And, EqualTo
+
+    expr: Any = AlwaysTrue()
+    for k, v in equals.items():
+        expr = And(expr, EqualTo(k, v))
+    return hook.load_table(table).scan(row_filter=expr).to_arrow().to_pylist()

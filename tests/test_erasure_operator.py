@@ -1,0 +1,162 @@
+"""Erasure operator refusals and deadline sensor on real SQLite catalogs (no Spark).
+
+Every refusal here must happen before any Spark job: the Spark connection is removed,
+so reaching the submission would raise a *connection* error instead of the expected one,
+and the table's metadata pointer must not move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
+from conftest import fake_context
+
+from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineExceededError, IcebergErasureDeadlineSensor
+
+
+@pytest.fixture
+def erasure_lake(lake, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    create_people_table(lake, "db.people")
+    append_people(lake, "db.people", 2)
+    add_requests(lake, "db.requests", {"R-1": person(3)})
+    return lake
+
+
+def _op(**kw):
+    args = {"task_id": "erase", "table": "db.people", "subject_columns": "customer_id", "requests_table": "db.requests"}
+    return IcebergErasureOperator(**{**args, **kw})
+
+
+def _refused(hook, op, exc, match, table="db.people"):
+    before = hook.metadata_location(table)
+    req_before = hook.metadata_location("db.requests")
+    with pytest.raises(exc, match=match):
+        op.execute(fake_context())
+    assert hook.metadata_location(table) == before
+    assert hook.metadata_location("db.requests") == req_before
+
+
+def test_missing_subject_column_refused(erasure_lake):
+    _refused(erasure_lake, _op(subject_columns=["customer_id", "email"]), IcebergRefusedError, "email.*do not exist")
+
+
+def test_identity_partition_on_subject_refused(erasure_lake):
+    create_people_table(erasure_lake, "db.by_person", partition_by=("customer_id",))
+    append_people(erasure_lake, "db.by_person", 1)
+    _refused(
+        erasure_lake, _op(table="db.by_person"), IcebergRefusedError, "identity\\(customer_id\\).*paths", "db.by_person"
+    )
+
+
+def test_unsupported_format_and_gc_disabled_refused(erasure_lake):
+    create_people_table(erasure_lake, "db.orc", **{"write.format.default": "orc", "gc.enabled": "false"})
+    _refused(erasure_lake, _op(table="db.orc"), IcebergRefusedError, "orc data files.*gc.enabled=false", "db.orc")
+
+
+def test_bad_arguments_refused(erasure_lake, tmp_path):
+    _refused(erasure_lake, _op(ref_policy="ignore"), IcebergValidationError, "ref_policy")
+    _refused(erasure_lake, _op(subject_columns="customer id"), IcebergValidationError, "subject_columns")
+    _refused(erasure_lake, _op(request_ids=["alice@example.com"]), IcebergValidationError, "never pass subject")
+    _refused(erasure_lake, _op(tables_in_scope=["db.other"]), IcebergValidationError, "must include")
+    _refused(erasure_lake, _op(salt_conn_id="no_such_salt"), IcebergValidationError, "no_such_salt")
+    with pytest.raises(IcebergValidationError, match="exactly one subject source"):
+        _op(subjects_file="/tmp/x.jsonl")
+    with pytest.raises(IcebergValidationError, match="exactly one subject source"):
+        _op(requests_table=None)
+
+
+def test_short_salt_refused(erasure_lake, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_SALT", json.dumps({"conn_type": "generic", "password": "short"}))
+    _refused(erasure_lake, _op(), IcebergValidationError, "16 characters")
+
+
+def test_requests_table_without_required_columns_refused(erasure_lake):
+    erasure_lake.catalog.create_table("db.bad_requests", schema=_schema({"request_id": "string"}))
+    _refused(erasure_lake, _op(requests_table="db.bad_requests"), IcebergValidationError, "subject_key")
+
+
+def test_subjects_file_must_be_private(erasure_lake, tmp_path):
+    f = tmp_path / "subjects.jsonl"
+    f.write_text(json.dumps({"request_id": "R-9", "subject_key": person(1)}) + "\n")
+    os.chmod(f, 0o644)
+    _refused(erasure_lake, _op(requests_table=None, subjects_file=str(f)), IcebergValidationError, "chmod 600")
+
+
+def test_templated_fields_render(erasure_lake):
+    op = _op(
+        table="{{ params.t }}",
+        subject_columns="{{ params.c }}",
+        requests_table="{{ params.r }}",
+        ref_policy="{{ params.p }}",
+        tables_in_scope=["{{ params.t }}", "db.other"],
+    )
+    ctx = {**fake_context(), "params": {"t": "db.people", "c": "customer_id", "r": "db.requests", "p": "keep"}}
+    op.render_template_fields(ctx)
+    assert (op.table, op.subject_columns, op.requests_table, op.ref_policy) == (
+        "db.people",
+        "customer_id",
+        "db.requests",
+        "keep",
+    )
+    assert op.tables_in_scope == ["db.people", "db.other"]
+
+
+def test_hook_facts_and_request_states_never_expose_subjects(erasure_lake):
+    facts = erasure_lake.erasure_table_facts("db.people")
+    assert facts["schema_fields"]["customer_id"] == "string"
+    assert ("order_ts", "day") in facts["partition_fields"]
+    assert facts["equality_delete_files"] == 0 and facts["format_version"] == 2
+    states = erasure_lake.erasure_request_states("db.requests")
+    assert states and set(states[0]) == {"request_id", "received_at", "status"}
+    assert person(3) not in json.dumps(states, default=str)
+
+
+# --------------------------------------------------------------------------- sensor
+def _sensor(**kw):
+    return IcebergErasureDeadlineSensor(task_id="deadline", requests_table="db.requests", poke_interval=1, **kw)
+
+
+def test_deadline_sensor_passes_when_nothing_overdue(erasure_lake):
+    assert _sensor().poke(fake_context()) is True
+    assert _sensor(wait_for_completion=True).poke(fake_context()) is False  # R-1 still open
+
+
+def test_deadline_sensor_fails_on_overdue_request(erasure_lake):
+    add_requests(erasure_lake, "db.requests", {"R-OLD": person(5)}, received_days_ago=31)
+    with pytest.raises(IcebergErasureDeadlineExceededError, match="R-OLD") as err:
+        _sensor(deadline_days=30).poke(fake_context())
+    assert person(5) not in str(err.value)
+    assert _sensor(deadline_days="45").poke(fake_context()) is True
+    with pytest.raises(IcebergValidationError):
+        _sensor(deadline_days="soon").poke(fake_context())
+
+
+def test_deadline_sensor_ignores_done_requests(erasure_lake):
+    import pyarrow as pa
+
+    tbl = erasure_lake.load_table("db.requests")
+    old = datetime.now(UTC) - timedelta(days=90)
+    row = {
+        "request_id": "R-DONE",
+        "subject_key": person(6),
+        "received_at": old,
+        "status": "done",
+        "updated_at": None,
+        "completed_at": old,
+    }
+    tbl.append(pa.Table.from_pylist([row], schema=tbl.schema().as_arrow()))
+    assert _sensor().poke(fake_context()) is True
+
+
+def _schema(columns):
+    from airflow_iceberg_provider.operators.table import parse_columns
+
+    return parse_columns(columns)

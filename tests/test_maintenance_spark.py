@@ -64,12 +64,13 @@ def test_expire_keeps_ref_reachable_snapshots_and_deletes_other_files(module_lak
     ids = append_batches(hook, "db.expiry", 6)
     hook.set_ref("db.expiry", "release-1", ids[1], ref_type="tag")
     hook.set_ref("db.expiry", "legal-hold-case-9", ids[3], ref_type="tag")
+    hook.set_ref("db.expiry", "audit", ids[4], ref_type="branch")  # a branch keeps its head (retain_last=1)
     hook.load_table("db.expiry").overwrite(orders_batch(1000, 10))  # old files now reachable only from history
     head = hook.ref_snapshot_id("db.expiry")
-    held = files_of(hook, "db.expiry", ids[3])  # release-1's files are a subset
+    held = files_of(hook, "db.expiry", ids[4])  # the branch head; release-1's and the hold's files are subsets
     only_expired = files_of(hook, "db.expiry", ids[5]) - held
     current = files_of(hook, "db.expiry", head)
-    assert len(only_expired) == 2 and all(local(p).exists() for p in held | only_expired | current)
+    assert len(only_expired) == 1 and all(local(p).exists() for p in held | only_expired | current)
 
     op = IcebergExpireSnapshotsOperator(
         task_id="expire", table="db.expiry", older_than="0s", older_than_floor="0s", retain_last=1
@@ -77,14 +78,18 @@ def test_expire_keeps_ref_reachable_snapshots_and_deletes_other_files(module_lak
     out = op.execute(fake_context())
 
     remaining = {s.snapshot_id for s in hook.list_snapshots("db.expiry")}
-    assert remaining == {ids[1], ids[3], head}
-    assert set(hook.refs("db.expiry")) == {"main", "release-1", "legal-hold-case-9"}
-    assert out["held_snapshots"] == {str(ids[1]): ["tag:release-1"], str(ids[3]): ["legal_hold:legal-hold-case-9"]}
-    assert out["removed"]["deleted_data_files_count"] == 2
+    assert remaining == {ids[1], ids[3], ids[4], head}
+    assert set(hook.refs("db.expiry")) == {"main", "release-1", "legal-hold-case-9", "audit"}
+    assert out["held_snapshots"] == {
+        str(ids[1]): ["tag:release-1"],
+        str(ids[3]): ["legal_hold:legal-hold-case-9"],
+        str(ids[4]): ["branch:audit"],
+    }
+    assert out["removed"]["deleted_data_files_count"] == 1
     assert all(local(p).exists() for p in held | current), "files reachable from a tag or hold were deleted"
     assert not any(local(p).exists() for p in only_expired), "files of expired snapshots are still on disk"
     row = ledger(hook, "maintenance.expire_snapshots")[-1]
-    assert row["status"] == "succeeded" and json.loads(row["metrics"])["deleted_data_files_count"] == 2
+    assert row["status"] == "succeeded" and json.loads(row["metrics"])["deleted_data_files_count"] == 1
 
 
 def test_plan_compacts_rewrites_expires_and_lists_orphans_in_one_job(plan_table):

@@ -115,3 +115,60 @@ def rows_of(hook, table: str, **equals: Any) -> list[dict[str, Any]]:
     for k, v in equals.items():
         expr = And(expr, EqualTo(k, v))
     return hook.load_table(table).scan(row_filter=expr).to_arrow().to_pylist()
+
+
+def _zigzag(buf: bytes, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    n, shift, pos = b & 0x7F, 7, pos + 1
+    while b & 0x80:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+    return (n >> 1) ^ -(n & 1), pos
+
+
+def avro_payload(data: bytes) -> bytes:
+    """Decompressed record bytes of an Avro container file (manifests are deflate-compressed)."""
+    import zlib
+
+    assert data[:4] == b"Obj\x01", "not an avro container"
+    pos, meta = 4, {}
+    while True:
+        count, pos = _zigzag(data, pos)
+        if count == 0:
+            break
+        if count < 0:
+            count = -count
+            _, pos = _zigzag(data, pos)
+        for _ in range(count):
+            klen, pos = _zigzag(data, pos)
+            key = data[pos : pos + klen]
+            pos += klen
+            vlen, pos = _zigzag(data, pos)
+            meta[key] = data[pos : pos + vlen]
+            pos += vlen
+    pos += 16  # sync marker
+    codec, out = meta.get(b"avro.codec", b"null"), []
+    while pos < len(data):
+        _, pos = _zigzag(data, pos)
+        size, pos = _zigzag(data, pos)
+        block = data[pos : pos + size]
+        pos += size + 16
+        out.append(zlib.decompress(block, -15) if codec == b"deflate" else block)
+    return b"".join(out)
+
+
+def metadata_hits(hook, table: str, values) -> list[tuple[str, bytes]]:
+    """(file, needle) for every metadata/manifest file of the table holding a subject or its
+    16-character truncation (Iceberg's default string bound) — avro files decompressed."""
+    needles = [v.encode() for v in values] + [v[:16].encode() for v in values]
+    hits = []
+    for path in glob.glob(os.path.join(table_dir(hook, table), "metadata", "*")):
+        if os.path.basename(path).startswith("."):
+            continue
+        data = open(path, "rb").read()
+        if path.endswith(".avro"):
+            data = avro_payload(data)
+        hits += [(os.path.basename(path), n) for n in needles if n in data]
+    return hits

@@ -7,7 +7,6 @@ every retained snapshot and ref is time-travelled — not just what the job repo
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 
@@ -17,11 +16,11 @@ from _erasure_helpers import (
     add_requests,
     append_people,
     create_people_table,
+    metadata_hits,
     people_batch,
     person,
     rows_of,
     set_salt_connection,
-    table_dir,
     values_by_snapshot,
     values_on_disk,
 )
@@ -37,19 +36,6 @@ pytestmark = pytest.mark.spark
 # so DELETED manifest entries would carry it unless manifests are rewritten and expired.
 SUBJECTS = {"R-1": person(0), "R-2": person(7), "R-3": person(99)}  # person(99) has no rows
 ERASED = {person(0), person(7)}
-
-
-def _prefixes(values):
-    """The subjects' full values and their 16-character truncations (Iceberg's default bound)."""
-    return [v.encode() for v in values] + [v[:16].encode() for v in values]
-
-
-def _metadata_hits(hook, table, values):
-    hits = []
-    for path in glob.glob(os.path.join(table_dir(hook, table), "metadata", "*")):
-        data = open(path, "rb").read()
-        hits += [(os.path.basename(path), p) for p in _prefixes(values) if p in data]
-    return hits
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +75,7 @@ def test_fail_policy_refuses_naming_the_tag_and_changes_nothing(env):
 
 def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
     people_before = rows_of(env, "db.people")
+    assert metadata_hits(env, "db.people", ERASED)  # control: manifests carry person(0) as a bound
     result = _op(ref_policy="drop").execute(fake_context())
     out = capfd.readouterr()
 
@@ -107,7 +94,7 @@ def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
     dev = env.load_table("db.people").scan(snapshot_id=env.ref_snapshot_id("db.people", "dev")).to_arrow()
     assert dev.num_rows > len(after)  # dev kept its own rows (minus the subjects')
     # no manifest, manifest list or metadata file carries the subjects (not even truncated bounds)
-    assert _metadata_hits(env, "db.people", ERASED) == []
+    assert metadata_hits(env, "db.people", ERASED) == []
 
     evidence = rows_of(env, "governance.erasure_evidence")
     assert sorted(e["request_id"] for e in evidence) == ["R-1", "R-2", "R-3"]

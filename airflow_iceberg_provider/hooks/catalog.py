@@ -1117,16 +1117,39 @@ def airflow_identity(context: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def sqlite_busy_timeout_ms() -> int:
+    """How long a SQLite catalog waits for a lock before failing (retryably), in ms.
+
+    ``[iceberg_provider] sqlite_busy_timeout_ms`` (env ``AIRFLOW__ICEBERG_PROVIDER__SQLITE_BUSY_TIMEOUT_MS``),
+    default 30000. Past it, the operation fails with :class:`IcebergCatalogUnavailableError`.
+    """
+    import os
+
+    raw = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SQLITE_BUSY_TIMEOUT_MS")
+    if raw is None:
+        try:
+            from airflow.configuration import conf
+
+            raw = conf.get("iceberg_provider", "sqlite_busy_timeout_ms", fallback=None)
+        except Exception:  # config unavailable (pure unit tests)
+            raw = None
+    try:
+        return max(0, int(str(raw).strip())) if raw not in (None, "") else 30000
+    except ValueError:
+        return 30000
+
+
 def _sqlite_tune(catalog: Catalog) -> None:
     """WAL + busy timeout so Spark's JDBC catalog and pyiceberg share one SQLite file."""
     from sqlalchemy import event
 
     engine = catalog.engine  # type: ignore[attr-defined]
+    busy_ms = sqlite_busy_timeout_ms()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout = 30000")
+        cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
         cur.close()
 
     engine.dispose()  # pooled connections predate the listener

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import uuid
@@ -88,6 +90,43 @@ def java_properties_line(key: str, value: str) -> str:
         return "".join(out)
 
     return f"{esc(key, True)}={esc(value, False)}"
+
+
+def _libc_prctl() -> Any:
+    """``prctl(2)`` from libc on Linux (resolved once, before any fork), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+
+
+_PRCTL = _libc_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_preexec(parent_pid: int) -> Any:
+    """``preexec_fn`` making spark-submit (and the JVM it execs) die with the Airflow task process.
+
+    Without it, a task process killed with SIGKILL (OOM killer, lost worker) leaves
+    spark-submit running as an orphan that keeps committing to the lake while the retry
+    already runs: a retried WAP write would get the dead try's rows on top of its own.
+    ``PR_SET_PDEATHSIG`` survives ``exec`` (spark-submit execs the JVM), so the JVM
+    gets SIGKILL when the process that started it dies. Only async-signal-safe work
+    happens here (the libc function was resolved before the fork).
+    """
+    prctl = _PRCTL
+
+    def _preexec() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return _preexec
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -301,7 +340,8 @@ class IcebergSparkHook(BaseHook):
             started = datetime.now(UTC)
             t0 = time.monotonic()
             try:
-                self._submit_hook.submit(application=plan.application)
+                popen_kwargs = {"preexec_fn": _die_with_parent_preexec(os.getpid())} if _PRCTL else {}
+                self._submit_hook.submit(application=plan.application, **popen_kwargs)
             except Exception as err:
                 raise IcebergSparkJobError(
                     f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "

@@ -8,6 +8,7 @@ small XCom-safe dict.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -196,14 +197,18 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         :return: the job run and its ledger row (``metrics``/``details`` decoded).
         """
         hook = self.spark_hook
-        if application is None:
-            run = hook.run_job(
-                job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}", extra_py_files=extra_py_files
-            )
-        else:
-            run = hook.submit(
-                hook.plan(application, spec=spec, extra_conf=extra_conf, name=job, extra_py_files=extra_py_files)
-            )
+        spec = {**spec, "job_run_id": spec.get("job_run_id") or uuid.uuid4().hex}
+        try:
+            if application is None:
+                run = hook.run_job(
+                    job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}", extra_py_files=extra_py_files
+                )
+            else:
+                run = hook.submit(
+                    hook.plan(application, spec=spec, extra_conf=extra_conf, name=job, extra_py_files=extra_py_files)
+                )
+        except IcebergSparkJobError as err:
+            raise self._named_job_failure(job, spec["job_run_id"], err) from err
         rows = self.catalog_hook.read_governance_rows("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(
@@ -217,6 +222,30 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         if row.get("status") == "failed":
             raise IcebergSparkJobError(f"Spark job {job!r} recorded failure: {row['details'].get('error')}")
         return run, row
+
+    def _named_job_failure(self, job: str, job_run_id: str, err: Exception) -> IcebergSparkJobError:
+        """The failure with its cause first: the job's own ``failed`` ledger row, when it could write one.
+
+        spark-submit only says "Error code is: 1" followed by hundreds of log lines; the job
+        runtime records the exception (redacted by jobs that handle personal data) in the
+        ledger, so the task log and the retry e-mail name the cause (disk full, permission
+        denied, commit conflict...). A job killed by a signal writes no row: the exit code says so.
+        """
+        try:
+            rows = self.catalog_hook.read_governance_rows("ledger", event_id=job_run_id)
+        except Exception as read_err:  # the catalog may be what failed
+            self.log.warning("Could not read the ledger row of failed job %s: %s", job_run_id, read_err)
+            rows = []
+        cause = None
+        for row in rows:
+            if row.get("status") == "failed":
+                cause = json.loads(row.get("details") or "{}").get("error")
+        text = str(err)
+        if cause is None and ("Error code is: -9" in text or "Error code is: 137" in text):
+            cause = "spark-submit was killed (SIGKILL); nothing after its last commit happened"
+        if cause is None:
+            return err if isinstance(err, IcebergSparkJobError) else IcebergSparkJobError(text)
+        return IcebergSparkJobError(f"Spark job {job!r} (job_run_id={job_run_id}) failed: {cause}\n{text}")
 
     def verify_new_commit(
         self,

@@ -785,7 +785,9 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             )
         dropped = bool(self.drop_branch and hook.remove_ref(tbl, branch))
         tagged = self._tag(tbl, tag, published) if tag else None
-        if method != "noop":
+        if method == "noop":
+            self._recover_ledger_row(context, tbl, branch, audited, published, tag, started)
+        else:
             hook.record_ledger(
                 operation="wap_publish",
                 table=table,
@@ -811,6 +813,45 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             "tag": tagged,
             **metrics,
         }
+
+    def _recover_ledger_row(
+        self, context: Context, tbl: Table, branch: str, audited: int, published: int, tag: str | None, started: datetime
+    ) -> None:
+        """Write the ``wap_publish`` ledger row an earlier try could not write after moving ``main``.
+
+        A try that fast-forwarded ``main`` and then died (worker killed, catalog or storage
+        failure while appending the ledger row) leaves the publish without its audit-trail
+        row, and every retry is a no-op. The retry therefore checks the ledger and writes
+        the missing row once, marked ``recovered``.
+        """
+        hook, table = self.catalog_hook, self.ident.dotted
+        for row in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table):
+            details = json.loads(row.get("details") or "{}")
+            if row.get("status") == "succeeded" and details.get("audited_snapshot_id") == audited:
+                return
+        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        metrics: dict[str, Any] = {}
+        if base is not None and base != audited and hook.is_ancestor(tbl, base, audited):
+            change = change_metrics(branch_snapshots(hook, tbl, audited, base))
+            metrics = {"published_added_records": change["net_added_records"], **change}
+        self.log.warning(
+            "Snapshot %s of %s is on main but the ledger has no wap_publish row for it (an earlier try died after "
+            "publishing); recording it now",
+            audited,
+            table,
+        )
+        hook.record_ledger(
+            operation="wap_publish",
+            table=table,
+            ref=MAIN_BRANCH,
+            status="succeeded",
+            context=context,
+            snapshot_before=base,
+            snapshot_after=published,
+            metrics=metrics,
+            details={"branch": branch, "method": "recovered", "audited_snapshot_id": audited, "tag": tag},
+            started_at=started,
+        )
 
     def _require_passed_audit(self, branch: str, snapshot_id: int) -> None:
         hook, table = self.catalog_hook, self.ident.dotted

@@ -396,3 +396,21 @@ def test_commit_check_fails_when_missing(table):
     with pytest.raises(IcebergValidationError, match="'merge' is not a snapshot operation"):
         IcebergCommitCheckOperator(task_id="c", table=T, operation="merge")
     unchanged(hook, loc)
+
+
+def test_legal_hold_is_never_moved_even_through_the_hook(table):
+    hook, snaps = table
+    IcebergCreateTagOperator(
+        task_id="h", table=T, tag="c2", snapshot_id=snaps[0], legal_hold=True, case_id="C-2"
+    ).execute(fake_context())
+    loc = hook.metadata_location(T)
+    with pytest.raises(IcebergRefusedError, match="is a legal hold on snapshot .* never moved"):
+        IcebergCreateTagOperator(task_id="h", table=T, tag="c2", legal_hold=True, case_id="C-2").execute(fake_context())
+    with pytest.raises(IcebergRefusedError, match="never moved"):
+        hook.create_tag(T, "legal-hold-c2", snapshot_id=snaps[2], replace=True)
+    unchanged(hook, loc)
+    # a retry of the original placement is still an idempotent success
+    again = IcebergCreateTagOperator(
+        task_id="h", table=T, tag="c2", snapshot_id=snaps[0], legal_hold=True, case_id="C-2"
+    ).execute(fake_context())
+    assert again["outcome"] == "exists"

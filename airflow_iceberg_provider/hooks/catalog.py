@@ -571,6 +571,15 @@ class IcebergCatalogHook(BaseHook):
                 )
             if existing.snapshot_id == snapshot_id and existing.max_ref_age_ms == max_ref_age_ms:
                 return "exists"
+            from airflow_iceberg_provider.governance import is_legal_hold
+
+            if is_legal_hold(tag):
+                raise IcebergRefusedError(
+                    f"Tag {tag!r} of {_name(tbl)} is a legal hold on snapshot {existing.snapshot_id}; a hold is "
+                    f"never moved (requested: {snapshot_id}, max_ref_age_ms={max_ref_age_ms}). Release it "
+                    "explicitly (drop the tag with release_legal_hold=True) or place a hold under another "
+                    "name. Nothing was changed."
+                )
             if not replace:
                 raise IcebergRefusedError(
                     f"Tag {tag!r} of {_name(tbl)} already points at snapshot {existing.snapshot_id} "

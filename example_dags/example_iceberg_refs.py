@@ -135,7 +135,9 @@ def summarize(hook) -> list[str]:
         case = (h["details"] or {}).get("case_id")
         lines.append(f"legal hold {h['name']} pins snapshot {h['snapshot_id']} (case {case})")
     for row in hook.read_governance_rows("ledger", table_name=TABLE, operation="rollback"):
-        lines.append(f"rollback {row['status']}: {row['snapshot_before']} -> {row['snapshot_after']} (run {row['run_id']})")
+        lines.append(
+            f"rollback {row['status']}: {row['snapshot_before']} -> {row['snapshot_after']} (run {row['run_id']})"
+        )
     return lines
 
 

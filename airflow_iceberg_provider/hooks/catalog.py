@@ -781,11 +781,10 @@ class IcebergCatalogHook(BaseHook):
         }
         if location is None or location == known_metadata_location:
             return out
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
-        try:
-            tbl = self.catalog.load_table(ident.dotted)
-        except (NoSuchTableError, NoSuchNamespaceError):
+        try:  # a lock or outage surfaces as IcebergCatalogUnavailableError (transient)
+            with self.translate_errors(ident.dotted):
+                tbl = self.catalog.load_table(ident.dotted)
+        except IcebergTableNotFoundError:  # dropped between the two reads: "not yet"
             return {**out, "metadata_location": None}
         chain = self.ref_chain(tbl, ref)
         if after_snapshot_id is not None and after_timestamp_ms is None:

@@ -441,19 +441,39 @@ class ErasureRun:
         return df.groupBy("request_id").agg(F.sum("n").cast("long").alias("n")).localCheckpoint(eager=True)
 
     def _delete_on_branches(self, branches: list[str]) -> None:
-        """Copy-on-write DELETE on each branch, then merge its manifests (drops DELETED entries)."""
-        previous = self.set_properties(
-            {"write.delete.mode": "copy-on-write", "commit.manifest.min-count-to-merge": "2"}
+        """Copy-on-write DELETE on each branch, then a manifest merge that drops DELETED entries.
+
+        Iceberg rewrites data files and manifests on ``main`` only. On a branch: the DELETE
+        runs copy-on-write with manifest merging off (so the DELETED entries stay apart from
+        the new files' manifest), then an empty append to the branch merges every manifest
+        into one (``min-count-to-merge=2``, one bin), which drops entries deleted by earlier
+        snapshots — and their column bounds. Table properties are restored afterwards.
+        """
+        keys = (
+            "write.delete.mode",
+            "commit.manifest-merge.enabled",
+            "commit.manifest.min-count-to-merge",
+            "commit.manifest.target-size-bytes",
         )
+        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
+        original: dict[str, str | None] = {k: current.get(k) for k in keys}
         try:
+            self.set_properties({"write.delete.mode": "copy-on-write", "commit.manifest-merge.enabled": "false"})
             for b in branches:
                 self.sql(es.delete_sql(self.catalog, self.table, self.columns, branch=b))
+            self.set_properties(
+                {
+                    "commit.manifest-merge.enabled": "true",
+                    "commit.manifest.min-count-to-merge": "2",
+                    "commit.manifest.target-size-bytes": str(1 << 40),
+                }
+            )
             self.refresh()
             tbl = self.jtable(refresh=True)
             for b in branches:
                 tbl.newAppend().toBranch(b).set("erasure.manifest-merge", "true").commit()
         finally:
-            self.set_properties(previous)
+            self.set_properties(original)
 
     def _expire(self, acc: dict[str, int]) -> None:
         self.refresh()

@@ -84,6 +84,8 @@ def main() -> int:
         properties={
             "format-version": "2",
             "commit.manifest-merge.enabled": "false",
+            # no shuffle by partition before writing: each of the files_per_commit tasks writes its own file
+            "write.distribution-mode": "none",
             "write.target-file-size-bytes": str(64 * 1024 * 1024),
         },
     ).execute(ctx)
@@ -97,6 +99,7 @@ def main() -> int:
                 "commits": args.commits,
                 "files_per_commit": args.files_per_commit,
                 "rows_per_commit": args.rows_per_commit,
+                "hold_tag": "",
                 "days": args.days,
                 "deletes": 0,
             },

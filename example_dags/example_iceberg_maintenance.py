@@ -32,6 +32,13 @@ from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 TABLE = "maint.orders"
+#: The policy of both plan runs. Orphan removal (dry run) is added to the first one only.
+POLICY = {
+    "expire_older_than": "0s",
+    "older_than_floor": "0s",  # demo only: its snapshots are seconds old; keep the 1 h default in production
+    "retain_last": 2,
+    "min_snapshots_to_expire": 10,  # do not start a JVM to expire a handful of snapshots
+}
 ORDERS_COLUMNS = {
     "order_id": "long",
     "customer_id": "string",
@@ -77,21 +84,12 @@ with DAG(
         retain_last=2,
         dry_run=True,
     )
-    heal = IcebergMaintenancePlanOperator(
-        task_id="maintenance_plan",
-        table=TABLE,
-        expire_older_than="0s",
-        older_than_floor="0s",  # demo only: its snapshots are seconds old
-        retain_last=2,
-        remove_orphans=True,  # dry run (the default): lists, deletes nothing
-    )
+    heal = IcebergMaintenancePlanOperator(task_id="maintenance_plan", table=TABLE, remove_orphans=True, **POLICY)
     check = IcebergMaintenancePlanOperator(
         task_id="plan_again_is_noop",
         table=TABLE,
-        expire_older_than="0s",
-        older_than_floor="0s",
-        retain_last=2,
         spark_conn_id="spark_not_needed",  # proves the point: a healthy table never reaches Spark
+        **POLICY,
     )
     create >> sicken >> preview >> heal >> check
 
@@ -112,6 +110,12 @@ def summarize(hook) -> list[str]:
         lines.append("health after:  " + ", ".join(f"{k}={m['health_after'][k]}" for k in keys))
     for r in rows:
         metrics = json.loads(r["metrics"] or "{}")
+        if r["operation"] == "maintenance_plan":  # the job's own row (or a noop plan): one line
+            acts = [a["action"] for a in metrics.get("actions", [])]
+            lines.append(
+                f"maintenance_plan: {r['status']} " + (f"one Spark job ran {acts}" if acts else "no Spark job")
+            )
+            continue
         shown = {k: v for k, v in metrics.items() if not k.startswith("health") and v not in (0, None)}
         lines.append(f"{r['operation']}: {r['status']} {shown}")
         details = json.loads(r["details"] or "{}")

@@ -28,7 +28,7 @@ def make_pathology(ctx: JobContext) -> dict:
     table = ctx.table()
     spark = ctx.spark
     base = (
-        spark.range(0, rows)
+        spark.range(0, rows, 1, max(files_per_commit, 1))  # one task, hence one file, per partition
         .withColumn("customer_id", (F.col("id") % 97).cast("string"))
         .withColumn(
             "region", F.element_at(F.array(F.lit("ca"), F.lit("us"), F.lit("eu")), (F.col("id") % 3 + 1).cast("int"))
@@ -46,7 +46,7 @@ def make_pathology(ctx: JobContext) -> dict:
             "amount",
             (F.to_timestamp(F.lit(day + " 00:00:00")) + F.make_interval(secs=F.col("id"))).alias("order_ts"),
         )
-        df.repartition(files_per_commit).writeTo(table).append()
+        df.writeTo(table).append()
         if hold and i == commits // 2:
             spark.sql(f"ALTER TABLE {table} CREATE TAG `{hold}`")
     for j in range(deletes):

@@ -102,6 +102,7 @@ def summarize(hook) -> list[str]:
     rows = [
         r for r in hook.read_governance_rows("ledger", table_name=TABLE) if r["operation"].startswith("maintenance")
     ]
+    rows.sort(key=lambda r: (r["finished_at"], r["event_id"]))
     actions = [r for r in rows if r["operation"].startswith("maintenance.") and r["status"] != "dry_run"]
     if actions:
         m = json.loads(actions[0]["metrics"])

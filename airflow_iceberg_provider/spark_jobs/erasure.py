@@ -683,7 +683,11 @@ def erase(ctx: Any) -> dict[str, Any]:
         java = getattr(err, "java_exception", None)
         if java is not None:
             text = str(java.toString())
-        message = es.redact(f"{type(err).__name__}: {text}", run.secrets())
+        if run.phase == "load_subjects":
+            # a parse error may quote the very record it could not read: keep only the type
+            message = f"{type(err).__name__} while reading the subjects (message withheld: it may quote them)"
+        else:
+            message = es.redact(f"{type(err).__name__}: {text}", run.secrets())
         # `from None`: the original (unredacted) exception must not be printed by the runtime
         raise RuntimeError(f"erasure of {run.table} failed during phase {run.phase!r}: {message}") from None
     ctx.status = run.status

@@ -218,3 +218,31 @@ def test_row_predicate_fails_when_any_row_fails(db):
     checks = ac.parse_checks(table_checks={"all_positive": {"check_statement": "amount >= 0"}})
     values = _run(db, ac.build_audit_queries(checks, "t", {"table.all_positive": ac.ROW}))
     assert values == {"table.all_positive": 0.0}
+
+
+def test_sort_based_distinct_counts_equal_count_distinct(db):
+    db.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)", [(5, "ca", 1.0), (5, "ca", 2.0), (5, "us", 3.0), (None, "ca", 1.0)]
+    )
+    checks = ac.parse_checks(
+        {
+            "order_id": {
+                "unique_check": {"equal_to": 0},
+                "distinct_check": {"geq_to": 1},
+                "max": {"leq_to": 9},
+            },
+            "region": {
+                "distinct_check": {"equal_to": 3},
+                "unique_check": {"equal_to": 0, "partition_clause": "amount > 2"},
+            },
+            "amount": {"unique_check": {"equal_to": 0, "partition_clause": "region = 'ca'"}},
+        }
+    )
+    hashed = ac.build_audit_queries(checks, "t")
+    sorted_ = ac.build_audit_queries(checks, "t", bucket_expr="abs(length(CAST({v} AS TEXT))) % 3")
+    assert len(sorted_) == 2 and "LAG(v0) OVER (PARTITION BY" in sorted_[1].sql and "DISTINCT" not in sorted_[1].sql
+    values = _run(db, sorted_)
+    assert values == _run(db, hashed)
+    assert values["order_id.unique_check"] == 3.0  # 2 twice, 5 three times; NULLs never count
+    assert values["order_id.distinct_check"] == 5.0
+    assert values["amount.unique_check"] == 2.0  # 1.0 three times in 'ca'

@@ -52,7 +52,8 @@ def audit(ctx: JobContext) -> dict[str, Any]:
     modes = detect_modes(spark, data_checks, source)
     observed: dict[str, float | None] = {k: v for k, v in (spec.get("change_values") or {}).items()}
     t0 = time.monotonic()
-    queries = ac.build_audit_queries(data_checks, source, modes)
+    buckets = max(8, 4 * int(spark.sparkContext.defaultParallelism))
+    queries = ac.build_audit_queries(data_checks, source, modes, bucket_expr="pmod(hash({v}), " + f"{buckets})")
     for query in queries:
         row = spark.sql(query.sql).collect()[0]
         for alias, name in query.columns:

@@ -7,6 +7,7 @@ choice of "the new commit" a sensor reports.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -17,7 +18,10 @@ from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.models import SnapshotInfo
 
 SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
-_INT_RE = re.compile(r"^[0-9]{1,19}$")
+_INT_RE = re.compile(r"^[0-9]{1,19}\Z")
+#: Iceberg stores ref ages as Java ``long`` milliseconds and snapshot counts as ``int``.
+JAVA_LONG_MAX = 2**63 - 1
+JAVA_INT_MAX = 2**31 - 1
 
 
 def duration_ms(value: Any, param: str) -> int | None:
@@ -35,6 +39,8 @@ def duration_ms(value: Any, param: str) -> int | None:
     if isinstance(value, timedelta):
         ms = int(value.total_seconds() * 1000)
     elif isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise IcebergValidationError(f"{param}={value!r} is not a finite duration; pass e.g. 'P30D'.")
         ms = int(value)
     elif isinstance(value, str):
         text = value.strip()
@@ -51,6 +57,11 @@ def duration_ms(value: Any, param: str) -> int | None:
         raise IcebergValidationError(
             f"{param}={value!r} is {ms} ms; a retention must be positive. Leave it unset (None) to keep "
             "the ref and its snapshots forever, or pass a positive duration such as 'P30D'."
+        )
+    if ms > JAVA_LONG_MAX:
+        raise IcebergValidationError(
+            f"{param}={value!r} is {ms} ms, more than Iceberg can store (2^63-1 ms); leave it unset (None) "
+            "to keep the ref forever."
         )
     return ms
 
@@ -77,8 +88,10 @@ def positive_int(value: Any, param: str) -> int | None:
         return None
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise IcebergValidationError(f"{param}={value!r} must be a positive integer (e.g. 10) or None.")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= JAVA_INT_MAX:
+        raise IcebergValidationError(
+            f"{param}={value!r} must be a positive integer (e.g. 10, at most 2^31-1) or None."
+        )
     return value
 
 
@@ -93,6 +106,8 @@ def timestamp_ms(value: Any, param: str) -> int | None:
     if isinstance(value, bool):
         raise IcebergValidationError(f"{param}={value!r} is not a timestamp.")
     if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise IcebergValidationError(f"{param}={value!r} is not a timestamp.")
         ms = int(value)
     elif isinstance(value, str) and _INT_RE.match(value.strip()):
         ms = int(value.strip())

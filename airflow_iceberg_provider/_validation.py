@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
-NAME_RE = re.compile(rf"^{_NAME}$")
-TABLE_RE = re.compile(rf"^({_NAME})\.({_NAME})$")
-REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+NAME_RE = re.compile(rf"^{_NAME}\Z")
+TABLE_RE = re.compile(rf"^({_NAME})\.({_NAME})\Z")
+REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
 MAIN_BRANCH = "main"
 
 

@@ -86,7 +86,7 @@ SUBJECT_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".
 #: Subject column types the job can match on.
 SUPPORTED_SUBJECT_TYPES = ("string", "long", "int")
 MIN_SALT_LENGTH = 16
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}\Z")
 
 
 def subject_hash(salt: str | bytes, subject_key: str) -> str:

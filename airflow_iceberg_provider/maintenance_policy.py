@@ -94,12 +94,31 @@ def parse_duration(value: Any, param: str) -> timedelta:
     )
 
 
+#: Latest instant the cutoffs accept (9999-12-31T23:59:59.999Z): beyond it nothing can be rendered or compared.
+MAX_EPOCH_MS = 253_402_300_799_999
+#: Largest count or size Iceberg's procedures take (a Java ``long``).
+JAVA_LONG_MAX = 2**63 - 1
+
+
 def resolve_cutoff(value: Any, param: str, *, now: int) -> int:
-    """``older_than`` as an absolute instant in epoch ms.
+    """``older_than`` as an absolute instant in epoch ms (between 1970 and the year 9999).
 
     A duration means "older than now minus it"; a ``datetime`` (naive = UTC), an
     ISO-8601 timestamp string or an ``int`` (epoch milliseconds) is an instant.
     """
+    try:
+        out = _resolve_cutoff(value, param, now=now)
+    except (OverflowError, OSError) as err:  # durations / instants beyond what a datetime holds
+        raise IcebergValidationError(f"{param}={value!r} is out of range: {err}.") from err
+    if not 0 <= out <= MAX_EPOCH_MS:
+        raise IcebergValidationError(
+            f"{param}={value!r} resolves to {out} ms since the epoch, outside 1970..9999; pass a duration such "
+            "as '7d' or a real timestamp."
+        )
+    return out
+
+
+def _resolve_cutoff(value: Any, param: str, *, now: int) -> int:
     if isinstance(value, bool) or value is None:
         raise IcebergValidationError(f"{param}={value!r} is not a duration or timestamp.")
     if isinstance(value, timedelta):
@@ -116,7 +135,7 @@ def resolve_cutoff(value: Any, param: str, *, now: int) -> int:
         if _SHORT_DURATION.match(text) or text.upper().startswith("P"):
             return now - int(parse_duration(text, param).total_seconds() * 1000)
         try:
-            return resolve_cutoff(datetime.fromisoformat(text.replace("Z", "+00:00")), param, now=now)
+            return _resolve_cutoff(datetime.fromisoformat(text.replace("Z", "+00:00")), param, now=now)
         except ValueError:
             pass
     raise IcebergValidationError(
@@ -142,9 +161,9 @@ def _human(td: timedelta) -> str:
 def validate_retain_last(value: Any, param: str = "retain_last") -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
         raise IcebergValidationError(
-            f"{param}={value!r} is invalid; it must be an integer >= 1 (expire_snapshots always keeps at "
+            f"{param}={value!r} is invalid; it must be an integer >= 1 and < 2^31 (expire_snapshots always keeps at "
             "least the current snapshot of main). Pass retain_last=1 or more."
         )
     return value
@@ -153,9 +172,39 @@ def validate_retain_last(value: Any, param: str = "retain_last") -> int:
 def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise IcebergValidationError(f"{param}={value!r} is invalid; pass an integer >= {minimum}.")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= JAVA_LONG_MAX:
+        raise IcebergValidationError(f"{param}={value!r} is invalid; pass an integer >= {minimum} (and < 2^63).")
     return value
+
+
+#: refused in ``where`` filters: they select files to rewrite, they never change anything themselves
+_FORBIDDEN_WHERE = re.compile(
+    r";|--|/\*|\b(insert|update|delete|merge|drop|alter|create|truncate|call|grant|revoke|select)\b",
+    re.IGNORECASE,
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def validate_where(value: Any, param: str = "where") -> str | None:
+    """A compaction filter: one predicate on columns (``None``/empty: no filter).
+
+    Iceberg parses it as a Spark expression; this refuses, before any job, what cannot be a
+    plain predicate: ``;``, comments, control characters (NUL...), subqueries and DDL/DML
+    keywords, and anything longer than 4000 characters.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str):
+        raise IcebergValidationError(f"{param}={value!r} is not a string; pass a predicate such as \"region = 'ca'\".")
+    found = _FORBIDDEN_WHERE.search(value) or _CONTROL.search(value)
+    if found:
+        raise IcebergValidationError(
+            f"{param}={value[:80]!r} contains {found.group(0)!r}; a where filter is one predicate on columns (no "
+            "';', comments, control characters, subqueries or DDL/DML keywords), e.g. \"order_ts < '2026-01-01'\"."
+        )
+    if len(value) > 4000:
+        raise IcebergValidationError(f"{param} is longer than 4000 characters; pass a shorter predicate.")
+    return value.strip()
 
 
 def validate_ratio(value: Any, param: str) -> float:

@@ -47,8 +47,10 @@ CONFIG_SECTION = "iceberg_provider"
 
 def job_path(job: str) -> Path:
     """Absolute path of a built-in job script (``spark_jobs/<job>.py``)."""
+    import re
+
     path = SPARK_JOBS_DIR / f"{job}.py"
-    if not path.is_file():
+    if not isinstance(job, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", job) or not path.is_file():
         known = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py") if not p.stem.startswith("_"))
         raise ValueError(f"Unknown Spark job {job!r}; built-in jobs are: {', '.join(known)}.")
     return path

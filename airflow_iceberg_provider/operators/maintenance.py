@@ -41,6 +41,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     rewrite_options,
     validate_retain_last,
     validate_strategy,
+    validate_where,
 )
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 
@@ -96,6 +97,34 @@ def _parse_ids(value: Any) -> list[int]:
     if isinstance(value, (int, str)):
         value = [value]
     return [validate_snapshot_id(v, "snapshot_ids") for v in value]
+
+
+def _options_mapping(value: Any, param: str = "options") -> dict[str, Any]:
+    """Rendered ``options``: a mapping of plain values (a malformed JSON string is refused by name)."""
+    if value in (None, ""):
+        return {}
+    if not isinstance(value, Mapping):
+        raise IcebergValidationError(
+            f"{param}={value!r:.80} is not a mapping; pass e.g. {{'min-input-files': '5'}}."
+        )
+    return dict(value)
+
+
+def _check_sort_columns(sort_order: str | None, columns: Sequence[str], table: str) -> None:
+    """Every column of a ``sort_order`` (or ``zorder(...)``) must exist in the table."""
+    if not sort_order:
+        return
+    text = sort_order.strip()
+    if text.lower().startswith("zorder("):
+        names = [n.strip() for n in text[len("zorder(") : -1].split(",")]
+    else:
+        names = [term.split()[0] for term in text.split(",") if term.split()]
+    missing = [n for n in names if n not in columns]
+    if missing:
+        raise IcebergValidationError(
+            f"sort_order={sort_order!r} names {missing}, which are not columns of {table} (columns: "
+            f"{sorted(columns)}); fix sort_order."
+        )
 
 
 def _commits_between(tbl: Table, before: int | None, after: int) -> list[SnapshotInfo] | None:
@@ -449,22 +478,24 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         self.min_input_files = min_input_files
         self.delete_file_threshold = delete_file_threshold
         self.partial_progress = partial_progress
-        self.options = dict(options or {})
+        self.options = options
         self.branch = branch
 
     def execute(self, context: Context) -> dict[str, Any]:
         check_main_branch(self.branch, "rewrite_data_files")
+        where = validate_where(self.where)
+        options = _options_mapping(self.options)
         hook = self.catalog_hook
         tbl = hook.load_table(self.ident)
         strategy, sort_order = validate_strategy(self.strategy, self.sort_order, len(tbl.sort_order().fields))
+        _check_sort_columns(sort_order, tbl.schema().column_names, self.ident.dotted)
         opts = rewrite_options(
             target_file_size_bytes=self.target_file_size_bytes,
             min_input_files=self.min_input_files,
             delete_file_threshold=self.delete_file_threshold,
             partial_progress=self.partial_progress,
-            options=self.options,
+            options=options,
         )
-        where = (self.where or "").strip() or None
         args: dict[str, Any] = {"strategy": strategy, "options": opts}
         if sort_order:
             args["sort_order"] = sort_order
@@ -546,9 +577,11 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
         super().__init__(**kwargs)
         self.where = where
         self.rewrite_all = rewrite_all
-        self.options = dict(options or {})
+        self.options = options
 
     def execute(self, context: Context) -> dict[str, Any]:
+        where = validate_where(self.where)
+        options = _options_mapping(self.options)
         hook = self.catalog_hook
         before = hook.health(self.ident)
         if before.format_version < 2:
@@ -556,10 +589,10 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
                 f"{self.ident} is format-version {before.format_version}; position delete files exist only in "
                 "format-version 2+ tables, so there is nothing to rewrite. Remove this task or upgrade the table."
             )
-        opts = rewrite_options(options={**self.options, **({"rewrite-all": "true"} if self.rewrite_all else {})})
+        opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if self.rewrite_all else {})})
         args: dict[str, Any] = {"options": opts} if opts else {}
-        if (self.where or "").strip():
-            args["where"] = self.where.strip()
+        if where:
+            args["where"] = where
         if before.position_delete_files == 0:
             self.log.info("%s has no position delete files; no Spark job started", self.ident)
             return {"table": self.ident.dotted, "rewritten_delete_files": 0, "spark_job": False}

@@ -578,7 +578,7 @@ class IcebergCommitCheckOperator(_RefOperator):
         super().__init__(**kwargs)
         self.ref = ref
         self.operation = operation
-        self.summary = dict(summary or {})
+        self.summary = summary if summary is not None else {}  # validated once rendered
         self.after_snapshot_id = after_snapshot_id
         self.since = since
         self.min_commits = positive_int(min_commits, "min_commits")

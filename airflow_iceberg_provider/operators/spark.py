@@ -67,13 +67,17 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
                 f"of {list(SNAPSHOT_OPERATIONS)}."
             )
         self.expected_operations = tuple(expected_operations)
-        self.params_for_job = dict(params_for_job or {})
+        self.params_for_job = params_for_job if params_for_job is not None else {}  # validated once rendered
 
     def execute(self, context: Context) -> dict[str, Any]:
         ref = validate_ref(self.ref, "ref")
+        if not isinstance(self.params_for_job, Mapping):
+            raise IcebergValidationError(
+                f"params_for_job={self.params_for_job!r:.80} is not a mapping; pass a dict of JSON values."
+            )
         try:
             json.dumps(self.params_for_job)
-        except TypeError as err:
+        except (TypeError, ValueError) as err:
             raise IcebergValidationError(
                 f"params_for_job is not JSON-serialisable ({err}); pass plain strings, numbers, lists and dicts."
             ) from err

@@ -347,8 +347,8 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         self.base_snapshot_id = base_snapshot_id
         self.application = application
         self.sql = sql
-        self.sql_args = dict(sql_args or {})
-        self.params_for_job = dict(params_for_job or {})
+        self.sql_args = sql_args if sql_args is not None else {}  # validated once rendered
+        self.params_for_job = params_for_job if params_for_job is not None else {}
         self.expected_operations = tuple(expected_operations)
         self.branch_prefix = branch_prefix
 
@@ -363,10 +363,13 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         _refuse_wap_conf(self.spark_conf)
         statements = self._statements() if self.sql is not None else None
+        for name, value in (("params_for_job", self.params_for_job), ("sql_args", self.sql_args)):
+            if not isinstance(value, Mapping):
+                raise IcebergValidationError(f"{name}={value!r:.80} is not a mapping; pass a dict of JSON values.")
         try:
             json.dumps(self.params_for_job)
             json.dumps(self.sql_args)
-        except TypeError as err:
+        except (TypeError, ValueError) as err:
             raise IcebergValidationError(f"params_for_job / sql_args must be JSON-serialisable: {err}") from err
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)

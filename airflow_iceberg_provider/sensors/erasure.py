@@ -64,12 +64,12 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
 
     def _deadline(self) -> timedelta:
         try:
-            days = float(self.deadline_days)
+            days = -1.0 if isinstance(self.deadline_days, bool) else float(self.deadline_days)
         except (TypeError, ValueError):
-            days = -1
-        if days <= 0:
+            days = -1.0
+        if not 0 < days <= 36500:  # also refuses NaN and infinity
             raise IcebergValidationError(
-                f"deadline_days={self.deadline_days!r} is invalid; pass a positive number of days (30 for PIPEDA / "
+                f"deadline_days={self.deadline_days!r} is invalid; pass a positive number of days, at most 36500 (30 for PIPEDA / "
                 "Law 25; GDPR allows one month)."
             )
         return timedelta(days=days)

@@ -109,7 +109,7 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         self.after_timestamp = after_timestamp
         self.since_last_seen = since_last_seen
         self.operation = operation
-        self.summary = dict(summary or {})
+        self.summary = summary if summary is not None else {}  # validated once rendered
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.state_key = state_key
         self.deferrable = _default_deferrable() if deferrable is None else deferrable

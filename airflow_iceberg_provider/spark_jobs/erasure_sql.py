@@ -29,8 +29,8 @@ STATUS_DONE, STATUS_BLOCKED, STATUS_PENDING = "done", "blocked", "pending"
 #: Column types a subject column may have (Spark SQL simple type names).
 SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
 _HMAC_BLOCK = 64
 
 

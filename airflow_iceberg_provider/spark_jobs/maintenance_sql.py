@@ -61,12 +61,12 @@ PROCEDURE_OUTPUTS = {
 }
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
-_NAME_RE = re.compile(rf"^{_NAME}$")
-_TABLE_RE = re.compile(rf"^{_NAME}\.{_NAME}$")
-_OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9\-.]{0,99}$")
-_OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
-_SORT_TERM_RE = re.compile(rf"^{_NAME}(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?$", re.IGNORECASE)
-_ZORDER_RE = re.compile(rf"^zorder\(\s*{_NAME}(\s*,\s*{_NAME})*\s*\)$", re.IGNORECASE)
+_NAME_RE = re.compile(rf"^{_NAME}\Z")
+_TABLE_RE = re.compile(rf"^{_NAME}\.{_NAME}\Z")
+_OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9\-.]{0,99}\Z")
+_OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\Z")
+_SORT_TERM_RE = re.compile(rf"^{_NAME}(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?\Z", re.IGNORECASE)
+_ZORDER_RE = re.compile(rf"^zorder\(\s*{_NAME}(\s*,\s*{_NAME})*\s*\)\Z", re.IGNORECASE)
 STRATEGIES = ("binpack", "sort")
 
 

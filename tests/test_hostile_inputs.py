@@ -102,29 +102,119 @@ def _poke(sensor, ctx):
 
 
 TABLE_ENTRIES: list[Entry] = [
-    ("create_table", "table", lambda v, c, i: _ex(table.IcebergCreateTableOperator(task_id="t", table=v, columns={"a": "long"}), c)),
-    ("spark_submit", "table", lambda v, c, i: _ex(spark.IcebergSparkSubmitOperator(task_id="t", table=v, application="/x.py"), c)),
-    ("wap_branch", "table", lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=v, branch="b"), c)),
-    ("wap_write", "table", lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=v, branch="b", sql=SQL), c)),
-    ("wap_audit", "table", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=v, branch="dev", **CHECKS), c)),
+    (
+        "create_table",
+        "table",
+        lambda v, c, i: _ex(table.IcebergCreateTableOperator(task_id="t", table=v, columns={"a": "long"}), c),
+    ),
+    (
+        "spark_submit",
+        "table",
+        lambda v, c, i: _ex(spark.IcebergSparkSubmitOperator(task_id="t", table=v, application="/x.py"), c),
+    ),
+    (
+        "wap_branch",
+        "table",
+        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=v, branch="b"), c),
+    ),
+    (
+        "wap_write",
+        "table",
+        lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=v, branch="b", sql=SQL), c),
+    ),
+    (
+        "wap_audit",
+        "table",
+        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=v, branch="dev", **CHECKS), c),
+    ),
     ("wap_publish", "table", lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=v, branch="dev"), c)),
     ("create_tag", "table", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=v, tag="x"), c)),
-    ("create_branch", "table", lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=v, branch="x"), c)),
+    (
+        "create_branch",
+        "table",
+        lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=v, branch="x"), c),
+    ),
     ("drop_tag", "table", lambda v, c, i: _ex(refs.IcebergDropTagOperator(task_id="t", table=v, tag="release-1"), c)),
-    ("drop_branch", "table", lambda v, c, i: _ex(refs.IcebergDropBranchOperator(task_id="t", table=v, branch="dev"), c)),
-    ("rollback", "table", lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=v, to_snapshot_id=i[0]), c)),
+    (
+        "drop_branch",
+        "table",
+        lambda v, c, i: _ex(refs.IcebergDropBranchOperator(task_id="t", table=v, branch="dev"), c),
+    ),
+    (
+        "rollback",
+        "table",
+        lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=v, to_snapshot_id=i[0]), c),
+    ),
     ("commit_check", "table", lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=v), c)),
     ("snapshot_sensor", "table", lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=v), c)),
-    ("expire", "table", lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=v, older_than="0s", older_than_floor="0s"), c)),
-    ("rewrite_data_files", "table", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=v), c)),
-    ("rewrite_manifests", "table", lambda v, c, i: _ex(maintenance.IcebergRewriteManifestsOperator(task_id="t", table=v), c)),
-    ("rewrite_deletes", "table", lambda v, c, i: _ex(maintenance.IcebergRewritePositionDeleteFilesOperator(task_id="t", table=v), c)),
-    ("remove_orphans", "table", lambda v, c, i: _ex(maintenance.IcebergRemoveOrphanFilesOperator(task_id="t", table=v), c)),
-    ("maintenance_plan", "table", lambda v, c, i: _ex(maintenance.IcebergMaintenancePlanOperator(task_id="t", table=v, force=True), c)),
-    ("erasure", "table", lambda v, c, i: _ex(erasure.IcebergErasureOperator(task_id="t", table=v, subject_columns="customer_id", requests_table="db.requests"), c)),
-    ("erasure_requests_table", "requests_table", lambda v, c, i: _ex(erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table=v), c)),
-    ("erasure_scope", "tables_in_scope", lambda v, c, i: _ex(erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table="db.requests", tables_in_scope=[T, v]), c)),
-    ("deadline_sensor", "requests_table", lambda v, c, i: _poke(IcebergErasureDeadlineSensor(task_id="t", requests_table=v), c)),
+    (
+        "expire",
+        "table",
+        lambda v, c, i: _ex(
+            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=v, older_than="0s", older_than_floor="0s"), c
+        ),
+    ),
+    (
+        "rewrite_data_files",
+        "table",
+        lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=v), c),
+    ),
+    (
+        "rewrite_manifests",
+        "table",
+        lambda v, c, i: _ex(maintenance.IcebergRewriteManifestsOperator(task_id="t", table=v), c),
+    ),
+    (
+        "rewrite_deletes",
+        "table",
+        lambda v, c, i: _ex(maintenance.IcebergRewritePositionDeleteFilesOperator(task_id="t", table=v), c),
+    ),
+    (
+        "remove_orphans",
+        "table",
+        lambda v, c, i: _ex(maintenance.IcebergRemoveOrphanFilesOperator(task_id="t", table=v), c),
+    ),
+    (
+        "maintenance_plan",
+        "table",
+        lambda v, c, i: _ex(maintenance.IcebergMaintenancePlanOperator(task_id="t", table=v, force=True), c),
+    ),
+    (
+        "erasure",
+        "table",
+        lambda v, c, i: _ex(
+            erasure.IcebergErasureOperator(
+                task_id="t", table=v, subject_columns="customer_id", requests_table="db.requests"
+            ),
+            c,
+        ),
+    ),
+    (
+        "erasure_requests_table",
+        "requests_table",
+        lambda v, c, i: _ex(
+            erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table=v), c
+        ),
+    ),
+    (
+        "erasure_scope",
+        "tables_in_scope",
+        lambda v, c, i: _ex(
+            erasure.IcebergErasureOperator(
+                task_id="t",
+                table=T,
+                subject_columns="customer_id",
+                requests_table="db.requests",
+                tables_in_scope=[T, v],
+            ),
+            c,
+        ),
+    ),
+    (
+        "deadline_sensor",
+        "requests_table",
+        lambda v, c, i: _poke(IcebergErasureDeadlineSensor(task_id="t", requests_table=v), c),
+    ),
     ("hook.load_table", "table", lambda v, c, i: c["hook"].load_table(v)),
     ("hook.metadata_location", "table", lambda v, c, i: c["hook"].metadata_location(v)),
     ("hook.poll_commit", "table", lambda v, c, i: c["hook"].poll_commit(v)),
@@ -132,23 +222,71 @@ TABLE_ENTRIES: list[Entry] = [
 ]
 
 REF_ENTRIES: list[Entry] = [
-    ("wap_branch.branch", "branch", lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch=v), c)),
-    ("wap_branch.from_ref", "from_ref", lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="dev", from_ref=v), c)),
-    ("wap_write.branch", "branch", lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=T, branch=v, sql=SQL), c)),
-    ("wap_audit.branch", "branch", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch=v, **CHECKS), c)),
-    ("wap_publish.branch", "branch", lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch=v), c)),
-    ("wap_publish.tag", "tag", lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch="dev", tag=v), c)),
+    (
+        "wap_branch.branch",
+        "branch",
+        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch=v), c),
+    ),
+    (
+        "wap_branch.from_ref",
+        "from_ref",
+        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="dev", from_ref=v), c),
+    ),
+    (
+        "wap_write.branch",
+        "branch",
+        lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=T, branch=v, sql=SQL), c),
+    ),
+    (
+        "wap_audit.branch",
+        "branch",
+        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch=v, **CHECKS), c),
+    ),
+    (
+        "wap_publish.branch",
+        "branch",
+        lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch=v), c),
+    ),
+    (
+        "wap_publish.tag",
+        "tag",
+        lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch="dev", tag=v), c),
+    ),
     ("create_tag.tag", "tag", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag=v), c)),
-    ("create_tag.ref", "ref", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag="release-1", ref=v), c)),
-    ("create_branch.branch", "branch", lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch=v), c)),
+    (
+        "create_tag.ref",
+        "ref",
+        lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag="release-1", ref=v), c),
+    ),
+    (
+        "create_branch.branch",
+        "branch",
+        lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch=v), c),
+    ),
     ("drop_tag.tag", "tag", lambda v, c, i: _ex(refs.IcebergDropTagOperator(task_id="t", table=T, tag=v), c)),
-    ("drop_branch.branch", "branch", lambda v, c, i: _ex(refs.IcebergDropBranchOperator(task_id="t", table=T, branch=v), c)),
-    ("rollback.ref", "ref", lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=T, ref=v, to_snapshot_id=i[2]), c)),
+    (
+        "drop_branch.branch",
+        "branch",
+        lambda v, c, i: _ex(refs.IcebergDropBranchOperator(task_id="t", table=T, branch=v), c),
+    ),
+    (
+        "rollback.ref",
+        "ref",
+        lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=T, ref=v, to_snapshot_id=i[2]), c),
+    ),
     ("rollback.to_tag", "to_tag", lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=T, to_tag=v), c)),
     ("commit_check.ref", "ref", lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, ref=v), c)),
     ("snapshot_sensor.ref", "ref", lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=T, ref=v), c)),
-    ("rewrite_data_files.branch", "branch", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, branch=v), c)),
-    ("spark_submit.ref", "ref", lambda v, c, i: _ex(spark.IcebergSparkSubmitOperator(task_id="t", table=T, application="/x.py", ref=v), c)),
+    (
+        "rewrite_data_files.branch",
+        "branch",
+        lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, branch=v), c),
+    ),
+    (
+        "spark_submit.ref",
+        "ref",
+        lambda v, c, i: _ex(spark.IcebergSparkSubmitOperator(task_id="t", table=T, application="/x.py", ref=v), c),
+    ),
     ("hook.create_tag", "tag", lambda v, c, i: c["hook"].create_tag(T, v, snapshot_id=i[0])),
     ("hook.create_branch", "branch", lambda v, c, i: c["hook"].create_branch(T, v, snapshot_id=i[0])),
     ("hook.remove_ref", "ref", lambda v, c, i: c["hook"].remove_ref(T, v)),
@@ -163,46 +301,180 @@ SKIP = {(e, lb) for e in ("spark_submit.ref", "hook.set_ref", "hook.fast_forward
     ("rewrite_data_files.branch", "main"), ("hook.create_branch", "main_upper")}  # fmt: skip
 
 COLUMN_ENTRIES: list[Entry] = [
-    ("audit.column_mapping", "column_mapping", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", column_mapping={v: {"null_check": {"equal_to": 0}}}), c)),
-    ("erasure.subject_columns", "subject_columns", lambda v, c, i: _ex(erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns=[v], requests_table="db.requests"), c)),
-    ("create_table.columns", "columns", lambda v, c, i: _ex(table.IcebergCreateTableOperator(task_id="t", table="db.new", columns={v: "long"}), c)),
-    ("rewrite.sort_order", "sort_order", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, strategy="sort", sort_order=f"{v} DESC"), c)),
+    (
+        "audit.column_mapping",
+        "column_mapping",
+        lambda v, c, i: _ex(
+            wap.IcebergWapAuditOperator(
+                task_id="t", table=T, branch="dev", column_mapping={v: {"null_check": {"equal_to": 0}}}
+            ),
+            c,
+        ),
+    ),
+    (
+        "erasure.subject_columns",
+        "subject_columns",
+        lambda v, c, i: _ex(
+            erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns=[v], requests_table="db.requests"), c
+        ),
+    ),
+    (
+        "create_table.columns",
+        "columns",
+        lambda v, c, i: _ex(table.IcebergCreateTableOperator(task_id="t", table="db.new", columns={v: "long"}), c),
+    ),
+    (
+        "rewrite.sort_order",
+        "sort_order",
+        lambda v, c, i: _ex(
+            maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, strategy="sort", sort_order=f"{v} DESC"),
+            c,
+        ),
+    ),
 ]
 
 SQL_ENTRIES: list[Entry] = [
-    ("audit.check_statement", "check_statement", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks={"c": {"check_statement": v}}), c)),
-    ("audit.partition_clause", "partition_clause", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause=v, **CHECKS), c)),
-    ("rewrite_data_files.where", "where", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where=v), c)),
-    ("rewrite_deletes.where", "where", lambda v, c, i: _ex(maintenance.IcebergRewritePositionDeleteFilesOperator(task_id="t", table=T, where=v), c)),
+    (
+        "audit.check_statement",
+        "check_statement",
+        lambda v, c, i: _ex(
+            wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks={"c": {"check_statement": v}}),
+            c,
+        ),
+    ),
+    (
+        "audit.partition_clause",
+        "partition_clause",
+        lambda v, c, i: _ex(
+            wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause=v, **CHECKS), c
+        ),
+    ),
+    (
+        "rewrite_data_files.where",
+        "where",
+        lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where=v), c),
+    ),
+    (
+        "rewrite_deletes.where",
+        "where",
+        lambda v, c, i: _ex(maintenance.IcebergRewritePositionDeleteFilesOperator(task_id="t", table=T, where=v), c),
+    ),
 ]
 
 REQUEST_ID_ENTRIES: list[Entry] = [
-    ("erasure.request_ids", "request_ids", lambda v, c, i: _ex(erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table="db.requests", request_ids=v), c)),
+    (
+        "erasure.request_ids",
+        "request_ids",
+        lambda v, c, i: _ex(
+            erasure.IcebergErasureOperator(
+                task_id="t", table=T, subject_columns="customer_id", requests_table="db.requests", request_ids=v
+            ),
+            c,
+        ),
+    ),
 ]
 
 DURATION_ENTRIES: list[Entry] = [
-    ("create_tag.max_ref_age", "max_ref_age", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag="x", max_ref_age=v), c)),
-    ("create_branch.max_ref_age", "max_ref_age", lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", max_ref_age=v), c)),
-    ("create_branch.max_snapshot_age", "max_snapshot_age", lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", max_snapshot_age=v), c)),
-    ("expire.older_than_floor", "older_than_floor", lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", older_than_floor=v), c)),
-    ("erasure_sensor.deadline_days", "deadline_days", lambda v, c, i: _poke(IcebergErasureDeadlineSensor(task_id="t", requests_table="db.requests", deadline_days=v), c)),
+    (
+        "create_tag.max_ref_age",
+        "max_ref_age",
+        lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag="x", max_ref_age=v), c),
+    ),
+    (
+        "create_branch.max_ref_age",
+        "max_ref_age",
+        lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", max_ref_age=v), c),
+    ),
+    (
+        "create_branch.max_snapshot_age",
+        "max_snapshot_age",
+        lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", max_snapshot_age=v), c),
+    ),
+    (
+        "expire.older_than_floor",
+        "older_than_floor",
+        lambda v, c, i: _ex(
+            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", older_than_floor=v), c
+        ),
+    ),
+    (
+        "erasure_sensor.deadline_days",
+        "deadline_days",
+        lambda v, c, i: _poke(
+            IcebergErasureDeadlineSensor(task_id="t", requests_table="db.requests", deadline_days=v), c
+        ),
+    ),
 ]
 
 COUNT_ENTRIES: list[Entry] = [
-    ("expire.retain_last", "retain_last", lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", retain_last=v), c)),
-    ("plan.retain_last", "retain_last", lambda v, c, i: _ex(maintenance.IcebergMaintenancePlanOperator(task_id="t", table=T, retain_last=v, force=True), c)),
-    ("create_branch.min_snapshots_to_keep", "min_snapshots_to_keep", lambda v, c, i: _ex(refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", min_snapshots_to_keep=v), c)),
-    ("commit_check.min_commits", "min_commits", lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, min_commits=v), c)),
-    ("rewrite.target_file_size_bytes", "target_file_size_bytes", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, target_file_size_bytes=v), c)),
+    (
+        "expire.retain_last",
+        "retain_last",
+        lambda v, c, i: _ex(
+            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", retain_last=v), c
+        ),
+    ),
+    (
+        "plan.retain_last",
+        "retain_last",
+        lambda v, c, i: _ex(
+            maintenance.IcebergMaintenancePlanOperator(task_id="t", table=T, retain_last=v, force=True), c
+        ),
+    ),
+    (
+        "create_branch.min_snapshots_to_keep",
+        "min_snapshots_to_keep",
+        lambda v, c, i: _ex(
+            refs.IcebergCreateBranchOperator(task_id="t", table=T, branch="x", min_snapshots_to_keep=v), c
+        ),
+    ),
+    (
+        "commit_check.min_commits",
+        "min_commits",
+        lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, min_commits=v), c),
+    ),
+    (
+        "rewrite.target_file_size_bytes",
+        "target_file_size_bytes",
+        lambda v, c, i: _ex(
+            maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, target_file_size_bytes=v), c
+        ),
+    ),
 ]
 
 TIMESTAMP_ENTRIES: list[Entry] = [
-    ("rollback.to_timestamp", "to_timestamp", lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=T, to_timestamp=v), c)),
-    ("commit_check.since", "since", lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, since=v), c)),
-    ("snapshot_sensor.after_timestamp", "after_timestamp", lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=T, after_timestamp=v), c)),
-    ("expire.older_than", "older_than", lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than=v), c)),
-    ("remove_orphans.older_than", "older_than", lambda v, c, i: _ex(maintenance.IcebergRemoveOrphanFilesOperator(task_id="t", table=T, older_than=v), c)),
-    ("plan.expire_older_than", "expire_older_than", lambda v, c, i: _ex(maintenance.IcebergMaintenancePlanOperator(task_id="t", table=T, expire_older_than=v, force=True), c)),
+    (
+        "rollback.to_timestamp",
+        "to_timestamp",
+        lambda v, c, i: _ex(refs.IcebergRollbackOperator(task_id="t", table=T, to_timestamp=v), c),
+    ),
+    (
+        "commit_check.since",
+        "since",
+        lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, since=v), c),
+    ),
+    (
+        "snapshot_sensor.after_timestamp",
+        "after_timestamp",
+        lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=T, after_timestamp=v), c),
+    ),
+    (
+        "expire.older_than",
+        "older_than",
+        lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than=v), c),
+    ),
+    (
+        "remove_orphans.older_than",
+        "older_than",
+        lambda v, c, i: _ex(maintenance.IcebergRemoveOrphanFilesOperator(task_id="t", table=T, older_than=v), c),
+    ),
+    (
+        "plan.expire_older_than",
+        "expire_older_than",
+        lambda v, c, i: _ex(
+            maintenance.IcebergMaintenancePlanOperator(task_id="t", table=T, expire_older_than=v, force=True), c
+        ),
+    ),
 ]
 #: timestamps that are valid instants for "find commits since/as of" (a far-future one simply matches nothing)
 TIMESTAMP_DATA = {("rollback.to_timestamp", lb) for lb in ("far_future", "year_9999", "overflowing_epoch_ms")} | {
@@ -210,19 +482,51 @@ TIMESTAMP_DATA = {("rollback.to_timestamp", lb) for lb in ("far_future", "year_9
 }  # fmt: skip
 
 SPEC_ENTRIES: list[Entry] = [
-    ("audit.column_mapping", "column_mapping", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", column_mapping=v), c)),
-    ("audit.table_checks", "table_checks", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks=v), c)),
-    ("audit.change_checks", "change_checks", lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", change_checks=v), c)),
-    ("commit_check.summary", "summary", lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, summary=v), c)),
-    ("snapshot_sensor.summary", "summary", lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=T, summary=v), c)),
-    ("rewrite.options", "options", lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, options=v), c)),
-    ("spark_submit.params_for_job", "params_for_job", lambda v, c, i: _ex(spark.IcebergSparkSubmitOperator(task_id="t", table=T, application="/x.py", params_for_job=v), c)),
+    (
+        "audit.column_mapping",
+        "column_mapping",
+        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", column_mapping=v), c),
+    ),
+    (
+        "audit.table_checks",
+        "table_checks",
+        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks=v), c),
+    ),
+    (
+        "audit.change_checks",
+        "change_checks",
+        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", change_checks=v), c),
+    ),
+    (
+        "commit_check.summary",
+        "summary",
+        lambda v, c, i: _ex(refs.IcebergCommitCheckOperator(task_id="t", table=T, summary=v), c),
+    ),
+    (
+        "snapshot_sensor.summary",
+        "summary",
+        lambda v, c, i: _poke(IcebergSnapshotSensor(task_id="t", table=T, summary=v), c),
+    ),
+    (
+        "rewrite.options",
+        "options",
+        lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, options=v), c),
+    ),
+    (
+        "spark_submit.params_for_job",
+        "params_for_job",
+        lambda v, c, i: _ex(
+            spark.IcebergSparkSubmitOperator(task_id="t", table=T, application="/x.py", params_for_job=v), c
+        ),
+    ),
 ]
 #: a mapping where only a mapping of plain values belongs is data for the summary matchers and job params
 SPEC_DATA = {(e, lb) for e in ("commit_check.summary", "snapshot_sensor.summary")
              for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction", "not_a_mapping", "empty_checks")}  # fmt: skip
-SKIP |= {("spark_submit.params_for_job", lb) for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction",
-                                                     "not_a_mapping", "empty_checks")}  # job params are data for the job
+SKIP |= {
+    ("spark_submit.params_for_job", lb)
+    for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction", "not_a_mapping", "empty_checks")
+}  # job params are data for the job
 SKIP |= {("expire.older_than_floor", "zero_iso")}  # a zero floor is legitimate (tests use it)
 # whitespace in a sort order is normalised ("amount\n DESC" is "amount DESC"), a valid compaction
 SKIP |= {("rewrite.sort_order", "trailing_newline")}

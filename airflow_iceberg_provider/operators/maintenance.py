@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from airflow_iceberg_provider.models import SnapshotInfo, TableHealth
 
 JOB = "maintenance"
+#: Pure CALL builders the job imports; shipped with --py-files so cluster deploy mode works too.
+MAINTENANCE_SQL_MODULE = Path(__file__).resolve().parent.parent / "spark_jobs" / "maintenance_sql.py"
 #: the procedure output count that says "this action committed something"
 _COMMIT_COUNTS = {
     "rewrite_data_files": "rewritten_data_files_count",
@@ -104,9 +107,7 @@ def _options_mapping(value: Any, param: str = "options") -> dict[str, Any]:
     if value in (None, ""):
         return {}
     if not isinstance(value, Mapping):
-        raise IcebergValidationError(
-            f"{param}={value!r:.80} is not a mapping; pass e.g. {{'min-input-files': '5'}}."
-        )
+        raise IcebergValidationError(f"{param}={value!r:.80} is not a mapping; pass e.g. {{'min-input-files': '5'}}.")
     return dict(value)
 
 
@@ -173,7 +174,7 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
             "Submitting one Spark job for %s: %s", self.ident, ", ".join(f"{a.action} ({a.reason})" for a in actions)
         )
         refs_before = sorted(self.catalog_hook.refs(self.ident))
-        run, row = self.run_spark_job(context, JOB, spec)
+        run, row = self.run_spark_job(context, JOB, spec, extra_py_files=[str(MAINTENANCE_SQL_MODULE)])
         results = list(row["metrics"].get("actions") or [])
         if [r.get("action") for r in results] != [a.action for a in actions]:
             raise IcebergCommitVerificationError(

@@ -8,6 +8,7 @@ small XCom-safe dict.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
@@ -23,6 +24,28 @@ from airflow_iceberg_provider.models import SnapshotInfo
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+_JAVA_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)(?=: )")
+
+
+def root_cause(error: str) -> str:
+    """The innermost exception of a job's error text (``java.io.IOException: No space left on device``).
+
+    Spark wraps the cause several times (``Py4JJavaError: An error occurred while calling o41.sql``,
+    ``SparkException: Job aborted ... : FSError: java.io.IOException: ...``): take the last
+    ``Caused by:`` line, else the first line naming a Java exception, and within it the last
+    exception; a Python error keeps its first line.
+    """
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    if not lines:
+        return error
+    caused = [line for line in lines if line.startswith("Caused by: ")]
+    line = caused[-1].removeprefix("Caused by: ") if caused else next(
+        (line for line in lines if _JAVA_EXCEPTION.search(line)), lines[0]
+    )
+    matches = list(_JAVA_EXCEPTION.finditer(line))
+    return line[matches[-1].start() :] if matches else line
 
 
 class IcebergBaseOperator(BaseOperator):
@@ -245,7 +268,9 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             cause = "spark-submit was killed (SIGKILL); nothing after its last commit happened"
         if cause is None:
             return err if isinstance(err, IcebergSparkJobError) else IcebergSparkJobError(text)
-        return IcebergSparkJobError(f"Spark job {job!r} (job_run_id={job_run_id}) failed: {cause}\n{text}")
+        return IcebergSparkJobError(
+            f"Spark job {job!r} (job_run_id={job_run_id}) failed: {root_cause(cause)}\n{cause}\n{text}"
+        )
 
     def verify_new_commit(
         self,

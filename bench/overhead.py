@@ -55,15 +55,25 @@ def main() -> int:
     hook.governance_table("ledger")
 
     # The bare command: what an engineer would type, with the same conf, jars and spec.
-    plan = IcebergSparkHook().plan(APPEND, spec={"job": "append_orders", "table": "db.orders",
-                                                 "params": {"rows": args.rows}})
+    plan = IcebergSparkHook().plan(
+        APPEND, spec={"job": "append_orders", "table": "db.orders", "params": {"rows": args.rows}}
+    )
     spec_path = tmp / "spec.json"
     spec_path.write_text(json.dumps({**plan.spec, "job_run_id": "bare"}))
     bare = ["spark-submit", "--master", "local[2]"]
     for key, value in plan.conf.items():
         bare += ["--conf", f"{key}={value}"]
-    bare += ["--jars", ",".join(plan.jars), "--py-files", ",".join(plan.py_files), "--files", str(spec_path),
-             str(APPEND), "--spec", str(spec_path)]
+    bare += [
+        "--jars",
+        ",".join(plan.jars),
+        "--py-files",
+        ",".join(plan.py_files),
+        "--files",
+        str(spec_path),
+        str(APPEND),
+        "--spec",
+        str(spec_path),
+    ]
     env = {**os.environ, **plan.env_vars}
 
     def run_bare() -> float:
@@ -72,8 +82,13 @@ def main() -> int:
         return time.perf_counter() - t0
 
     def run_provider(i: int) -> float:
-        op = IcebergSparkSubmitOperator(task_id=f"bench_{i}", table="db.orders", application=str(APPEND),
-                                        params_for_job={"rows": args.rows}, expected_operations=["append"])
+        op = IcebergSparkSubmitOperator(
+            task_id=f"bench_{i}",
+            table="db.orders",
+            application=str(APPEND),
+            params_for_job={"rows": args.rows},
+            expected_operations=["append"],
+        )
         t0 = time.perf_counter()
         op.execute(fake_context(task_id=f"bench_{i}"))
         return time.perf_counter() - t0
@@ -92,8 +107,10 @@ def main() -> int:
             provider_times.append(run_provider(i))
         print(f"pair {i + 1}: provider {provider_times[-1]:.2f}s  bare {bare_times[-1]:.2f}s", flush=True)
     ratio = statistics.median(provider_times) / statistics.median(bare_times)
-    print(f"submit overhead: provider median {statistics.median(provider_times):.2f}s vs bare median "
-          f"{statistics.median(bare_times):.2f}s -> ratio {ratio:.3f} (target <= 1.10)")
+    print(
+        f"submit overhead: provider median {statistics.median(provider_times):.2f}s vs bare median "
+        f"{statistics.median(bare_times):.2f}s -> ratio {ratio:.3f} (target <= 1.10)"
+    )
 
     # Commit verification latency on a table with many snapshots.
     create_orders_table(hook, "db.history")
@@ -105,8 +122,10 @@ def main() -> int:
         op.verify_new_commit(ref="main", before_snapshot_id=ids[-2], operations=["append"])
         lat.append(time.perf_counter() - t0)
     lat.sort()
-    print(f"commit verification on {args.snapshots} snapshots: p50 {lat[24] * 1000:.1f} ms, "
-          f"p95 {lat[47] * 1000:.1f} ms (target p50 < 500 ms)")
+    print(
+        f"commit verification on {args.snapshots} snapshots: p50 {lat[24] * 1000:.1f} ms, "
+        f"p95 {lat[47] * 1000:.1f} ms (target p50 < 500 ms)"
+    )
     return 0
 
 

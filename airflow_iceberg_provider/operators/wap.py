@@ -818,7 +818,14 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         }
 
     def _recover_ledger_row(
-        self, context: Context, tbl: Table, branch: str, audited: int, published: int, tag: str | None, started: datetime
+        self,
+        context: Context,
+        tbl: Table,
+        branch: str,
+        audited: int,
+        published: int,
+        tag: str | None,
+        started: datetime,
     ) -> None:
         """Write the ``wap_publish`` ledger row an earlier try could not write after moving ``main``.
 

@@ -114,9 +114,18 @@ def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
         assert secret not in blob
 
 
-def test_rerun_is_a_noop_that_reverifies_without_duplicating_evidence(env):
+def _subjects_file(tmp_path, subjects: dict[str, str]) -> str:
+    path = tmp_path / "subjects.jsonl"
+    path.write_text("".join(json.dumps({"request_id": r, "subject_key": k}) + "\n" for r, k in subjects.items()))
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def test_rerun_is_a_noop_that_reverifies_without_duplicating_evidence(env, tmp_path):
+    """Same request ids again, this time from a 0600 subjects file instead of the requests table."""
     before = env.metadata_location("db.people")
-    result = _op(ref_policy="drop", request_ids=["R-1", "R-2", "R-3"]).execute(fake_context())
+    op = _op(ref_policy="drop", requests_table=None, subjects_file=_subjects_file(tmp_path, SUBJECTS))
+    result = op.execute(fake_context())
     assert result["rows_deleted"] == 0 and result["verification"] == "verified"
     assert result["refs_dropped"] == [] and result["files_rewritten"] == 0
     evidence = rows_of(env, "governance.erasure_evidence")
@@ -126,7 +135,7 @@ def test_rerun_is_a_noop_that_reverifies_without_duplicating_evidence(env):
     assert values_by_snapshot(env, "db.people")["main"].isdisjoint(ERASED)
 
 
-def test_keep_policy_with_legal_hold_erases_the_rest_and_records_incomplete(env, tmp_path):
+def test_keep_policy_with_legal_hold_erases_the_rest_and_records_incomplete(env):
     create_people_table(env, "db.profiles", mode="copy-on-write")
     snaps = append_people(env, "db.profiles", 2)
     env.set_ref(env.load_table("db.profiles"), "legal-hold-case-1", snaps[0], ref_type="tag")
@@ -134,23 +143,19 @@ def test_keep_policy_with_legal_hold_erases_the_rest_and_records_incomplete(env,
         "/" + p.split(":", 1)[1].lstrip("/")
         for p in env.load_table("db.profiles").inspect.data_files(snaps[0]).column("file_path").to_pylist()
     }
-    subjects = tmp_path / "subjects.jsonl"
-    subjects.write_text(json.dumps({"request_id": "R-10", "subject_key": person(0)}) + "\n")
-    os.chmod(subjects, 0o600)
+    add_requests(env, "db.requests", {"R-10": person(0)})
+    profiles = {"table": "db.profiles", "request_ids": ["R-10"]}
 
     # drop may not remove a legal hold
     before = env.metadata_location("db.profiles")
     with pytest.raises(IcebergRefusedError, match="legal-hold-case-1"):
-        _op(table="db.profiles", requests_table=None, subjects_file=str(subjects), ref_policy="drop").execute(
-            fake_context()
-        )
+        _op(ref_policy="drop", **profiles).execute(fake_context())
     assert env.metadata_location("db.profiles") == before
 
-    result = _op(table="db.profiles", requests_table=None, subjects_file=str(subjects), ref_policy="keep").execute(
-        fake_context()
-    )
+    result = _op(ref_policy="keep", **profiles).execute(fake_context())
     assert result["verification"] == "incomplete"
     assert result["refs_blocking"] == ["legal-hold-case-1"] and result["rows_held"] > 0
+    assert result["request_statuses"] == {"blocked": 1}
     assert "legal-hold-case-1" in env.refs("db.profiles")
     # the subject survives only in files the hold pins
     holding = {p for p, vals in values_on_disk(env, "db.profiles").items() if person(0) in vals}
@@ -160,3 +165,4 @@ def test_keep_policy_with_legal_hold_erases_the_rest_and_records_incomplete(env,
     ev = rows_of(env, "governance.erasure_evidence", request_id="R-10")
     assert len(ev) == 1 and ev[0]["verification"] == "incomplete" and ev[0]["rows_held"] > 0
     assert json.loads(ev[0]["refs_blocking"]) == ["legal-hold-case-1"]
+    assert {r["request_id"]: r["status"] for r in rows_of(env, "db.requests")}["R-10"] == "blocked"

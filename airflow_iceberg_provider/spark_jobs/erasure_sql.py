@@ -136,11 +136,15 @@ def expire_sql(catalog: str, table: str, older_than_ms: int) -> str:
 
 
 def rewrite_data_files_sql(catalog: str, table: str, where: str | None = None) -> str:
-    """Rewrite every data file carrying a delete file (and only those: size limits opened)."""
+    """Rewrite every data file carrying a delete file (and only those: size limits opened).
+
+    New files get a fresh sequence number, so the applied delete files become dangling and
+    are removed in the same call.
+    """
     opts = (
         "map('delete-file-threshold', '1', 'min-file-size-bytes', '0', "
         "'max-file-size-bytes', '9223372036854775807', 'min-input-files', '1', "
-        "'remove-dangling-deletes', 'true')"
+        "'remove-dangling-deletes', 'true', 'use-starting-sequence-number', 'false')"
     )
     where_sql = f", where => '{where}'" if where else ""
     return f"CALL {q(catalog)}.system.rewrite_data_files(table => '{_dotted(table)}', options => {opts}{where_sql})"

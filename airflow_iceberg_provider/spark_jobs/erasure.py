@@ -334,9 +334,15 @@ class ErasureRun:
             if branch_refs:
                 rows_deleted_total += sum(live.get(a["name"], 0) for a in branch_refs)
                 self._delete_on_branches([a["name"] for a in branch_refs])
-        # Nothing in any file of the table's history and no ref dropped: a re-run (or a subject
-        # without rows) only re-verifies and leaves the table's metadata untouched.
-        purge = bool(subject_files) or bool(dropped)
+        # Nothing in any file of the table's history, no ref dropped and no manifest bound showing a
+        # subject: a re-run (or a subject without rows) only re-verifies and leaves the metadata
+        # untouched. A run killed after its first expiry (rows gone, DELETED manifest entries still
+        # carrying the subject as bounds) must still finish the purge on its re-run, or it could
+        # never verify.
+        held_files: set[str] = set()
+        for h in held:
+            held_files |= self.snapshot_files(h["snapshot_id"])
+        purge = bool(subject_files) or bool(dropped) or bool(self.exposed_bound_files() - held_files)
         rewrite: dict[str, Any] = {}
         expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
         files_rewritten = 0
@@ -489,6 +495,17 @@ class ErasureRun:
             acc["manifest_lists"] += int(d.get("deleted_manifest_lists_count") or 0)
 
     # ------------------------------------------------------------------- verify
+    def exposed_bound_files(self) -> set[str]:
+        """Data files whose manifest entries (any snapshot, DELETED ones included) carry a subject as a bound."""
+        bound_files: set[str] = set()
+        for c in self.columns:
+            is_string = self.col_types[c].simpleString() == "string"
+            bound_files |= {
+                norm_path(r.f)
+                for r in self.sql(es.bound_exposure_sql(self.catalog, self.table, c, is_string)).collect()
+            }
+        return bound_files
+
     def verify(self, subject_files_before: set[str], held_snapshot_ids: list[int]) -> dict[str, Any]:
         """Independent of the delete path: raw files of every retained snapshot, disk, manifests."""
         self.refresh()
@@ -501,14 +518,7 @@ class ErasureRun:
         held_rows = sum(n for f, n in hits.items() if f in held_files)
         old_reachable = len((subject_files_before & set(reachable)) - held_files)
         old_on_disk = sum(1 for f in subject_files_before - held_files if self.exists(f))
-        bound_files: set[str] = set()
-        for c in self.columns:
-            is_string = self.col_types[c].simpleString() == "string"
-            bound_files |= {
-                norm_path(r.f)
-                for r in self.sql(es.bound_exposure_sql(self.catalog, self.table, c, is_string)).collect()
-            }
-        bound_hits = len(bound_files - held_files)
+        bound_hits = len(self.exposed_bound_files() - held_files)
         return {
             "verified_files": len(reachable),
             "rows_outside_holds": rows_outside,

@@ -249,3 +249,12 @@ def test_overdue_requests():
     ]
     out = ep.overdue_requests(rows, now=now, deadline=timedelta(days=30))
     assert [r["request_id"] for r in out] == ["old-blocked", "old-open"]
+
+
+def test_job_path_normalisation_and_import_without_pyspark():
+    from airflow_iceberg_provider.spark_jobs import erasure as job
+
+    assert (
+        job.norm_path("file:/tmp/w/a%20b.parquet") == job.norm_path("file:///tmp/w/a b.parquet") == "/tmp/w/a b.parquet"
+    )
+    assert job.norm_path("s3://bucket/k.parquet") == "s3://bucket/k.parquet"

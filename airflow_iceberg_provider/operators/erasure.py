@@ -180,7 +180,17 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         policy = validate_ref_policy(self.ref_policy)
         scope = self._scope()
         source = self._source()
-        refuse_if_problems(table_problems(table=ident.dotted, columns=columns, **hook.erasure_table_facts(ident)))
+        facts = hook.erasure_table_facts(ident)
+        refuse_if_problems(table_problems(table=ident.dotted, columns=columns, **facts))
+        for c in columns:
+            if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
+                self.log.warning(
+                    "%s keeps column bounds for subject column %s in its manifests; set the table property "
+                    "write.metadata.metrics.column.%s=none so future manifests never carry personal values",
+                    ident,
+                    c,
+                    c,
+                )
         salt = self._salt()
         hook.governance_table("erasure_evidence")
         self.log.info(

@@ -41,8 +41,10 @@ def root_cause(error: str) -> str:
     if not lines:
         return error
     caused = [line for line in lines if line.startswith("Caused by: ")]
-    line = caused[-1].removeprefix("Caused by: ") if caused else next(
-        (line for line in lines if _JAVA_EXCEPTION.search(line)), lines[0]
+    line = (
+        caused[-1].removeprefix("Caused by: ")
+        if caused
+        else next((line for line in lines if _JAVA_EXCEPTION.search(line)), lines[0])
     )
     matches = list(_JAVA_EXCEPTION.finditer(line))
     return line[matches[-1].start() :] if matches else line
@@ -266,10 +268,15 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         text = str(err)
         if cause is None and ("Error code is: -9" in text or "Error code is: 137" in text):
             cause = "spark-submit was killed (SIGKILL); nothing after its last commit happened"
+        if cause is None and "Last spark-submit output:" in text:  # the job could not even record its failure
+            tail = text.split("Last spark-submit output:", 1)[1]
+            if _JAVA_EXCEPTION.search(tail) or "[iceberg-job] failed:" in tail:
+                cause = tail.strip()
         if cause is None:
             return err if isinstance(err, IcebergSparkJobError) else IcebergSparkJobError(text)
+        detail = text if cause in text else f"{cause}\n{text}"
         return IcebergSparkJobError(
-            f"Spark job {job!r} (job_run_id={job_run_id}) failed: {root_cause(cause)}\n{cause}\n{text}"
+            f"Spark job {job!r} (job_run_id={job_run_id}) failed: {root_cause(cause)}\n{detail}"
         )
 
     def verify_new_commit(

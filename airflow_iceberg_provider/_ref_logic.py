@@ -89,9 +89,7 @@ def positive_int(value: Any, param: str) -> int | None:
     if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= JAVA_INT_MAX:
-        raise IcebergValidationError(
-            f"{param}={value!r} must be a positive integer (e.g. 10, at most 2^31-1) or None."
-        )
+        raise IcebergValidationError(f"{param}={value!r} must be a positive integer (e.g. 10, at most 2^31-1) or None.")
     return value
 
 

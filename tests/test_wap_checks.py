@@ -8,6 +8,7 @@ single-pass query is checked to give the same values as one query per check.
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -22,6 +23,7 @@ TABLE_CHECKS = {
     "has_rows": {"check_statement": "COUNT(*) > 0"},
     "positive_ca": {"check_statement": "amount >= 0", "partition_clause": "region = 'ca'"},
     "ca_rows": {"check_statement": "COUNT(*) >= 2", "partition_clause": "region = 'ca'"},
+    "ca_mix": {"check_statement": "COUNT(*) >= 2 AND MAX(amount) < 100", "partition_clause": "region = 'ca'"},
 }
 
 
@@ -38,6 +40,7 @@ def test_parse_valid_spec_names_every_check():
         "table.has_rows",
         "table.positive_ca",
         "table.ca_rows",
+        "table.ca_mix",
         "change.added_rows",
     ]
     change = checks[-1]
@@ -176,7 +179,8 @@ def test_single_pass_query_matches_one_query_per_check(db):
     checks = ac.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     modes = _modes(checks)
     single = ac.build_audit_queries(checks, "t", modes)
-    # one scan for the shuffle-free checks, one for the exact distinct counts, one filtered
+    # one scan for the shuffle-free checks (single aggregates with a clause as conditional
+    # aggregates), one for the exact distinct counts, one filtered for the general aggregate predicate
     assert [[n for _, n in q.columns] for q in single] == [
         [
             "amount.null_check",
@@ -185,9 +189,10 @@ def test_single_pass_query_matches_one_query_per_check(db):
             "region.null_check",
             "table.has_rows",
             "table.positive_ca",
+            "table.ca_rows",
         ],
         ["order_id.unique_check", "order_id.distinct_check"],
-        ["table.ca_rows"],
+        ["table.ca_mix"],
     ]
     assert "DISTINCT" not in single[0].sql and single[2].sql.endswith("WHERE region = 'ca'")
     separate = ac.build_separate_queries(checks, "t", modes)
@@ -201,9 +206,10 @@ def test_single_pass_query_matches_one_query_per_check(db):
         "order_id.unique_check": 1.0,
         "order_id.distinct_check": 4.0,
         "region.null_check": 1.0,  # the NULL region row has amount 7 > 2
-        "table.has_rows": 1.0,
+        "table.has_rows": 5.0,  # a single aggregate records its value: COUNT(*)
         "table.positive_ca": 1.0,  # the negative amount is in 'us'
-        "table.ca_rows": 1.0,
+        "table.ca_rows": 2.0,
+        "table.ca_mix": 1.0,  # a general predicate records 1 (true) / 0
     }
     verdicts = {r["check_name"]: r["passed"] for r in ac.result_rows(checks, values)}
     assert [k for k, ok in verdicts.items() if not ok] == [
@@ -246,3 +252,153 @@ def test_sort_based_distinct_counts_equal_count_distinct(db):
     assert values["order_id.unique_check"] == 3.0  # 2 twice, 5 three times; NULLs never count
     assert values["order_id.distinct_check"] == 5.0
     assert values["amount.unique_check"] == 2.0  # 1.0 three times in 'ca'
+
+
+# --------------------------------------------------------------- incremental audits
+MORE_ROWS = [
+    (2, "ca", 4.0),  # duplicates an id of the base rows
+    (6, "us", None),
+    (7, "ca", -1.0),
+    (None, "eu", 2.0),
+    (7, "eu", 9.0),  # duplicate within the appended rows
+    (8, None, 0.5),
+]
+INCREMENTAL_CHECKS = {
+    "column_mapping": {
+        **COLUMN_MAPPING,
+        "region": {
+            "null_check": {"equal_to": 0, "partition_clause": "amount > 2"},
+            "distinct_check": {"geq_to": 1},
+            "unique_check": {"equal_to": 0, "partition_clause": "amount > 0"},
+        },
+    },
+    "table_checks": {
+        **TABLE_CHECKS,
+        "total": {"check_statement": "SUM(amount) > 0"},
+        "ca_max": {"check_statement": "MAX(amount) < 100", "partition_clause": "region = 'ca'"},
+        "ids_present": {"check_statement": "COUNT(order_id) >= 1"},
+    },
+}
+
+
+def _load(conn, name, rows):
+    conn.execute(f"CREATE TABLE {name} (order_id INTEGER, region TEXT, amount REAL)")
+    conn.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
+
+
+@pytest.mark.parametrize("split", [0, 1, 3, 5, 8, 11])
+def test_incremental_combination_equals_evaluating_the_whole_table(split):
+    """value(base) (+) value(appended) (+) overlap == value(base + appended), for every decomposable check."""
+    rows = ROWS + MORE_ROWS
+    conn = sqlite3.connect(":memory:")
+    _load(conn, "base", rows[:split])
+    _load(conn, "appended", rows[split:])
+    conn.execute("CREATE VIEW whole AS SELECT * FROM base UNION ALL SELECT * FROM appended")
+    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    modes = _modes(checks)
+    parts = [c for c in checks if ac.decomposable(c, modes.get(c.name))]
+    assert {c.name for c in checks} - {c.name for c in parts} == {"table.ca_mix"}  # general aggregate predicate
+    whole = _run(conn, ac.build_audit_queries(parts, "whole", modes))
+    base = _run(conn, ac.build_audit_queries(parts, "base", modes))
+    appended = _run(conn, ac.build_audit_queries(parts, "appended", modes, extra_columns=ac.bounds_columns(parts)))
+    combined = {}
+    for check in parts:
+        overlap = 0.0
+        if check.check_type in ac.DISTINCT_CHECKS and appended[f"lo:{check.name}"] is not None:
+            bounds = {"lo": appended[f"lo:{check.name}"], "hi": appended[f"hi:{check.name}"]}
+            overlap = conn.execute(ac.overlap_query(check, "appended", "base", bounded=True), bounds).fetchone()[0]
+            unbounded = conn.execute(ac.overlap_query(check, "appended", "base", bounded=False)).fetchone()[0]
+            assert overlap == unbounded  # the bounds only skip base rows that cannot match
+        combined[check.name] = ac.combine(check, base[check.name], appended[check.name], overlap)
+    assert combined == pytest.approx(whole)
+    conn.close()
+
+
+def test_cross_part_duplicates_are_found():
+    conn = sqlite3.connect(":memory:")
+    _load(conn, "base", ROWS)  # ids 1, 2, 2, 3, 4
+    _load(conn, "appended", [(4, "ca", 1.0), (9, "ca", 1.0)])
+    (check,) = ac.parse_checks({"order_id": {"unique_check": {"equal_to": 0}}})
+    overlap = conn.execute(ac.overlap_query(check, "appended", "base", bounded=True), {"lo": 4, "hi": 9}).fetchone()[0]
+    assert overlap == 1.0
+    assert ac.combine(check, 1.0, 0.0, overlap) == 2.0  # the base's own duplicate (2) plus 4 again
+    conn.close()
+
+
+def test_single_aggregate_statements_record_their_value():
+    checks = {c.name: c for c in ac.parse_checks(table_checks=INCREMENTAL_CHECKS["table_checks"])}
+    assert (checks["table.total"].aggregate, checks["table.total"].column) == ("sum", "amount")
+    assert checks["table.total"].condition == {"greater_than": 0.0}
+    assert checks["table.has_rows"].aggregate == "count" and checks["table.has_rows"].column is None
+    assert checks["table.ca_mix"].aggregate is None and checks["table.ca_mix"].condition == {"equal_to": 1.0}
+    assert checks["table.total"].evaluate(12.5) and not checks["table.total"].evaluate(None)  # SUM of no rows
+    general = ac.as_general_statement(checks["table.ca_max"])
+    assert (general.aggregate, general.column, general.condition) == (None, None, {"equal_to": 1.0})
+    assert general.describe() == checks["table.ca_max"].describe()
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        ("COUNT(*) > 0", ("count", None, "greater_than", 0.0)),
+        ("sum(amount)>=1.5", ("sum", "amount", "geq_to", 1.5)),
+        ("MIN(`amount`) = 3", ("min", "amount", "equal_to", 3.0)),
+        ("max(x) == -1e3", ("max", "x", "equal_to", -1000.0)),
+        ("SUM(*) > 0", None),
+        ("COUNT(*) > 0 AND MAX(x) < 1", None),
+        ("COUNT(DISTINCT x) > 1", None),
+        ("count(`a) > 1", None),
+        ("MAX(x) <> 1", None),
+        ("0 < COUNT(*)", None),
+    ],
+)
+def test_simple_aggregate_recognition(statement, expected):
+    assert ac.simple_aggregate(statement) == expected
+
+
+def test_metadata_query_takes_only_what_file_metrics_answer():
+    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    query = ac.build_metadata_query(checks, "t")
+    assert [name for _, name in query.columns] == [
+        "amount.null_check",
+        "amount.min",
+        "amount.max",
+        "table.has_rows",
+        "table.ids_present",
+    ]
+    assert "COUNT(*) - COUNT(`amount`)" in query.sql and "CASE" not in query.sql and "SUM" not in query.sql
+    conn = sqlite3.connect(":memory:")
+    _load(conn, "t", ROWS)
+    assert _run(conn, [query]) == _run(
+        conn, ac.build_audit_queries([c for c in checks if c.name in dict(query.columns).values()], "t")
+    )
+    conn.close()
+    assert ac.build_metadata_query([c for c in checks if c.check_type == "unique_check"], "t") is None
+
+
+def _row(check, value, *, condition=None, at=1):
+    return {
+        "check_name": check.name,
+        "check_type": check.check_type,
+        "column_name": check.column,
+        "condition": check.describe() if condition is None else condition,
+        "observed_value": value,
+        "evaluated_at": datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=at),
+    }
+
+
+def test_reusable_base_values_need_the_same_definition_and_take_the_newest():
+    amount_min, unique, has_rows, change = ac.parse_checks(
+        {"amount": {"min": {"geq_to": 0}}, "order_id": {"unique_check": {"equal_to": 0}}},
+        {"has_rows": {"check_statement": "COUNT(*) > 0"}},
+        {"added_rows": {"min": 1}},
+    )
+    rows = [
+        _row(amount_min, 3.0, at=1),
+        _row(amount_min, 2.0, at=5),  # a later audit of the same snapshot wins
+        _row(unique, 0.0, condition="== 1"),  # recorded with another threshold: not reused
+        _row(has_rows, 7.0, condition="COUNT(*) > 0 (skipped: no data)"),  # skipped: not reused
+        {**_row(change, 5.0), "check_name": "change.added_rows"},  # change checks never combine
+    ]
+    assert ac.reusable_base_values([amount_min, unique, has_rows, change], rows) == {"amount.min": 2.0}
+    assert ac.reusable_base_values([amount_min], []) == {}

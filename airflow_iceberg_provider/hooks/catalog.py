@@ -638,9 +638,7 @@ class IcebergCatalogHook(BaseHook):
         if self.is_ancestor(tbl, snapshot_id, existing.snapshot_id):
             if same_retention:
                 return "exists"
-            self.set_ref(
-                tbl, branch, existing.snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention
-            )
+            self.set_ref(tbl, branch, existing.snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention)
             return "retention_updated"
         if not replace:
             raise IcebergRefusedError(
@@ -991,7 +989,9 @@ class IcebergCatalogHook(BaseHook):
             )
         return ident.dotted
 
-    def erasure_request_states(self, table: str | TableIdent, *, statuses: list[str] | None = None) -> list[dict[str, Any]]:
+    def erasure_request_states(
+        self, table: str | TableIdent, *, statuses: list[str] | None = None
+    ) -> list[dict[str, Any]]:
         """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
         from pyiceberg.expressions import AlwaysTrue, In
 

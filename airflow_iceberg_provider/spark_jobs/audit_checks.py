@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
@@ -79,6 +79,10 @@ class Check:
     partition_clause: str | None = None
     statement: str | None = None
     accept_none: bool = True
+    #: for a table check whose statement is one aggregate compared with a number
+    #: (``COUNT(*) > 0``, ``SUM(amount) >= 1``): ``count`` / ``sum`` / ``min`` / ``max``; its
+    #: observed value is then the aggregate itself and ``condition`` holds the comparison.
+    aggregate: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,6 +204,41 @@ def _condition(values: Mapping[str, Any], where: str, aliases: Mapping[str, str]
     return cond
 
 
+_SIMPLE_AGGREGATE = re.compile(
+    r"^\s*(count|sum|min|max)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]{0,127}|`[A-Za-z_][A-Za-z0-9_]{0,127}`)\s*\)\s*(>=|<=|==|=|>|<)\s*"
+    r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*\Z",
+    re.IGNORECASE,
+)
+_AGGREGATE_OPS = {">": "greater_than", ">=": "geq_to", "<": "less_than", "<=": "leq_to", "=": "equal_to"}
+
+
+def simple_aggregate(statement: str) -> tuple[str, str | None, str, float] | None:
+    """``(function, column or None for *, comparison key, number)`` when a table check
+    statement is one aggregate compared with a number, e.g. ``SUM(amount) > 0``; else ``None``.
+
+    Such checks record the aggregate as their observed value (more useful than 1/0), share
+    the single pass even with a partition clause (as a conditional aggregate), can be
+    answered from Iceberg metadata (``COUNT``/``MIN``/``MAX``) and combine incrementally.
+    """
+    found = _SIMPLE_AGGREGATE.match(statement)
+    if not found:
+        return None
+    func, column, op, number = found.groups()
+    column = column.strip("`")
+    if column == "*" and func.lower() != "count":
+        return None
+    value = float(number)
+    if math.isinf(value):
+        return None
+    return func.lower(), None if column == "*" else column, _AGGREGATE_OPS[op.replace("==", "=")], value
+
+
+def as_general_statement(check: Check) -> Check:
+    """The same table check evaluated as a general predicate (observed 1/0), e.g. when the
+    aggregated column turns out not to be numeric, so ``MIN(ts) > 0`` keeps SQL's own semantics."""
+    return replace(check, aggregate=None, column=None, condition={"equal_to": 1.0})
+
+
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise CheckSpecError(f"{where} must be a mapping (dict), got {type(value).__name__}.")
@@ -280,15 +319,19 @@ def parse_checks(
                 f"{where}: expected keys 'check_statement' (required) and 'partition_clause' (optional), "
                 f"got {sorted(values)}."
             )
+        statement = _sql_fragment(values["check_statement"], f"{where}['check_statement']")
+        simple = simple_aggregate(statement)
         checks.append(
             Check(
                 name=f"table.{name}",
                 kind="table",
                 check_type="check_statement",
-                condition={"equal_to": 1.0},
-                statement=_sql_fragment(values["check_statement"], f"{where}['check_statement']"),
+                column=simple[1] if simple else None,
+                condition={simple[2]: simple[3]} if simple else {"equal_to": 1.0},
+                statement=statement,
                 partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
                 accept_none=False,
+                aggregate=simple[0] if simple else None,
             )
         )
     for check_type, values in _mapping(change_checks or {}, "change_checks").items():
@@ -345,6 +388,12 @@ def check_expression(check: Check, mode: str = AGGREGATE) -> str:
             return f"CAST(COUNT({value}) - COUNT(DISTINCT {value}) AS DOUBLE)"
         if check.check_type in ("min", "max"):
             return f"CAST({check.check_type.upper()}({value}) AS DOUBLE)"
+    if check.kind == "table" and check.aggregate:
+        if check.column is None:  # COUNT(*)
+            return f"CAST(COUNT(CASE WHEN ({pc}) THEN 1 END) AS DOUBLE)" if pc else "CAST(COUNT(*) AS DOUBLE)"
+        col = _q(check.column)
+        value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
+        return f"CAST({check.aggregate.upper()}({value}) AS DOUBLE)"
     if check.kind == "table":
         stmt = check.statement
         if mode == ROW:
@@ -401,6 +450,7 @@ def build_audit_queries(
     source: str,
     modes: Mapping[str, str] | None = None,
     bucket_expr: str | None = None,
+    extra_columns: Sequence[tuple[str, str]] = (),
 ) -> list[AuditQuery]:
     """Fold the data checks into as few scans as possible.
 
@@ -418,6 +468,8 @@ def build_audit_queries(
     :param modes: table check name -> ``row`` | ``aggregate`` (default ``aggregate``).
     :param bucket_expr: SQL bucketing a value ``{v}`` for the sort-based distinct counts,
         e.g. ``pmod(hash({v}), 64)`` in Spark.
+    :param extra_columns: ``(name, aggregate expression)`` pairs to carry in the shuffle-free
+        pass (e.g. :func:`bounds_columns`); reported under ``name`` like a check.
     """
     modes = modes or {}
     groups: dict[str, list[tuple[str, str, str]]] = {"main": [], "distinct": []}
@@ -430,12 +482,13 @@ def build_audit_queries(
             sorted_distinct.append((alias, check))
             continue
         item = (alias, check.name, check_expression(check, mode))
-        if check.kind == "table" and mode == AGGREGATE and check.partition_clause:
+        if check.kind == "table" and not check.aggregate and mode == AGGREGATE and check.partition_clause:
             filtered.setdefault(check.partition_clause, []).append(item)
         elif check.check_type in DISTINCT_CHECKS:
             groups["distinct"].append(item)
         else:
             groups["main"].append(item)
+    groups["main"].extend((f"x{i}", name, expr) for i, (name, expr) in enumerate(extra_columns))
     queries = []
     for where, items in [*((None, g) for g in groups.values()), *filtered.items()]:
         if not items:
@@ -494,3 +547,144 @@ def result_rows(
             }
         )
     return rows
+
+
+# ------------------------------------------------------- metadata and incremental audits
+def metadata_expression(check: Check) -> str | None:
+    """An expression Iceberg can answer from file metrics alone (Spark's aggregate push-down), or ``None``.
+
+    Only ``COUNT(*)``, ``COUNT(col)``, ``MIN(col)`` and ``MAX(col)`` without a partition
+    clause qualify: a null count is ``COUNT(*) - COUNT(col)``. Iceberg answers them from the
+    manifests only when every file carries exact metrics and the snapshot has no delete files;
+    otherwise Spark plans a normal scan, which the audit job detects before running it.
+    """
+    if check.partition_clause:
+        return None
+    if check.kind == "column":
+        col = _q(check.column or "")
+        if check.check_type == "null_check":
+            return f"CAST(COUNT(*) - COUNT({col}) AS DOUBLE)"
+        if check.check_type in ("min", "max"):
+            return f"CAST({check.check_type.upper()}({col}) AS DOUBLE)"
+        return None
+    if check.kind == "table" and check.aggregate in ("count", "min", "max"):
+        return check_expression(check)
+    return None
+
+
+def build_metadata_query(checks: Sequence[Check], source: str) -> AuditQuery | None:
+    """One query over the checks that :func:`metadata_expression` can express (``None`` if none can)."""
+    items = [(f"m{i}", c.name, expr) for i, c in enumerate(checks) if (expr := metadata_expression(c)) is not None]
+    if not items:
+        return None
+    exprs = ", ".join(f"{expr} AS {alias}" for alias, _, expr in items)
+    return AuditQuery(f"SELECT {exprs} FROM {source}", [(a, n) for a, n, _ in items])
+
+
+def decomposable(check: Check, mode: str | None = None) -> bool:
+    """Whether the check's value over ``base + appended rows`` follows from the two parts (:func:`combine`).
+
+    Column checks, single-aggregate table checks and row predicates combine; a general
+    aggregate predicate (``COUNT(*) > 0 AND SUM(x) < 5``) does not and is always evaluated
+    over the whole snapshot.
+    """
+    if check.kind == "column":
+        return True
+    if check.kind == "table":
+        return check.aggregate is not None or mode == ROW
+    return False
+
+
+def combine(check: Check, base: float | None, change: float | None, overlap: float = 0.0) -> float | None:
+    """The check's value over base rows plus appended rows, from its value over each part.
+
+    :param overlap: for ``unique_check`` / ``distinct_check``: how many distinct non-null
+        values of the appended rows also occur in the base (duplicates across the parts).
+        With ``d`` duplicates, ``n`` non-null values and ``k`` distinct ones,
+        ``d(B+C) = d(B) + d(C) + overlap`` and ``k(B+C) = k(B) + k(C) - overlap``.
+    """
+    kind = check.aggregate if check.kind == "table" and check.aggregate else check.check_type
+    if check.kind == "table" and not check.aggregate:  # row predicate: 1 when every row passes
+        return min(_or(base, 1.0), _or(change, 1.0))
+    if kind in ("min", "max"):
+        present = [v for v in (base, change) if v is not None]
+        if not present:
+            return None
+        return min(present) if kind == "min" else max(present)
+    if kind == "sum":
+        if base is None and change is None:
+            return None
+        return _or(base, 0.0) + _or(change, 0.0)
+    if kind == "unique_check":
+        return _or(base, 0.0) + _or(change, 0.0) + overlap
+    if kind == "distinct_check":
+        return _or(base, 0.0) + _or(change, 0.0) - overlap
+    if kind in ("null_check", "count"):
+        return _or(base, 0.0) + _or(change, 0.0)
+    raise CheckSpecError(f"check {check.name!r} does not combine incrementally")
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
+def bounds_columns(checks: Sequence[Check]) -> list[tuple[str, str]]:
+    """``MIN``/``MAX`` of each distinct/unique check's value, named ``lo:<check>`` / ``hi:<check>``.
+
+    Over the appended rows they bound which base rows can hold the same value, so the
+    overlap query reads only base files whose column metrics intersect that range.
+    """
+    out = []
+    for check in checks:
+        if check.check_type in DISTINCT_CHECKS:
+            value = distinct_value(check)
+            out += [(f"lo:{check.name}", f"MIN({value})"), (f"hi:{check.name}", f"MAX({value})")]
+    return out
+
+
+def overlap_query(check: Check, change_source: str, base_source: str, bounded: bool) -> str:
+    """How many distinct non-null values of the check's column in the appended rows occur in the base.
+
+    With ``bounded`` the base side is restricted to ``:lo <= column <= :hi`` (named
+    parameters), a filter Iceberg evaluates against each data file's column bounds, so base
+    files that cannot hold an appended value are never read (monotonic keys: none are).
+    """
+    col = _q(check.column or "")
+    where = [f"{col} IS NOT NULL"]
+    if check.partition_clause:
+        where.append(f"({check.partition_clause})")
+    if bounded:
+        where.append(f"{col} >= :lo AND {col} <= :hi")
+    return (
+        f"SELECT CAST(COUNT(*) AS DOUBLE) AS overlap FROM (SELECT DISTINCT {distinct_value(check)} AS v "
+        f"FROM {change_source}) AS c WHERE c.v IN (SELECT {col} FROM {base_source} WHERE {' AND '.join(where)})"
+    )
+
+
+def reusable_base_values(checks: Sequence[Check], rows: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Observed values an earlier audit recorded for the base snapshot, for checks defined the same way.
+
+    :param rows: ``audit_results`` rows of the base snapshot (any ref, any run). A row is
+        reused when its check name, type, column and condition text equal this check's (so
+        a changed threshold, clause or statement means a full evaluation once) and it was
+        really evaluated (not skipped); the newest such row wins.
+    """
+    out: dict[str, float | None] = {}
+    newest: dict[str, Any] = {}
+    wanted = {c.name: c for c in checks if c.kind in ("column", "table")}
+    for row in rows:
+        check = wanted.get(row.get("check_name"))
+        if check is None or "(skipped" in (row.get("condition") or ""):
+            continue
+        if (row.get("check_type"), row.get("column_name"), row.get("condition")) != (
+            check.check_type,
+            check.column,
+            check.describe(),
+        ):
+            continue
+        stamp = row.get("evaluated_at")
+        if check.name not in newest or (stamp is not None and stamp > newest[check.name]):
+            newest[check.name] = stamp
+            value = row.get("observed_value")
+            out[check.name] = None if value is None else float(value)
+    return out

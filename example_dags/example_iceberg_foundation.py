@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pendulum
-
 from airflow.sdk import DAG
+
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 

@@ -5,7 +5,7 @@
 #   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson),
 #     PostgreSQL server + JDBC driver (server-catalog tests)
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
-#   * .spark-runtime/  – the Spark side (pyspark 3.5.9 + Iceberg 1.10.2 runtime jars)
+#   * .spark-runtime/  – the Spark side (pyspark 3.5.9, pyarrow for Arrow collects, Iceberg 1.10.2 runtime jars)
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
 #
 # Re-running it is cheap: every step checks a marker or the artefact first.
@@ -50,12 +50,12 @@ if [ ! -f "$STAMP" ]; then
 fi
 
 # ---------------------------------------------------------------- Spark runtime
-if [ ! -f "$RT/.ok-pyspark" ]; then
+if [ ! -f "$RT/.ok-pyspark-arrow" ]; then
   log "creating Spark runtime venv in $RT"
   [ -x "$RT/bin/python" ] || "$PY" -m venv "$RT"
   "$RT/bin/pip" install -q --upgrade pip
-  "$RT/bin/pip" install -q "pyspark==3.5.9" "snowpark-connect-deps-iceberg==1.0.3"
-  touch "$RT/.ok-pyspark"
+  "$RT/bin/pip" install -q "pyspark==3.5.9" "snowpark-connect-deps-iceberg==1.0.3" "pyarrow==18.1.0"
+  touch "$RT/.ok-pyspark-arrow"
 fi
 
 mkdir -p "$JARS"

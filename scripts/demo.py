@@ -62,8 +62,11 @@ def main(argv: list[str]) -> int:
             expect = run.get("expect", "success")
             ok = state == expect
             failures += not ok
-            print(f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
-                  f"(expected {expect}) in {seconds:.1f}s  log: {log_dir / f'{dag_id}-{i}.log'}", flush=True)
+            print(
+                f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
+                f"(expected {expect}) in {seconds:.1f}s  log: {log_dir / f'{dag_id}-{i}.log'}",
+                flush=True,
+            )
         hook = IcebergCatalogHook()
         for table in module.DEMO.get("tables", []):
             if not hook.table_exists(table):
@@ -71,14 +74,18 @@ def main(argv: list[str]) -> int:
                 continue
             health = hook.health(table)
             refs = ", ".join(f"{r.name}->{r.snapshot_id}" for r in hook.refs(table).values())
-            print(f"    {table}: main={health.snapshot_id} records={health.records} data_files={health.data_files} "
-                  f"delete_files={health.delete_files} snapshots={health.snapshots} refs=[{refs}]")
+            print(
+                f"    {table}: main={health.snapshot_id} records={health.records} data_files={health.data_files} "
+                f"delete_files={health.delete_files} snapshots={health.snapshots} refs=[{refs}]"
+            )
         if hasattr(module, "summarize"):
             for line in module.summarize(hook):
                 print(f"    {line}")
     ledger = IcebergCatalogHook().read_governance_rows("ledger")
-    print(f"governance ledger: {len(ledger)} rows; last: "
-          + ", ".join(f"{r['operation']}:{r['status']}" for r in ledger[-5:]))
+    print(
+        f"governance ledger: {len(ledger)} rows; last: "
+        + ", ".join(f"{r['operation']}:{r['status']}" for r in ledger[-5:])
+    )
     print("demo: " + ("all runs as expected" if not failures else f"{failures} run(s) NOT as expected"))
     return 1 if failures else 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -90,11 +91,11 @@ def create_orders_table(hook, table: str = "db.orders", partition_by=("day(order
 
 def orders_batch(start: int, count: int, day: str = "2026-01-01", customer_mod: int = 97):
     """A pyarrow batch of synthetic orders (ids start..start+count-1)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     import pyarrow as pa
 
-    base = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+    base = datetime.fromisoformat(day).replace(tzinfo=UTC)
     ids = list(range(start, start + count))
     return pa.table(
         {

@@ -48,8 +48,14 @@ def test_postgres_password_only_in_secret_conf():
 
 
 def test_rest_credential_and_token_are_secret():
-    c = cfg("http://127.0.0.1:8181", login="client", password="s3cret", catalog_type="rest", catalog_name="lake",
-            properties={"s3.endpoint": "http://127.0.0.1:8333", "s3.secret-access-key": "abc123"})
+    c = cfg(
+        "http://127.0.0.1:8181",
+        login="client",
+        password="s3cret",
+        catalog_type="rest",
+        catalog_name="lake",
+        properties={"s3.endpoint": "http://127.0.0.1:8333", "s3.secret-access-key": "abc123"},
+    )
     props = c.pyiceberg_properties()
     assert props["credential"] == "client:s3cret"
     assert props["s3.endpoint"] == "http://127.0.0.1:8333"
@@ -63,8 +69,15 @@ def test_rest_credential_and_token_are_secret():
 
 
 def test_glue_and_hive():
-    g = cfg(None, login="AKIA", password="sk", catalog_type="glue", catalog_name="lake", warehouse="s3://b/wh",
-            properties={"glue.region": "ca-central-1"})
+    g = cfg(
+        None,
+        login="AKIA",
+        password="sk",
+        catalog_type="glue",
+        catalog_name="lake",
+        warehouse="s3://b/wh",
+        properties={"glue.region": "ca-central-1"},
+    )
     conf = g.spark_conf()
     assert conf.public[f"{P}.type"] == "glue"
     assert conf.public[f"{P}.glue.region"] == "ca-central-1"
@@ -86,8 +99,10 @@ def test_glue_and_hive():
         ({"host": "sqlite:///:memory:", "catalog_type": "sql", "warehouse": "file:///w"}, "in-memory"),
         ({"host": "oracle://x/y", "catalog_type": "sql", "warehouse": "file:///w"}, "not a supported SQL catalog"),
         ({"host": "sqlite:////x.db", "catalog_type": "sql", "warehouse": "/abs/wh"}, "must be a URI"),
-        ({"host": "sqlite:////x.db", "catalog_type": "sql", "warehouse": "file:///w", "catalog_name": "a-b"},
-         "catalog_name='a-b' is not a valid name"),
+        (
+            {"host": "sqlite:////x.db", "catalog_type": "sql", "warehouse": "file:///w", "catalog_name": "a-b"},
+            "catalog_name='a-b' is not a valid name",
+        ),
         ({"host": "http://x", "catalog_type": "rest", "properties": "{not json"}, "not valid JSON"),
     ],
 )

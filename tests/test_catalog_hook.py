@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -70,7 +70,7 @@ def test_snapshots_refs_and_ancestry(lake):
     with pytest.raises(IcebergRefNotFoundError, match="Ref 'nobranch' does not exist"):
         lake.ref_snapshot_id(tbl, "nobranch")
     with pytest.raises(IcebergRefNotFoundError, match="no snapshot on main at or before"):
-        lake.snapshot(tbl, as_of=datetime(2000, 1, 1, tzinfo=timezone.utc))
+        lake.snapshot(tbl, as_of=datetime(2000, 1, 1, tzinfo=UTC))
 
 
 def test_find_snapshots_by_summary_and_ancestry(lake):
@@ -133,8 +133,9 @@ def test_health_counts(lake):
 
 
 def test_governance_ledger_roundtrip(lake, context):
-    event = lake.record_ledger(operation="unit", table="db.orders", status="succeeded", context=context,
-                               metrics={"n": 1})
+    event = lake.record_ledger(
+        operation="unit", table="db.orders", status="succeeded", context=context, metrics={"n": 1}
+    )
     rows = lake.read_governance_rows("ledger", event_id=event)
     assert len(rows) == 1
     assert rows[0]["dag_id"] == "test_dag" and rows[0]["try_number"] == 1

@@ -27,7 +27,9 @@ def _free_port() -> int:
 def _start(args: list[str], log: Path) -> subprocess.Popen:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
     fh = log.open("w")
-    return subprocess.Popen(["spark-class", *args], stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(
+        ["spark-class", *args], stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
 
 
 def _wait_for(log: Path, needle: str, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -55,17 +57,35 @@ def _stop(proc: subprocess.Popen) -> None:
 def standalone_cluster(tmp_path):
     port = _free_port()
     master = _start(
-        ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(_free_port())],
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        ],
         tmp_path / "master.log",
     )
     worker = None
     try:
         _wait_for(tmp_path / "master.log", "I have been elected leader", master)
         worker = _start(
-            ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-             "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
-             "--work-dir", str(tmp_path / "work")],
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{port}",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "2g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(tmp_path / "work"),
+            ],
             tmp_path / "worker.log",
         )
         _wait_for(tmp_path / "worker.log", "Successfully registered with master", worker)

@@ -41,7 +41,10 @@ def airflow_env(tmp_path: Path) -> dict[str, str]:
 def dags_test(env: dict[str, str], dag_id: str, *extra: str) -> tuple[str, str]:
     proc = subprocess.run(
         ["airflow", "dags", "test", dag_id, "2026-01-01T00:00:00+00:00", *extra],
-        capture_output=True, text=True, env=env, timeout=900,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     out = proc.stdout + proc.stderr
     finished = [line for line in out.splitlines() if "DagRun Finished:" in line]

@@ -7,6 +7,7 @@ single-pass query is checked to give the same values as one query per check.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
@@ -300,14 +301,17 @@ def test_incremental_combination_equals_evaluating_the_whole_table(split):
     assert {c.name for c in checks} - {c.name for c in parts} == {"table.ca_mix"}  # general aggregate predicate
     whole = _run(conn, ac.build_audit_queries(parts, "whole", modes))
     base = _run(conn, ac.build_audit_queries(parts, "base", modes))
-    appended = _run(conn, ac.build_audit_queries(parts, "appended", modes, extra_columns=ac.bounds_columns(parts)))
+    (query,) = ac.build_audit_queries(parts, "appended", modes, one_pass=True)
+    appended = _run(conn, [query])
     combined = {}
     for check in parts:
         overlap = 0.0
-        if check.check_type in ac.DISTINCT_CHECKS and appended[f"lo:{check.name}"] is not None:
-            bounds = {"lo": appended[f"lo:{check.name}"], "hi": appended[f"hi:{check.name}"]}
-            overlap = conn.execute(ac.overlap_query(check, "appended", "base", bounded=True), bounds).fetchone()[0]
-            unbounded = conn.execute(ac.overlap_query(check, "appended", "base", bounded=False)).fetchone()[0]
+        if check.check_type in ac.DISTINCT_CHECKS:
+            col = check.column
+            lo, hi = conn.execute(f"SELECT MIN({col}), MAX({col}) FROM appended").fetchone()  # the files' bounds
+            overlap = conn.execute(ac.overlap_query(check, "appended", "base", (":lo", ":hi")), {"lo": lo, "hi": hi})
+            overlap = overlap.fetchone()[0]
+            unbounded = conn.execute(ac.overlap_query(check, "appended", "base")).fetchone()[0]
             assert overlap == unbounded  # the bounds only skip base rows that cannot match
         combined[check.name] = ac.combine(check, base[check.name], appended[check.name], overlap)
     assert combined == pytest.approx(whole)
@@ -319,7 +323,9 @@ def test_cross_part_duplicates_are_found():
     _load(conn, "base", ROWS)  # ids 1, 2, 2, 3, 4
     _load(conn, "appended", [(4, "ca", 1.0), (9, "ca", 1.0)])
     (check,) = ac.parse_checks({"order_id": {"unique_check": {"equal_to": 0}}})
-    overlap = conn.execute(ac.overlap_query(check, "appended", "base", bounded=True), {"lo": 4, "hi": 9}).fetchone()[0]
+    sql = ac.overlap_query(check, "appended", "base", (":lo", ":hi"), alias="o1")
+    assert sql.startswith("SELECT CAST(COUNT(*) AS DOUBLE) AS o1 ")
+    overlap = conn.execute(sql, {"lo": 4, "hi": 9}).fetchone()[0]
     assert overlap == 1.0
     assert ac.combine(check, 1.0, 0.0, overlap) == 2.0  # the base's own duplicate (2) plus 4 again
     conn.close()
@@ -402,3 +408,47 @@ def test_reusable_base_values_need_the_same_definition_and_take_the_newest():
     ]
     assert ac.reusable_base_values([amount_min, unique, has_rows, change], rows) == {"amount.min": 2.0}
     assert ac.reusable_base_values([amount_min], []) == {}
+
+
+@pytest.mark.parametrize("extra", [[], [(float("nan"), "ca", None)], [(None, None, None)]])
+def test_driver_aggregation_equals_sql_aggregation(extra):
+    """The projection + Arrow aggregation used for appended rows gives what the SQL aggregates give."""
+    import pyarrow as pa
+
+    conn = sqlite3.connect(":memory:")
+    _load(conn, "t", ROWS + MORE_ROWS)
+    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    modes = _modes(checks)
+    parts = [c for c in checks if ac.decomposable(c, modes.get(c.name))]
+    projection = ac.driver_projection(parts, modes)
+    rows = conn.execute(ac.driver_projection_sql(projection, "t")).fetchall()
+    columns = [pa.array([r[i] for r in rows]) for i in range(len(projection))]
+    assert ac.aggregate_columns(projection, columns) == pytest.approx(
+        _run(conn, ac.build_audit_queries(parts, "t", modes))
+    )
+    empty = ac.aggregate_columns(projection, [pa.array([], type=c.type) for c in columns])
+    assert empty["amount.null_check"] == 0.0 and empty["amount.min"] is None and empty["table.total"] is None
+    assert empty["table.has_rows"] == 0.0 and empty["table.positive_ca"] == 1.0 and empty["order_id.unique_check"] == 0
+    conn.close()
+
+
+def test_driver_aggregation_follows_spark_for_nan_and_signed_zero():
+    import pyarrow as pa
+
+    (mn, mx, uq, dc) = ac.parse_checks(
+        {
+            "x": {
+                "min": {"geq_to": 0},
+                "max": {"leq_to": 1},
+                "unique_check": {"equal_to": 0},
+                "distinct_check": {"geq_to": 0},
+            }
+        }
+    )
+    projection = ac.driver_projection([mn, mx, uq, dc])
+    values = pa.array([1.0, float("nan"), -0.0, 0.0, None, float("nan")])
+    out = ac.aggregate_columns(projection, [values] * 4)
+    assert out["x.min"] == -0.0 and math.isnan(out["x.max"])  # NaN sorts above every number in Spark
+    assert out["x.distinct_check"] == 3.0 and out["x.unique_check"] == 2.0  # {1, nan, 0}; 0/-0 and nan/nan pair up
+    only_nan = ac.aggregate_columns(projection, [pa.array([float("nan"), None])] * 4)
+    assert math.isnan(only_nan["x.min"]) and math.isnan(only_nan["x.max"])

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from airflow_iceberg_provider.operators.wap import (
     IcebergWapPublishOperator,
     IcebergWapWriteOperator,
 )
+from airflow_iceberg_provider.spark_jobs import audit_checks
 
 pytestmark = pytest.mark.spark
 
@@ -86,9 +88,9 @@ def test_happy_path_retried_write_audit_publish(orders):
     audit = IcebergWapAuditOperator(
         task_id="audit", table=T, branch=branch, snapshot_id=second["snapshot_id"], base_snapshot_id=base, **CHECKS
     ).execute(ctx)
-    assert (
-        audit["passed"] is True and audit["checks"] == 6 and audit["queries"] == 2
-    )  # shuffle-free pass + exact distinct counts
+    assert audit["passed"] is True and audit["checks"] == 6
+    # main's head was never audited: a full audit, one shuffle-free pass and one for the exact distinct count
+    assert audit["queries"] == 2 and audit["incremental_checks"] == 0 and audit["metadata_checks"] == 0
     observed = {r["check"]: r["observed"] for r in audit["results"]}
     assert observed["amount.min"] == 1.0 and observed["order_id.unique_check"] == 0.0
     assert observed["change.added_rows"] == 99 == second["net_added_records"]  # 100 inserted, 1 deleted
@@ -103,6 +105,53 @@ def test_happy_path_retried_write_audit_publish(orders):
     assert out["method"] == "fast_forward" and hook.ref_snapshot_id(T) == second["snapshot_id"]
     assert branch not in hook.refs(T)
     assert publish.execute(ctx)["method"] == "noop"
+
+
+def test_incremental_audit_reads_only_appended_rows_and_equals_a_full_audit(orders):
+    """The branch appended rows that repeat ids of main: the incremental audit finds the
+    cross-part duplicates, and every observed value equals the full audit's and the truth."""
+    hook = orders
+    ctx = fake_context(dag_id="wap_test", run_id="run_incremental")
+    base = hook.ref_snapshot_id(T)
+    recorded = audit_checks.reusable_base_values(
+        audit_checks.parse_checks(**CHECKS), hook.read_governance_rows("audit_results", snapshot_id=base)
+    )
+    if len(recorded) < 5:  # run alone: audit main's head first, as its publish would have
+        branch0 = IcebergWapCreateBranchOperator(task_id="create0", table=T, branch="wap_base_audit").execute(ctx)
+        IcebergWapAuditOperator(task_id="audit0", table=T, branch=branch0["branch"], **CHECKS).execute(ctx)
+    created = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)
+    branch = created["branch"]
+    base_ids = set(rows_at(hook, base).column("order_id").to_pylist())
+    head = commit_to_branch(hook, T, branch, max(base_ids) - 9, 20)  # 10 ids main already has, 10 new
+    head = commit_to_branch(hook, T, branch, max(base_ids) + 11, 5)  # a second append
+    truth = rows_at(hook, head)
+    ids, amounts = truth.column("order_id").to_pylist(), truth.column("amount").to_pylist()
+    expected = {
+        "amount.null_check": 0.0,
+        "amount.min": min(amounts),
+        "order_id.unique_check": float(len(ids) - len(set(ids))),
+        "table.has_rows": float(len(ids)),  # COUNT(*) > 0 records the count itself
+        "table.ca_positive": 1.0,
+        "change.added_rows": 25.0,
+    }
+    assert expected["order_id.unique_check"] == 10.0
+
+    observed, methods = {}, {}
+    for incremental in (True, False):
+        with pytest.raises(IcebergAuditFailedError, match=r"order_id.unique_check: observed 10.0"):
+            IcebergWapAuditOperator(
+                task_id=f"audit_{incremental}", table=T, branch=branch, incremental=incremental, **CHECKS
+            ).execute(fake_context(dag_id="wap_test", run_id="run_incremental", task_id=f"audit_{incremental}"))
+        rows = [
+            r for r in hook.read_governance_rows("audit_results", ref=branch) if r["task_id"] == f"audit_{incremental}"
+        ]
+        observed[incremental] = {r["check_name"]: r["observed_value"] for r in rows}
+        (ledger,) = hook.read_governance_rows("ledger", event_id=rows[0]["event_id"])
+        methods[incremental] = json.loads(ledger["metrics"])
+    assert observed[True] == pytest.approx(expected) and observed[False] == pytest.approx(expected)
+    assert methods[True]["from_change_set"] == 5 and not methods[True]["incremental_fallback"]
+    assert methods[False]["from_change_set"] == 0
+    assert hook.ref_snapshot_id(T) == base, "a failed audit never touches main"
 
 
 def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders):

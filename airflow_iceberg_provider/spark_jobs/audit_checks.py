@@ -451,6 +451,7 @@ def build_audit_queries(
     modes: Mapping[str, str] | None = None,
     bucket_expr: str | None = None,
     extra_columns: Sequence[tuple[str, str]] = (),
+    one_pass: bool = False,
 ) -> list[AuditQuery]:
     """Fold the data checks into as few scans as possible.
 
@@ -470,6 +471,8 @@ def build_audit_queries(
         e.g. ``pmod(hash({v}), 64)`` in Spark.
     :param extra_columns: ``(name, aggregate expression)`` pairs to carry in the shuffle-free
         pass (e.g. :func:`bounds_columns`); reported under ``name`` like a check.
+    :param one_pass: fold the distinct counts (hash-based) into the shuffle-free query too:
+        one query instead of two, the better trade for small inputs such as appended rows.
     """
     modes = modes or {}
     groups: dict[str, list[tuple[str, str, str]]] = {"main": [], "distinct": []}
@@ -478,13 +481,13 @@ def build_audit_queries(
     for i, check in enumerate(c for c in checks if c.kind in ("column", "table")):
         alias = f"c{i}"
         mode = modes.get(check.name, AGGREGATE)
-        if check.check_type in DISTINCT_CHECKS and bucket_expr:
+        if check.check_type in DISTINCT_CHECKS and bucket_expr and not one_pass:
             sorted_distinct.append((alias, check))
             continue
         item = (alias, check.name, check_expression(check, mode))
         if check.kind == "table" and not check.aggregate and mode == AGGREGATE and check.partition_clause:
             filtered.setdefault(check.partition_clause, []).append(item)
-        elif check.check_type in DISTINCT_CHECKS:
+        elif check.check_type in DISTINCT_CHECKS and not one_pass:
             groups["distinct"].append(item)
         else:
             groups["main"].append(item)
@@ -515,9 +518,12 @@ def build_separate_queries(
     return out
 
 
-def mode_probe_sql(check: Check, source: str) -> str:
-    """SQL whose *analysis* succeeds iff the table check's statement is a row predicate."""
-    return f"SELECT MIN(CASE WHEN ({check.statement}) THEN 1 ELSE 0 END) FROM {source}"
+def mode_probe_sql(checks: Check | Sequence[Check], source: str) -> str:
+    """SQL whose *analysis* succeeds iff every given table check's statement is a row predicate."""
+    if isinstance(checks, Check):
+        checks = [checks]
+    exprs = ", ".join(f"MIN(CASE WHEN ({c.statement}) THEN 1 ELSE 0 END) AS m{i}" for i, c in enumerate(checks))
+    return f"SELECT {exprs} FROM {source}"
 
 
 def result_rows(
@@ -628,35 +634,29 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else float(value)
 
 
-def bounds_columns(checks: Sequence[Check]) -> list[tuple[str, str]]:
-    """``MIN``/``MAX`` of each distinct/unique check's value, named ``lo:<check>`` / ``hi:<check>``.
+def overlap_query(
+    check: Check,
+    change_source: str,
+    base_source: str,
+    bounds: tuple[str, str] | None = None,
+    alias: str = "overlap",
+) -> str:
+    """How many distinct non-null values of the check's value in the appended rows occur in the base.
 
-    Over the appended rows they bound which base rows can hold the same value, so the
-    overlap query reads only base files whose column metrics intersect that range.
-    """
-    out = []
-    for check in checks:
-        if check.check_type in DISTINCT_CHECKS:
-            value = distinct_value(check)
-            out += [(f"lo:{check.name}", f"MIN({value})"), (f"hi:{check.name}", f"MAX({value})")]
-    return out
-
-
-def overlap_query(check: Check, change_source: str, base_source: str, bounded: bool) -> str:
-    """How many distinct non-null values of the check's column in the appended rows occur in the base.
-
-    With ``bounded`` the base side is restricted to ``:lo <= column <= :hi`` (named
-    parameters), a filter Iceberg evaluates against each data file's column bounds, so base
-    files that cannot hold an appended value are never read (monotonic keys: none are).
+    :param bounds: SQL for the lowest and highest value the appended rows can hold (e.g.
+        named parameters ``(":lo", ":hi")`` set from the appended files' column metrics).
+        The base side is then restricted to that range, a filter Iceberg evaluates against
+        each base data file's column bounds, so base files that cannot hold an appended
+        value are never read (for monotonic keys: none is).
     """
     col = _q(check.column or "")
     where = [f"{col} IS NOT NULL"]
     if check.partition_clause:
         where.append(f"({check.partition_clause})")
-    if bounded:
-        where.append(f"{col} >= :lo AND {col} <= :hi")
+    if bounds:
+        where.append(f"{col} >= {bounds[0]} AND {col} <= {bounds[1]}")
     return (
-        f"SELECT CAST(COUNT(*) AS DOUBLE) AS overlap FROM (SELECT DISTINCT {distinct_value(check)} AS v "
+        f"SELECT CAST(COUNT(*) AS DOUBLE) AS {alias} FROM (SELECT DISTINCT {distinct_value(check)} AS v "
         f"FROM {change_source}) AS c WHERE c.v IN (SELECT {col} FROM {base_source} WHERE {' AND '.join(where)})"
     )
 
@@ -687,4 +687,95 @@ def reusable_base_values(checks: Sequence[Check], rows: Sequence[Mapping[str, An
             newest[check.name] = stamp
             value = row.get("observed_value")
             out[check.name] = None if value is None else float(value)
+    return out
+
+
+# ------------------------------------------------------- small inputs: aggregate on the driver
+def driver_projection(checks: Sequence[Check], modes: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """``(check name, per-row SQL value, aggregation)`` for evaluating decomposable checks on the driver.
+
+    For a small input (the rows a branch appended) one shuffle-free projection collected
+    as Arrow and aggregated by :func:`aggregate_columns` is several times cheaper than a
+    Spark aggregation with exact distinct counts (two shuffles). The per-row values are
+    the very expressions :func:`check_expression` aggregates, so the results are the same.
+    """
+    modes = modes or {}
+    out = []
+    for check in checks:
+        pc = check.partition_clause
+        if check.kind == "column":
+            col = _q(check.column or "")
+            value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
+            if check.check_type == "null_check":
+                cond = f"({pc}) AND {col} IS NULL" if pc else f"{col} IS NULL"
+                out.append((check.name, f"CASE WHEN {cond} THEN 1 ELSE 0 END", "nulls"))
+            elif check.check_type in ("min", "max"):
+                out.append((check.name, f"CAST({value} AS DOUBLE)", check.check_type))
+            else:
+                out.append((check.name, value, "dups" if check.check_type == "unique_check" else "distinct"))
+        elif check.kind == "table" and check.aggregate:
+            if check.column is None:
+                out.append((check.name, f"CASE WHEN ({pc}) THEN 1 END" if pc else "1", "count"))
+            else:
+                col = _q(check.column)
+                value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
+                how = check.aggregate
+                out.append((check.name, f"CAST({value} AS DOUBLE)" if how in ("min", "max") else value, how))
+        elif check.kind == "table" and modes.get(check.name) == ROW:
+            guard = f"WHEN NOT COALESCE(({pc}), FALSE) THEN NULL " if pc else ""
+            out.append((check.name, f"CASE {guard}WHEN ({check.statement}) THEN 1 ELSE 0 END", "row"))
+        else:
+            raise CheckSpecError(f"check {check.name!r} cannot be evaluated row by row")
+    return out
+
+
+def driver_projection_sql(projection: Sequence[tuple[str, str, str]], source: str) -> str:
+    """The projection as one ``SELECT`` (columns ``p0``, ``p1``, ... in order)."""
+    return f"SELECT {', '.join(f'{expr} AS p{i}' for i, (_, expr, _) in enumerate(projection))} FROM {source}"
+
+
+def aggregate_columns(projection: Sequence[tuple[str, str, str]], columns: Sequence[Any]) -> dict[str, float | None]:
+    """Aggregate the projected Arrow columns like Spark SQL would (see :func:`driver_projection`).
+
+    Spark semantics kept: NULLs are skipped, ``SUM``/``MIN``/``MAX`` of no value is NULL, a
+    null count of no rows is 0, NaN is larger than every number and equal to itself, and
+    ``-0.0`` equals ``0.0`` in distinct counts.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, float | None] = {}
+    for (name, _, how), arr in zip(projection, columns, strict=True):
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        floating = pa.types.is_floating(arr.type)
+        if how in ("nulls", "count"):
+            out[name] = float(pc.sum(arr).as_py() or 0) if how == "nulls" else float(pc.count(arr).as_py())
+        elif how == "sum":
+            if pa.types.is_integer(arr.type):
+                arr = pc.cast(arr, pa.decimal128(38, 0))  # exact, like Spark's long sum before the cast
+            total = pc.sum(arr, min_count=1).as_py()
+            out[name] = None if total is None else float(total)
+        elif how in ("min", "max"):
+            valid = arr.drop_null()
+            nan = pc.is_nan(valid) if floating else None
+            has_nan = bool(nan is not None and pc.any(nan).as_py())
+            numbers = pc.filter(valid, pc.invert(nan)) if has_nan else valid
+            if how == "max" and has_nan:
+                out[name] = math.nan
+            elif len(numbers) == 0:
+                out[name] = math.nan if has_nan else None
+            else:
+                value = pc.min_max(numbers)[how].as_py()
+                out[name] = None if value is None else float(value)
+        elif how == "row":
+            value = pc.min(arr).as_py()
+            out[name] = 1.0 if value is None else float(value)
+        elif how in ("dups", "distinct"):
+            if floating:
+                arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0: one group, as in Spark
+            distinct = pc.count_distinct(arr, mode="only_valid").as_py()
+            out[name] = float(pc.count(arr).as_py() - distinct) if how == "dups" else float(distinct)
+        else:
+            raise CheckSpecError(f"unknown aggregation {how!r} for {name!r}")
     return out

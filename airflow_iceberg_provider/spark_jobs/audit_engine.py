@@ -13,9 +13,11 @@ cheapest first:
     semi-join whose base side is bounded by the appended values' min/max, so Iceberg skips
     every base file whose column bounds cannot hold such a value.
 ``metadata``
-    ``COUNT(*)``, null counts and ``MIN``/``MAX`` are answered by Iceberg from the manifests'
-    column metrics (Spark's aggregate push-down), when Spark's plan shows it did so
-    (exact metrics, no delete files); otherwise they join the scan.
+    When every shuffle-free check is a ``COUNT(*)``, null count or ``MIN``/``MAX``, Iceberg
+    answers them from the manifests' column metrics (Spark's aggregate push-down) if Spark's
+    plan shows it did so (exact metrics, no delete files), and the shuffle-free scan is
+    skipped; otherwise they join that scan (measured: an extra metadata query does not make
+    a scan that reads the same columns any cheaper).
 ``scan``
     Everything else: one shuffle-free aggregate pass, one sort-based pass for exact
     distinct counts and one filtered pass per partition clause of general aggregate
@@ -29,10 +31,8 @@ from __future__ import annotations
 
 import decimal
 import logging
-import math
 import time
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ class Evaluation:
 
     observed: dict[str, float | None] = field(default_factory=dict)
     methods: dict[str, str] = field(default_factory=dict)
-    queries: list[tuple[str, float]] = field(default_factory=list)  # (label, seconds)
+    queries: list[tuple[str, float]] = field(default_factory=list)  # Spark queries run: (label, seconds)
+    planning: list[tuple[str, float]] = field(default_factory=list)  # analysis, file plans: (label, seconds)
     fallback: str | None = None  # why an incremental evaluation fell back to a scan
 
     def count(self, method: str) -> int:
@@ -57,15 +58,25 @@ class Evaluation:
 
 
 def detect_modes(spark: Any, checks: list, source: str) -> dict[str, str]:
-    """Row or aggregate predicate, per general table check, decided by Spark's analyser (no data read)."""
+    """Row or aggregate predicate, per general table check, decided by Spark's analyser (no data read).
+
+    All statements are analysed together first (one analysis when they are all row
+    predicates, the usual case), one by one only if that fails.
+    """
     import audit_checks as ac
 
+    general = [c for c in checks if c.kind == "table" and not c.aggregate]
+    if not general:
+        return {}
+    try:
+        _ = spark.sql(ac.mode_probe_sql(general, source)).schema  # analysis only (eager), no data read
+        return {c.name: ac.ROW for c in general}
+    except Exception:  # noqa: BLE001 - at least one aggregate predicate: decide one by one
+        pass
     modes = {}
-    for check in checks:
-        if check.kind != "table" or check.aggregate:
-            continue
+    for check in general:
         try:
-            _ = spark.sql(ac.mode_probe_sql(check, source)).schema  # analysis only (eager), no data read
+            _ = spark.sql(ac.mode_probe_sql([check], source)).schema
             modes[check.name] = ac.ROW
         except Exception:  # nested aggregate -> the statement is an aggregate predicate
             modes[check.name] = ac.AGGREGATE
@@ -95,11 +106,16 @@ def aggregate_pushed_down(df: Any) -> bool:
 class AuditEngine:
     """Evaluate checks over ``table VERSION AS OF snapshot_id`` in one Spark session."""
 
-    def __init__(self, spark: Any, table: str, *, buckets: int | None = None) -> None:
+    def __init__(self, spark: Any, table: str, *, buckets: int | None = None, driver_rows: int = 1_000_000) -> None:
+        """
+        :param driver_rows: up to this many appended rows, aggregate them on the driver (one
+            shuffle-free projection collected as Arrow) instead of with Spark aggregates.
+        """
         self.spark = spark
         self.table = table
         parallelism = int(spark.sparkContext.defaultParallelism)
         self.bucket_expr = "pmod(hash({v}), " + f"{buckets or max(8, 4 * parallelism)})"
+        self.driver_rows = driver_rows
         self._views = 0
 
     def source(self, snapshot_id: int) -> str:
@@ -128,9 +144,11 @@ class AuditEngine:
         import audit_checks as ac
 
         source = self.source(snapshot_id)
+        ev = Evaluation()
+        start = time.monotonic()
         data = numeric_aggregates_only(self.spark, [c for c in checks if c.kind in ("column", "table")], source)
         modes = detect_modes(self.spark, data, source)
-        ev = Evaluation()
+        ev.planning.append(("analyse", time.monotonic() - start))
         base_values = base_values or {}
         incremental = [
             c
@@ -141,6 +159,7 @@ class AuditEngine:
         if incremental:
             try:
                 self._incremental(ev, incremental, snapshot_id, int(base_snapshot_id), base_values, modes)
+                rest = [c for c in rest if c not in incremental]
             except Exception as err:  # noqa: BLE001 - any failure of the shortcut means: scan instead
                 ev.fallback = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
                 log.warning("Incremental audit not possible (%s); scanning the whole snapshot.", ev.fallback)
@@ -159,6 +178,10 @@ class AuditEngine:
 
         remaining = list(checks)
         meta = ac.build_metadata_query(remaining, source) if use_metadata else None
+        if meta is not None:
+            answered = {name for _, name in meta.columns}
+            if any(c.name not in answered and c.check_type not in ac.DISTINCT_CHECKS for c in remaining):
+                meta = None  # the shuffle-free pass runs anyway, reading these columns: one query fewer
         if meta is not None:
             start = time.monotonic()
             df = self.spark.sql(meta.sql)
@@ -202,31 +225,166 @@ class AuditEngine:
             .load(self.table)
             .createOrReplaceTempView(view)
         )
-        change: dict[str, Any] = {}
-        queries = ac.build_audit_queries(checks, view, modes, self.bucket_expr, ac.bounds_columns(checks))
-        for i, query in enumerate(queries):
-            row = self._run(ev, f"appended{i}", query.sql)
-            change.update({name: row[alias] for alias, name in query.columns})
-        base_source = self.source(base_snapshot_id)
+        distinct = [c for c in checks if c.check_type in ac.DISTINCT_CHECKS]
+        start = time.monotonic()
+        appended = self.appended_files(base_snapshot_id, snapshot_id, {c.column for c in distinct})
+        ev.planning.append(("plan appended files", time.monotonic() - start))
+        if appended.records <= self.driver_rows:
+            # one shuffle-free projection, collected as Arrow and aggregated on the driver
+            projection = ac.driver_projection(checks, modes)
+            start = time.monotonic()
+            df = self.spark.sql(ac.driver_projection_sql(projection, view))
+            columns = _arrow_columns(df, df._collect_as_arrow())
+            change = ac.aggregate_columns(projection, columns)
+            ev.queries.append(("appended", time.monotonic() - start))
+        else:
+            change = {}
+            for i, query in enumerate(ac.build_audit_queries(checks, view, modes, self.bucket_expr)):
+                row = self._run(ev, f"appended{i}", query.sql)
+                change.update({name: row[alias] for alias, name in query.columns})
         for c in checks:
             overlap = 0.0
-            if c.check_type in ac.DISTINCT_CHECKS:
-                lo, hi = change[f"lo:{c.name}"], change[f"hi:{c.name}"]
-                if lo is not None:
-                    bounded = _exact_literal(lo) and _exact_literal(hi)
-                    sql = ac.overlap_query(c, view, base_source, bounded)
-                    row = self._run(ev, f"overlap:{c.name}", sql, {"lo": lo, "hi": hi} if bounded else None)
-                    overlap = float(row["overlap"])
+            if c.check_type in ac.DISTINCT_CHECKS and appended.records:
+                overlap = self._overlap(ev, c, view, base_snapshot_id, appended.bounds.get(c.column))
             ev.observed[c.name] = ac.combine(c, base_values.get(c.name), change[c.name], overlap)
             ev.methods[c.name] = CHANGE_SET
 
+    def _overlap(self, ev: Evaluation, check: Any, view: str, base_snapshot_id: int, bounds: Any) -> float:
+        """Distinct appended values of the check that the base holds too (0 without reading when metrics prove it)."""
+        import audit_checks as ac
 
-def _exact_literal(value: Any) -> bool:
-    """Bounds that survive the trip Spark -> Python -> SQL literal unchanged (timestamps may not: time zones)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, float):
-        return not math.isnan(value)
-    if isinstance(value, datetime):
-        return False
-    return isinstance(value, (int, decimal.Decimal, str, date))
+        if bounds is not None:
+            start = time.monotonic()
+            in_range = self.base_files_in_range(base_snapshot_id, check.column, bounds)
+            ev.planning.append((f"plan base files:{check.name}", time.monotonic() - start))
+            if not in_range:
+                return 0.0  # no base file's column bounds intersect the appended values' range
+        sides, args = None, None
+        if bounds is not None:
+            sides = (bounds.lo_sql.format(p=":lo"), bounds.hi_sql.format(p=":hi"))
+            args = {"lo": bounds.lo, "hi": bounds.hi}
+        sql = ac.overlap_query(check, view, self.source(base_snapshot_id), sides)
+        return float(self._run(ev, f"overlap:{check.name}", sql, args)["overlap"])
+
+    def _jtable(self) -> Any:
+        return self.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self.table
+        )
+
+    def appended_files(self, base_snapshot_id: int, snapshot_id: int, columns: set) -> Appended:
+        """Row count of the data files appended after the base, and per column the range their values span.
+
+        Read through Iceberg's Java API (an incremental append scan's file plan: manifests only,
+        no Spark job). A column gets no range, so its overlap join reads the whole base, when
+        any appended file lacks a bound or its type has no exact SQL literal here.
+        """
+        jvm = self.spark._jvm
+        jtable = self._jtable()
+        schema = jtable.schema()
+        fields = {}
+        for col in columns:
+            fld = schema.caseInsensitiveFindField(col)
+            type_id = fld.type().typeId().toString() if fld is not None else None
+            if type_id == "TIMESTAMP" and not fld.type().shouldAdjustToUTC():
+                continue
+            if type_id in _BOUND_LITERALS:
+                fields[col] = fld
+        found: dict[str, list] = {}  # column -> [java lo, java hi, python lo, python hi]
+        records = 0
+        tasks = (
+            jtable.newIncrementalAppendScan()
+            .fromSnapshotExclusive(base_snapshot_id)
+            .toSnapshot(snapshot_id)
+            .includeColumnStats()
+            .planFiles()
+        )
+        conv = jvm.org.apache.iceberg.types.Conversions
+        try:
+            iterator = tasks.iterator()
+            while iterator.hasNext():
+                data_file = iterator.next().file()
+                records += int(data_file.recordCount())
+                lower, upper = data_file.lowerBounds(), data_file.upperBounds()
+                for col, fld in list(fields.items()):
+                    fid = fld.fieldId()
+                    if lower is None or upper is None or not lower.containsKey(fid) or not upper.containsKey(fid):
+                        fields.pop(col)  # unknown range: no pruning for this column
+                        found.pop(col, None)
+                        continue
+                    jlo = conv.fromByteBuffer(fld.type(), lower.get(fid))
+                    jhi = conv.fromByteBuffer(fld.type(), upper.get(fid))
+                    lo, hi = _python_value(jlo), _python_value(jhi)
+                    if col not in found:
+                        found[col] = [jlo, jhi, lo, hi]
+                        continue
+                    if lo < found[col][2]:
+                        found[col][0], found[col][2] = jlo, lo
+                    if hi > found[col][3]:
+                        found[col][1], found[col][3] = jhi, hi
+        finally:
+            tasks.close()
+        bounds = {}
+        for col, (jlo, jhi, lo, hi) in found.items():
+            wrap = _BOUND_LITERALS[fields[col].type().typeId().toString()]
+            bounds[col] = Bounds(fields[col].name(), jlo, jhi, lo, hi, wrap, wrap)
+        return Appended(records, bounds)
+
+    def base_files_in_range(self, base_snapshot_id: int, column: str, bounds: Bounds) -> bool:
+        """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""
+        exprs = self.spark._jvm.org.apache.iceberg.expressions.Expressions
+        where = getattr(exprs, "and")(
+            exprs.greaterThanOrEqual(bounds.field, bounds.jlo), exprs.lessThanOrEqual(bounds.field, bounds.jhi)
+        )
+        tasks = self._jtable().newScan().useSnapshot(base_snapshot_id).filter(where).planFiles()
+        try:
+            return bool(tasks.iterator().hasNext())
+        finally:
+            tasks.close()
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a column's values in the appended files (Java values for Iceberg, Python ones for SQL)."""
+
+    field: str
+    jlo: Any
+    jhi: Any
+    lo: Any
+    hi: Any
+    lo_sql: str
+    hi_sql: str
+
+
+@dataclass(frozen=True)
+class Appended:
+    records: int
+    bounds: dict[str, Bounds]
+
+
+def _arrow_columns(df: Any, batches: list) -> list:
+    """The collected record batches as one Arrow array per column (typed, also when empty)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    table = pa.Table.from_batches(batches, schema=None if batches else to_arrow_schema(df.schema))
+    return list(table.columns)
+
+
+#: Iceberg type id -> SQL that turns the metrics' value (a parameter ``{p}``) into a Spark literal.
+#: Not FLOAT/DOUBLE (NaN is outside the bounds yet equal to itself in Spark) and not timestamps
+#: without zone (Spark compares them through the session time zone).
+_BOUND_LITERALS = {
+    "INTEGER": "{p}",
+    "LONG": "{p}",
+    "DECIMAL": "{p}",
+    "STRING": "{p}",  # truncated bounds stay bounds: a prefix is <= and the incremented prefix >=
+    "DATE": "date_from_unix_date({p})",  # days since epoch
+    "TIMESTAMP": "timestamp_micros({p})",  # with zone: micros since epoch (UTC)
+}
+
+
+def _python_value(value: Any) -> Any:
+    """A Java value from ``Conversions.fromByteBuffer`` as a Python value (strings arrive as CharBuffers)."""
+    if isinstance(value, (int, float, decimal.Decimal, str)):
+        return value
+    return str(value.toString())

@@ -76,6 +76,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
         "modes": modes,
         "methods": ev.methods,
         "queries": [[label, round(sec, 3)] for label, sec in ev.queries],
+        "planning": [[label, round(sec, 3)] for label, sec in ev.planning],
         "incremental_fallback": ev.fallback,
     }
     return {

@@ -1,9 +1,18 @@
-"""Spark side of bench/wap_audit.py: one session, three ways to look at the same branch.
+"""Spark side of bench/wap_audit.py: one session, every way to audit the same branch snapshot.
 
-Writes ``rows`` synthetic orders to a WAP branch, then times (median of ``repeat``):
-``SELECT count(*)`` over the branch snapshot (Iceberg's aggregate push-down on and off),
-the single-pass audit query of ``audit_checks`` and the same checks as one query each.
-Results go to ``spec["result_path"]`` as JSON.
+Writes ``rows`` synthetic orders to ``main`` and audits that snapshot once (recording its
+values, as a published audit does), then appends ``batch`` new orders to a WAP branch and
+times, median of ``repeat``, over the branch snapshot (``rows + batch`` rows):
+
+* ``SELECT count(*)``, as Spark runs it (answered from manifests) and forced to scan;
+* the audit as ``IcebergWapAuditOperator`` runs it (``audit_engine``: appended rows +
+  the base's recorded values, metadata, scan);
+* the same audit of the whole snapshot (no base values: what a first audit costs), with
+  and without Iceberg metadata answers;
+* the same checks as one query each (the common-sql way).
+
+It also checks that every way yields the same observed values. Results go to
+``spec["result_path"]`` as JSON.
 """
 
 from __future__ import annotations
@@ -16,16 +25,11 @@ from typing import Any
 from iceberg_job_runtime import JobContext, run_job
 
 
-def bench(ctx: JobContext) -> dict[str, Any]:
-    import audit_checks as ac
+def orders(spark: Any, start: int, count: int) -> Any:
     from pyspark.sql import functions as F
 
-    spark, spec = ctx.spark, ctx.spec
-    table = ctx.table()
-    rows = int(spec["rows"])
-    t0 = time.monotonic()
-    df = (
-        spark.range(0, rows, numPartitions=8)
+    return (
+        spark.range(start, start + count, numPartitions=8 if count >= 1_000_000 else 2)
         .withColumn("order_id", F.col("id"))
         .withColumn("customer_id", (F.col("id") % 99_991).cast("string"))
         .withColumn(
@@ -37,97 +41,112 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         )
         .drop("id")
     )
-    df.writeTo(table).append()  # lands on the WAP branch (spark.wap.branch)
+
+
+def bench(ctx: JobContext) -> dict[str, Any]:
+    import audit_checks as ac
+    from audit_engine import AuditEngine
+
+    spark, spec = ctx.spark, ctx.spec
+    table = ctx.table()
+    rows, batch = int(spec["rows"]), int(spec["batch"])
+    checks = [ac.Check.from_dict(d) for d in spec["checks"]]
+    engine = AuditEngine(spark, table)
+
+    t0 = time.monotonic()
+    spark.conf.unset("spark.wap.branch")
+    orders(spark, 0, rows).writeTo(table).append()  # the published history, on main
+    base = ctx.ref_snapshot()
     write_seconds = time.monotonic() - t0
+    t0 = time.monotonic()
+    first, _, _ = engine.evaluate(checks, base)  # the audit that published it
+    first_audit_seconds = time.monotonic() - t0
+    base_values = dict(first.observed)
+
+    spark.conf.set("spark.wap.branch", spec["ref"])
+    orders(spark, rows, batch).writeTo(table).append()  # today's batch, on the WAP branch
     spark.conf.unset("spark.wap.branch")
     snap = ctx.ref_snapshot(ref=spec["ref"])
-    source = f"{table} VERSION AS OF {snap}"
-    checks = [ac.Check.from_dict(d) for d in spec["checks"]]
-    modes = {}
-    for c in checks:
-        if c.kind == "table":
-            try:
-                _ = spark.sql(ac.mode_probe_sql(c, source)).schema
-                modes[c.name] = ac.ROW
-            except Exception:
-                modes[c.name] = ac.AGGREGATE
-    bucket = "pmod(hash({v}), " + f"{max(8, 4 * int(spark.sparkContext.defaultParallelism))})"
-    single = ac.build_audit_queries(checks, source, modes, bucket)
-    separate = ac.build_separate_queries(checks, source, modes, bucket)
-    # the same checks with Spark's hash-based COUNT(DISTINCT), for comparison
-    hashed = [q for q in ac.build_audit_queries(checks, source, modes) if "DISTINCT" in q.sql]
-
-    per_query: list[list[float]] = [[] for _ in single]
-    per_check: dict[str, list[float]] = {}
-
-    def run(queries: list, record: bool = False) -> float:
-        start = time.monotonic()
-        for i, q in enumerate(queries):
-            t = time.monotonic()
-            spark.sql(q.sql).collect()
-            if record:
-                (per_query[i] if queries is single else per_check.setdefault(q.columns[0][1], [])).append(
-                    time.monotonic() - t
-                )
-        return time.monotonic() - start
-
-    def scan_columns() -> float:
-        """Baseline that reads every audited column once and does trivial work per row."""
-        start = time.monotonic()
-        spark.sql(
-            f"SELECT count(*), max(hash(order_id, customer_id, region, amount, order_ts)) FROM {source}"
-        ).collect()
-        return time.monotonic() - start
+    source = engine.source(snap)
 
     def count(pushdown: bool) -> float:
         spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", str(pushdown).lower())
         start = time.monotonic()
         spark.sql(f"SELECT count(*) FROM {source}").collect()
+        spark.conf.unset("spark.sql.iceberg.aggregate-push-down.enabled")
         return time.monotonic() - start
 
-    repeat = int(spec.get("repeat", 3))
-    run(single)  # warm-up: JIT, file listing, OS cache
+    results: dict[str, Any] = {}
+
+    def audit(label: str, **kwargs: Any) -> float:
+        start = time.monotonic()
+        ev, _, _ = engine.evaluate(checks, snap, **kwargs)
+        seconds = time.monotonic() - start
+        results[label] = ev
+        return seconds
+
+    modes: dict[str, str] = {}
+    separate: list = []
+
+    def one_query_per_check() -> float:
+        start = time.monotonic()
+        for q in separate:
+            spark.sql(q.sql).collect()
+        return time.monotonic() - start
+
+    def incremental() -> float:
+        return audit("incremental", base_snapshot_id=base, base_values=base_values)
+
+    def whole() -> float:
+        return audit("whole")
+
+    def whole_no_metadata() -> float:
+        return audit("whole_no_metadata", use_metadata=False)
+
+    # warm-up (JIT, file listing, OS cache), and the plan of the common-sql baseline
+    _, evaluated, modes = engine.evaluate(checks, snap, base_snapshot_id=base, base_values=base_values)
+    separate = ac.build_separate_queries(evaluated, source, modes, engine.bucket_expr)
     count(False)
     timings: dict[str, list[float]] = {
-        "count_scan": [],
-        "count_pushdown": [],
-        "audit_single_pass": [],
-        "audit_separate": [],
-        "scan_columns": [],
-        "distinct_hash_based": [],
+        k: [] for k in ("count_pushdown", "count_scan", "audit_incremental", "audit_whole", "audit_whole_no_metadata")
     }
+    repeat = int(spec.get("repeat", 3))
     for _ in range(repeat):
-        timings["count_scan"].append(count(False))
         timings["count_pushdown"].append(count(True))
-        timings["scan_columns"].append(scan_columns())
-        timings["distinct_hash_based"].append(run(hashed))
-        timings["audit_single_pass"].append(run(single, record=True))
-    spark.conf.set("spark.sql.iceberg.aggregate-push-down.enabled", "false")
-    for _ in range(max(1, repeat // 2)):
-        timings["audit_separate"].append(run(separate, record=True))
+        timings["count_scan"].append(count(False))
+        timings["audit_incremental"].append(incremental())
+        timings["audit_whole"].append(whole())
+        timings["audit_whole_no_metadata"].append(whole_no_metadata())
+    timings["audit_separate"] = [one_query_per_check() for _ in range(max(1, repeat // 2))]
+
+    reference = results["whole_no_metadata"].observed
+    mismatches = {
+        label: {k: (v, reference.get(k)) for k, v in ev.observed.items() if not _same(v, reference.get(k))}
+        for label, ev in results.items()
+    }
     result = {
         "rows": rows,
+        "batch": batch,
         "checks": len(checks),
-        "single_pass_queries": len(single),
         "separate_queries": len(separate),
         "write_seconds": round(write_seconds, 2),
+        "first_audit_seconds": round(first_audit_seconds, 3),
         "median": {k: round(statistics.median(v), 3) for k, v in timings.items()},
         "all": {k: [round(x, 3) for x in v] for k, v in timings.items()},
-        "single_pass_sql": single[0].sql[:400] + "...",
-        "separate_shuffle_free": round(
-            sum(statistics.median(v) for k, v in per_check.items() if k.split(".")[-1] not in ac.DISTINCT_CHECKS), 3
-        ),
-        "separate_distinct": round(
-            sum(statistics.median(v) for k, v in per_check.items() if k.split(".")[-1] in ac.DISTINCT_CHECKS), 3
-        ),
-        "per_query": [
-            {"checks": [n for _, n in q.columns], "median": round(statistics.median(t), 3)}
-            for q, t in zip(single, per_query, strict=True)
-        ],
+        "methods": {label: dict(ev.methods) for label, ev in results.items()},
+        "queries": {label: [[q, round(s, 3)] for q, s in ev.planning + ev.queries] for label, ev in results.items()},
+        "fallback": {label: ev.fallback for label, ev in results.items() if ev.fallback},
+        "mismatches": {k: v for k, v in mismatches.items() if v},
     }
     with open(spec["result_path"], "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
+        json.dump(result, fh, default=str)
     return {"rows": rows}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ def probe(ctx: JobContext) -> dict:
     digest = hashlib.sha256(value.encode()).hexdigest()
     if digest != ctx.spec["params"]["expected_sha256"]:
         raise RuntimeError("catalog secret did not reach the Spark session")
-    ctx.spark.sql(
-        f"INSERT INTO {ctx.table()} VALUES (1, 'c1', 'ca', 10.0, TIMESTAMP '2026-01-01 00:00:00')"
-    )
+    ctx.spark.sql(f"INSERT INTO {ctx.table()} VALUES (1, 'c1', 'ca', 10.0, TIMESTAMP '2026-01-01 00:00:00')")
     return {"secret_seen": True}
 
 

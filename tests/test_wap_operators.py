@@ -26,6 +26,7 @@ from airflow_iceberg_provider.operators.wap import (
     IcebergWapCreateBranchOperator,
     IcebergWapPublishOperator,
     IcebergWapWriteOperator,
+    branch_snapshots,
     iceberg_asset,
     iceberg_asset_uri,
     merge_base,
@@ -384,3 +385,69 @@ def test_wap_write_conf_sets_the_branch_and_keeps_user_excluded_rules():
     conf = wap_write_conf("b1", {"spark.sql.optimizer.excludedRules": "a.B, c.D"})
     assert conf == {"spark.wap.branch": "b1", "spark.sql.optimizer.excludedRules": f"a.B,c.D,{METADATA_DELETE_RULE}"}
     assert "spark.wap.id" not in wap_write_conf("b1")
+
+
+# ------------------------------------------------------------ incremental audit eligibility
+def _record_base_values(hook, snapshot_id, checks):
+    from datetime import UTC, datetime
+
+    rows = [
+        {
+            "event_id": "earlier-audit",
+            "table_name": T,
+            "ref": "wap_earlier",
+            "snapshot_id": snapshot_id,
+            "check_name": c.name,
+            "check_type": c.check_type,
+            "column_name": c.column,
+            "observed_value": 1.0,
+            "condition": c.describe(),
+            "passed": True,
+            "evaluated_at": datetime.now(UTC),
+        }
+        for c in checks
+    ]
+    hook.append_governance_rows("audit_results", rows)
+
+
+AUDIT_SPEC = {
+    "column_mapping": {"amount": {"min": {"geq_to": 0}}, "order_id": {"unique_check": {"equal_to": 0}}},
+    "table_checks": {"has_rows": {"check_statement": "COUNT(*) > 0"}},
+    "change_checks": {"added_rows": {"min": 1}},
+}
+
+
+def test_incremental_audit_reuses_base_values_only_after_appends(orders):
+    hook = orders
+    base = main_of(hook)
+    audit = IcebergWapAuditOperator(task_id="audit", table=T, branch="wap_x", **AUDIT_SPEC)
+    checks = audit.parse_checks()
+    _record_base_values(hook, base, checks)
+    hook.create_branch(T, "wap_x", snapshot_id=base)
+    commit_to_branch(hook, T, "wap_x", 100, 5)
+    head = commit_to_branch(hook, T, "wap_x", 105, 5)
+    tbl = hook.load_table(T)
+    appends = branch_snapshots(hook, tbl, head, base)
+    assert [s.operation for s in appends] == ["append", "append"]
+    values = audit._reusable_base_values(checks, T, base, appends)
+    assert values == {"amount.min": 1.0, "order_id.unique_check": 1.0, "table.has_rows": 1.0}
+
+    # nothing to reuse: incremental off, no base, or a recorded definition that differs
+    assert (
+        IcebergWapAuditOperator(task_id="a", table=T, incremental=False, **AUDIT_SPEC)._reusable_base_values(
+            checks, T, base, appends
+        )
+        == {}
+    )
+    assert audit._reusable_base_values(checks, T, None, appends) == {}
+    other = IcebergWapAuditOperator(
+        task_id="b", table=T, column_mapping={"amount": {"min": {"geq_to": 5}}}
+    ).parse_checks()
+    assert audit._reusable_base_values(other, T, base, appends) == {}
+
+    # a delete on the branch: rows left, so the audit must read the whole snapshot
+    hook.load_table(T).delete("order_id = 101", branch="wap_x")
+    tbl = hook.load_table(T)
+    changed = branch_snapshots(hook, tbl, hook.ref_snapshot_id(T, "wap_x"), base)
+    assert changed[-1].operation != "append"
+    assert audit._reusable_base_values(checks, T, base, changed) == {}

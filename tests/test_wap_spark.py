@@ -209,3 +209,33 @@ def test_cherrypick_when_main_moved(orders):
     assert len(ids) == records_before + 6 and len(set(ids)) == len(ids)
     again = pick.execute(fake_context())  # retried: already replayed -> no-op
     assert again["method"] == "noop" and hook.ref_snapshot_id(T) == main
+
+
+def test_metadata_answers_when_every_shuffle_free_check_allows(orders):
+    """Null counts, min/max and COUNT(*) only: Iceberg answers from the manifests, no data scan."""
+    hook = orders
+    ctx = fake_context(dag_id="wap_test", run_id="run_metadata")
+    branch = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)["branch"]
+    head = commit_to_branch(hook, T, branch, 5000, 7)
+    out = IcebergWapAuditOperator(
+        task_id="audit",
+        table=T,
+        branch=branch,
+        incremental=False,
+        column_mapping={
+            "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}, "max": {"leq_to": 1000}},
+            "order_id": {"max": {"geq_to": 0}},
+        },
+        table_checks={"has_rows": {"check_statement": "COUNT(*) > 0"}},
+    ).execute(ctx)
+    truth = rows_at(hook, head)
+    amounts = truth.column("amount").to_pylist()
+    observed = {r["check"]: r["observed"] for r in out["results"]}
+    assert observed == {
+        "amount.null_check": 0.0,
+        "amount.min": min(amounts),
+        "amount.max": max(amounts),
+        "order_id.max": float(max(truth.column("order_id").to_pylist())),
+        "table.has_rows": float(truth.num_rows),
+    }
+    assert out["metadata_checks"] == 5 and out["queries"] == 1 and out["passed"]

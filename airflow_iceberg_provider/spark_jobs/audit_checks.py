@@ -366,14 +366,28 @@ def _q(column: str) -> str:
     return f"`{column}`"
 
 
-def check_expression(check: Check, mode: str = AGGREGATE) -> str:
-    """The aggregate SQL expression whose value is the check's observed value.
+#: How each per-row value (:func:`row_value`) is aggregated in SQL.
+_SQL_AGGREGATES = {
+    "nulls": "CAST(COALESCE(SUM({v}), 0) AS DOUBLE)",
+    "count": "CAST(COUNT({v}) AS DOUBLE)",
+    "sum": "CAST(SUM({v}) AS DOUBLE)",
+    "min": "CAST(MIN({v}) AS DOUBLE)",
+    "max": "CAST(MAX({v}) AS DOUBLE)",
+    "row": "CAST(COALESCE(MIN({v}), 1) AS DOUBLE)",
+    "distinct": "CAST(COUNT(DISTINCT {v}) AS DOUBLE)",
+    "dups": "CAST(COUNT({v}) - COUNT(DISTINCT {v}) AS DOUBLE)",
+}
 
-    Column checks honour their partition clause with conditional aggregation
-    (so they share the single pass); a table check in ``row`` mode becomes
-    ``MIN(CASE ...)`` over the rows it applies to (1 when all rows pass), in
-    ``aggregate`` mode ``CASE WHEN stmt THEN 1 ELSE 0 END`` (its partition
-    clause, if any, must then be applied as the query's ``WHERE``).
+
+def row_value(check: Check, mode: str = AGGREGATE) -> tuple[str, str] | None:
+    """``(per-row SQL value, aggregation)``: the one definition of what a check measures.
+
+    The aggregation is one of :data:`_SQL_AGGREGATES` (in SQL) or the same done on
+    Arrow columns (:func:`aggregate_columns`). Partition clauses become conditional
+    values (NULL outside the clause), so every such check shares one pass. Min/max
+    compare the values as numbers (``CAST(... AS DOUBLE)``; timestamps become seconds).
+    ``None`` for a general aggregate predicate (``COUNT(*) > 0 AND SUM(x) < 5``), which is
+    evaluated as a whole (:func:`check_expression`).
     """
     pc = check.partition_clause
     if check.kind == "column":
@@ -381,26 +395,36 @@ def check_expression(check: Check, mode: str = AGGREGATE) -> str:
         value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
         if check.check_type == "null_check":
             cond = f"({pc}) AND {col} IS NULL" if pc else f"{col} IS NULL"
-            return f"CAST(COALESCE(SUM(CASE WHEN {cond} THEN 1 ELSE 0 END), 0) AS DOUBLE)"
-        if check.check_type == "distinct_check":
-            return f"CAST(COUNT(DISTINCT {value}) AS DOUBLE)"
-        if check.check_type == "unique_check":
-            return f"CAST(COUNT({value}) - COUNT(DISTINCT {value}) AS DOUBLE)"
+            return f"CASE WHEN {cond} THEN 1 ELSE 0 END", "nulls"
         if check.check_type in ("min", "max"):
-            return f"CAST({check.check_type.upper()}({value}) AS DOUBLE)"
+            return f"CAST({value} AS DOUBLE)", check.check_type
+        return value, "dups" if check.check_type == "unique_check" else "distinct"
     if check.kind == "table" and check.aggregate:
         if check.column is None:  # COUNT(*)
-            return f"CAST(COUNT(CASE WHEN ({pc}) THEN 1 END) AS DOUBLE)" if pc else "CAST(COUNT(*) AS DOUBLE)"
+            return (f"CASE WHEN ({pc}) THEN 1 END" if pc else "1"), "count"
         col = _q(check.column)
         value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
-        return f"CAST({check.aggregate.upper()}({value}) AS DOUBLE)"
-    if check.kind == "table":
-        stmt = check.statement
-        if mode == ROW:
-            guard = f"WHEN NOT COALESCE(({pc}), FALSE) THEN NULL " if pc else ""
-            return f"CAST(COALESCE(MIN(CASE {guard}WHEN ({stmt}) THEN 1 ELSE 0 END), 1) AS DOUBLE)"
-        return f"CAST(CASE WHEN ({stmt}) THEN 1 ELSE 0 END AS DOUBLE)"
-    raise CheckSpecError(f"check {check.name!r} ({check.kind}) is not evaluated in SQL")
+        return (f"CAST({value} AS DOUBLE)" if check.aggregate in ("min", "max") else value), check.aggregate
+    if check.kind == "table" and mode == ROW:
+        guard = f"WHEN NOT COALESCE(({pc}), FALSE) THEN NULL " if pc else ""
+        return f"CASE {guard}WHEN ({check.statement}) THEN 1 ELSE 0 END", "row"
+    return None
+
+
+def check_expression(check: Check, mode: str = AGGREGATE) -> str:
+    """The aggregate SQL expression whose value is the check's observed value.
+
+    :func:`row_value` aggregated in SQL; a general aggregate predicate becomes
+    ``CASE WHEN stmt THEN 1 ELSE 0 END`` (its partition clause, if any, must then be
+    applied as the query's ``WHERE``).
+    """
+    if check.kind not in ("column", "table"):
+        raise CheckSpecError(f"check {check.name!r} ({check.kind}) is not evaluated in SQL")
+    measured = row_value(check, mode)
+    if measured is None:
+        return f"CAST(CASE WHEN ({check.statement}) THEN 1 ELSE 0 END AS DOUBLE)"
+    value, how = measured
+    return _SQL_AGGREGATES[how].format(v=value)
 
 
 @dataclass(frozen=True)
@@ -573,6 +597,8 @@ def metadata_expression(check: Check) -> str | None:
         if check.check_type in ("min", "max"):
             return f"CAST({check.check_type.upper()}({col}) AS DOUBLE)"
         return None
+    if check.kind == "table" and check.aggregate == "count" and check.column is None:
+        return "CAST(COUNT(*) AS DOUBLE)"
     if check.kind == "table" and check.aggregate in ("count", "min", "max"):
         return check_expression(check)
     return None
@@ -702,30 +728,10 @@ def driver_projection(checks: Sequence[Check], modes: Mapping[str, str] | None =
     modes = modes or {}
     out = []
     for check in checks:
-        pc = check.partition_clause
-        if check.kind == "column":
-            col = _q(check.column or "")
-            value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
-            if check.check_type == "null_check":
-                cond = f"({pc}) AND {col} IS NULL" if pc else f"{col} IS NULL"
-                out.append((check.name, f"CASE WHEN {cond} THEN 1 ELSE 0 END", "nulls"))
-            elif check.check_type in ("min", "max"):
-                out.append((check.name, f"CAST({value} AS DOUBLE)", check.check_type))
-            else:
-                out.append((check.name, value, "dups" if check.check_type == "unique_check" else "distinct"))
-        elif check.kind == "table" and check.aggregate:
-            if check.column is None:
-                out.append((check.name, f"CASE WHEN ({pc}) THEN 1 END" if pc else "1", "count"))
-            else:
-                col = _q(check.column)
-                value = f"CASE WHEN ({pc}) THEN {col} END" if pc else col
-                how = check.aggregate
-                out.append((check.name, f"CAST({value} AS DOUBLE)" if how in ("min", "max") else value, how))
-        elif check.kind == "table" and modes.get(check.name) == ROW:
-            guard = f"WHEN NOT COALESCE(({pc}), FALSE) THEN NULL " if pc else ""
-            out.append((check.name, f"CASE {guard}WHEN ({check.statement}) THEN 1 ELSE 0 END", "row"))
-        else:
+        measured = row_value(check, modes.get(check.name, AGGREGATE))
+        if measured is None:
             raise CheckSpecError(f"check {check.name!r} cannot be evaluated row by row")
+        out.append((check.name, *measured))
     return out
 
 

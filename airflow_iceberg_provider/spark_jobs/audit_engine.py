@@ -184,6 +184,13 @@ class AuditEngine:
 
         remaining = list(checks)
         meta = ac.build_metadata_query(remaining, source) if use_metadata else None
+        minmax = [c for c in remaining if (c.aggregate if c.kind == "table" else c.check_type) in ("min", "max")]
+        if meta is not None and minmax:
+            # metadata MIN/MAX order values natively, the scan as numbers: the same only for numbers and timestamps
+            types = {f.name.lower(): f.dataType.typeName() for f in self.spark.sql(f"SELECT * FROM {source}").schema}
+            ordered = (*_NUMERIC, "timestamp")
+            keep = [c for c in remaining if c not in minmax or types.get(c.column.lower(), "").split("(")[0] in ordered]
+            meta = ac.build_metadata_query(keep, source)
         if meta is not None:
             answered = {name for _, name in meta.columns}
             if any(c.name not in answered and c.check_type not in ac.DISTINCT_CHECKS for c in remaining):

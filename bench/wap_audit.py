@@ -15,7 +15,8 @@ appended orders; the branch snapshot (5.05M rows) is what is timed:
 
 The job also checks that every way yields identical observed values.
 Targets (issue #3): audit / count(*) <= 1.5; one query per check / audit >= 5.
-Usage: ``source scripts/env.sh && python bench/wap_audit.py [--rows N] [--batch N] [--repeat R]``.
+Medians of ``--repeat`` runs after ``--warmup`` rounds of every timed way (steady state).
+Usage: ``source scripts/env.sh && python bench/wap_audit.py [--rows N] [--batch N] [--repeat R] [--warmup W]``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--batch", type=int, default=50_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--warmup", type=int, default=5, help="rounds of every timed way before timing")
     args = parser.parse_args()
 
     from conftest import catalog_conn_json, create_orders_table
@@ -86,6 +88,7 @@ def main() -> int:
             "rows": args.rows,
             "batch": args.batch,
             "repeat": args.repeat,
+            "warmup": args.warmup,
             "checks": [c.to_dict() for c in checks],
             "result_path": str(result_path),
         }

@@ -103,8 +103,8 @@ def bench(ctx: JobContext) -> dict[str, Any]:
     def whole_no_metadata() -> float:
         return audit("whole_no_metadata", use_metadata=False)
 
-    # warm-up (JIT, file listing, OS cache) of every timed way, and the plan of the common-sql baseline
-    for _ in range(3):
+    # warm-up (JIT, file listing, OS cache) of every timed way, ``warmup`` rounds, and the plan of the common-sql baseline
+    for _ in range(int(spec.get("warmup", 5))):
         _, evaluated, modes = engine.evaluate(checks, snap, base_snapshot_id=base, base_values=base_values)
         count(False)
         count(True)

@@ -420,7 +420,7 @@ AUDIT_SPEC = {
 def test_incremental_audit_reuses_base_values_only_after_appends(orders):
     hook = orders
     base = main_of(hook)
-    audit = IcebergWapAuditOperator(task_id="audit", table=T, branch="wap_x", **AUDIT_SPEC)
+    audit = IcebergWapAuditOperator(task_id="audit", table=T, branch="wap_x", incremental_min_rows=10, **AUDIT_SPEC)
     checks = audit.parse_checks()
     _record_base_values(hook, base, checks)
     hook.create_branch(T, "wap_x", snapshot_id=base)
@@ -440,6 +440,8 @@ def test_incremental_audit_reuses_base_values_only_after_appends(orders):
         == {}
     )
     assert audit._reusable_base_values(checks, T, None, appends) == {}
+    small = IcebergWapAuditOperator(task_id="s", table=T, incremental_min_rows=11, **AUDIT_SPEC)
+    assert small._reusable_base_values(checks, T, base, appends) == {}  # 10 base rows: one pass is cheaper
     other = IcebergWapAuditOperator(
         task_id="b", table=T, column_mapping={"amount": {"min": {"geq_to": 5}}}
     ).parse_checks()
@@ -451,3 +453,11 @@ def test_incremental_audit_reuses_base_values_only_after_appends(orders):
     changed = branch_snapshots(hook, tbl, hook.ref_snapshot_id(T, "wap_x"), base)
     assert changed[-1].operation != "append"
     assert audit._reusable_base_values(checks, T, base, changed) == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [(-1, "is negative"), ("1000", "is not an integer"), (True, "not an integer")]
+)
+def test_incremental_min_rows_is_validated(value, problem):
+    with pytest.raises(IcebergValidationError, match=f"incremental_min_rows=.*{problem}"):
+        IcebergWapAuditOperator(task_id="a", table=T, incremental_min_rows=value, **AUDIT_SPEC)

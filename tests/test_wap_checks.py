@@ -452,3 +452,64 @@ def test_driver_aggregation_follows_spark_for_nan_and_signed_zero():
     assert out["x.distinct_check"] == 3.0 and out["x.unique_check"] == 2.0  # {1, nan, 0}; 0/-0 and nan/nan pair up
     only_nan = ac.aggregate_columns(projection, [pa.array([float("nan"), None])] * 4)
     assert math.isnan(only_nan["x.min"]) and math.isnan(only_nan["x.max"])
+
+
+# --------------------------------------------------------------- appended files' metrics
+def _field(type_id, utc=True):
+    from types import SimpleNamespace
+
+    kind = SimpleNamespace(typeId=lambda: SimpleNamespace(toString=lambda: type_id), shouldAdjustToUTC=lambda: utc)
+    return SimpleNamespace(type=lambda: kind)
+
+
+def _stats(**kw):
+    from airflow_iceberg_provider.spark_jobs.audit_engine import _ColumnStats
+
+    return _ColumnStats(**kw)
+
+
+def test_metrics_answer_only_what_they_state_exactly():
+    from airflow_iceberg_provider.spark_jobs.audit_engine import _metric_value
+
+    by_name = {
+        c.name: c
+        for c in ac.parse_checks(
+            {
+                "id": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}, "max": {"geq_to": 0}},
+                "ts": {"max": {"geq_to": 0}},
+                "x": {"min": {"geq_to": 0}, "max": {"leq_to": 0, "partition_clause": "id > 1"}},
+                "name": {"max": {"geq_to": 0}, "unique_check": {"equal_to": 0}},
+            },
+            {
+                "rows": {"check_statement": "COUNT(*) > 0"},
+                "ids": {"check_statement": "COUNT(id) > 0"},
+                "total": {"check_statement": "SUM(id) > 0"},
+                "positive": {"check_statement": "id > 0"},
+            },
+        )
+    }
+    full = _stats(nulls=2, non_null=8, nans=0, lo=("j", -5), hi=("j", 40))
+
+    def value(name, field, st, records=10):
+        return _metric_value(by_name[name], records, field, st)
+
+    assert value("table.rows", None, None) == (True, 10.0)  # COUNT(*): the files' record counts
+    assert value("id.null_check", _field("LONG"), full) == (True, 2.0)
+    assert value("table.ids", _field("LONG"), full) == (True, 8.0)
+    assert value("id.min", _field("LONG"), full) == (True, -5.0)
+    assert value("id.max", _field("DECIMAL"), full) == (True, 40.0)
+    assert value("ts.max", _field("TIMESTAMP"), _stats(non_null=2, lo=("j", 0), hi=("j", 1_500_000))) == (
+        True,
+        1.5,
+    )  # seconds
+    assert value("id.max", _field("LONG"), _stats(nulls=3, non_null=0, lo=None, hi=None)) == (True, None)  # no values
+    # not stated exactly by the metrics: a scan of the appended rows answers these
+    assert value("ts.max", _field("TIMESTAMP", utc=False), full) == (False, None)  # zone-less: session time zone
+    assert value("x.min", _field("DOUBLE"), _stats(nans=1, non_null=3, lo=("j", 1.0), hi=("j", 2.0)))[0] is False
+    assert value("x.min", _field("DOUBLE"), _stats(nans=None, non_null=3, lo=("j", 1.0), hi=("j", 2.0)))[0] is False
+    assert value("x.max", _field("DOUBLE"), full)[0] is False  # partition clause
+    assert value("name.max", _field("STRING"), full)[0] is False  # truncated, and compared as text
+    assert value("id.min", _field("LONG"), _stats(complete=False))[0] is False
+    assert value("id.min", _field("LONG"), _stats(bounded=False, non_null=1, lo=("j", 1), hi=("j", 1)))[0] is False
+    for name in ("name.unique_check", "table.total", "table.positive"):
+        assert value(name, _field("LONG"), full)[0] is False

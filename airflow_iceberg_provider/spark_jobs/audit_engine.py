@@ -165,7 +165,6 @@ class AuditEngine:
         if incremental:
             try:
                 self._incremental(ev, incremental, snapshot_id, int(base_snapshot_id), base_values, modes)
-                rest = [c for c in rest if c not in incremental]
             except Exception as err:  # noqa: BLE001 - any failure of the shortcut means: scan instead
                 ev.fallback = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"
                 log.warning("Incremental audit not possible (%s); scanning the whole snapshot.", ev.fallback)

@@ -13,8 +13,12 @@ export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 _jars="$_AIP_ROOT/.spark-runtime/jars"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar,$_jars/postgresql-jdbc.jar}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
-export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}"
+# JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the
+# expansion, and a second `source` (VAR already set) would append the rest, e.g. "}}", to VAR.
+_conn='{"conn_type": "spark", "host": "local[2]"}'
+export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-$_conn}"
 mkdir -p "$AIP_WORK/lake/warehouse"
-export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="${AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT:-{\"conn_type\": \"iceberg_catalog\", \"host\": \"sqlite:///$AIP_WORK/lake/catalog.db\", \"extra\": {\"catalog_type\": \"sql\", \"catalog_name\": \"lakehouse\", \"warehouse\": \"file://$AIP_WORK/lake/warehouse\"}}}"
+_conn="{\"conn_type\": \"iceberg_catalog\", \"host\": \"sqlite:///$AIP_WORK/lake/catalog.db\", \"extra\": {\"catalog_type\": \"sql\", \"catalog_name\": \"lakehouse\", \"warehouse\": \"file://$AIP_WORK/lake/warehouse\"}}"
+export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="${AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT:-$_conn}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-unset _jars _AIP_ROOT
+unset _jars _conn _AIP_ROOT

@@ -596,7 +596,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         return checks
 
     def _reusable_base_values(
-        self, checks: Sequence[audit_checks.Check], table: str, base: int | None, snapshots: Sequence[Any]
+        self,
+        checks: Sequence[audit_checks.Check],
+        table: str,
+        base: int | None,
+        snapshots: Sequence[Any],
+        tbl: Table | None = None,
     ) -> dict[str, float | None]:
         """Values recorded for the base snapshot that an incremental audit may combine with (else ``{}``)."""
         if not self.incremental or base is None:
@@ -609,7 +614,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 not_append[:5],
             )
             return {}
-        base_rows = int(self.catalog_hook.snapshot(table, snapshot_id=base).summary.get("total-records", 0) or 0)
+        base_snapshot = self.catalog_hook.snapshot(tbl if tbl is not None else table, snapshot_id=base)
+        base_rows = int(base_snapshot.summary.get("total-records", 0) or 0)
         if base_rows < self.incremental_min_rows:
             self.log.info(
                 "Full audit: the base snapshot %s holds %d rows (< incremental_min_rows=%d); one pass is cheaper.",
@@ -663,7 +669,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             else:
                 skipped["change.added_rows_ratio"] = "no previous published change to compare with"
         audit_table = hook.governance_table("audit_results")
-        base_values = self._reusable_base_values(checks, table, base, snapshots)
+        base_values = self._reusable_base_values(checks, table, base, snapshots, tbl)
         spec = self.job_spec(
             context,
             "wap_audit",

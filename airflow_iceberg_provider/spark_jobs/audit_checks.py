@@ -474,8 +474,6 @@ def build_audit_queries(
     source: str,
     modes: Mapping[str, str] | None = None,
     bucket_expr: str | None = None,
-    extra_columns: Sequence[tuple[str, str]] = (),
-    one_pass: bool = False,
 ) -> list[AuditQuery]:
     """Fold the data checks into as few scans as possible.
 
@@ -493,10 +491,6 @@ def build_audit_queries(
     :param modes: table check name -> ``row`` | ``aggregate`` (default ``aggregate``).
     :param bucket_expr: SQL bucketing a value ``{v}`` for the sort-based distinct counts,
         e.g. ``pmod(hash({v}), 64)`` in Spark.
-    :param extra_columns: ``(name, aggregate expression)`` pairs to carry in the shuffle-free
-        pass (e.g. :func:`bounds_columns`); reported under ``name`` like a check.
-    :param one_pass: fold the distinct counts (hash-based) into the shuffle-free query too:
-        one query instead of two, the better trade for small inputs such as appended rows.
     """
     modes = modes or {}
     groups: dict[str, list[tuple[str, str, str]]] = {"main": [], "distinct": []}
@@ -505,17 +499,16 @@ def build_audit_queries(
     for i, check in enumerate(c for c in checks if c.kind in ("column", "table")):
         alias = f"c{i}"
         mode = modes.get(check.name, AGGREGATE)
-        if check.check_type in DISTINCT_CHECKS and bucket_expr and not one_pass:
+        if check.check_type in DISTINCT_CHECKS and bucket_expr:
             sorted_distinct.append((alias, check))
             continue
         item = (alias, check.name, check_expression(check, mode))
         if check.kind == "table" and not check.aggregate and mode == AGGREGATE and check.partition_clause:
             filtered.setdefault(check.partition_clause, []).append(item)
-        elif check.check_type in DISTINCT_CHECKS and not one_pass:
+        elif check.check_type in DISTINCT_CHECKS:
             groups["distinct"].append(item)
         else:
             groups["main"].append(item)
-    groups["main"].extend((f"x{i}", name, expr) for i, (name, expr) in enumerate(extra_columns))
     queries = []
     for where, items in [*((None, g) for g in groups.values()), *filtered.items()]:
         if not items:
@@ -616,15 +609,11 @@ def build_metadata_query(checks: Sequence[Check], source: str) -> AuditQuery | N
 def decomposable(check: Check, mode: str | None = None) -> bool:
     """Whether the check's value over ``base + appended rows`` follows from the two parts (:func:`combine`).
 
-    Column checks, single-aggregate table checks and row predicates combine; a general
-    aggregate predicate (``COUNT(*) > 0 AND SUM(x) < 5``) does not and is always evaluated
-    over the whole snapshot.
+    Every check with a per-row value (:func:`row_value`) combines: column checks,
+    single-aggregate table checks and row predicates. A general aggregate predicate
+    (``COUNT(*) > 0 AND SUM(x) < 5``) does not and is always evaluated over the whole snapshot.
     """
-    if check.kind == "column":
-        return True
-    if check.kind == "table":
-        return check.aggregate is not None or mode == ROW
-    return False
+    return check.kind in ("column", "table") and row_value(check, mode or AGGREGATE) is not None
 
 
 def combine(check: Check, base: float | None, change: float | None, overlap: float = 0.0) -> float | None:
@@ -635,25 +624,25 @@ def combine(check: Check, base: float | None, change: float | None, overlap: flo
         With ``d`` duplicates, ``n`` non-null values and ``k`` distinct ones,
         ``d(B+C) = d(B) + d(C) + overlap`` and ``k(B+C) = k(B) + k(C) - overlap``.
     """
-    kind = check.aggregate if check.kind == "table" and check.aggregate else check.check_type
-    if check.kind == "table" and not check.aggregate:  # row predicate: 1 when every row passes
+    measured = row_value(check, ROW) if check.kind in ("column", "table") else None
+    if measured is None:
+        raise CheckSpecError(f"check {check.name!r} does not combine incrementally")
+    how = measured[1]
+    if how == "row":  # 1 when every row passes
         return min(_or(base, 1.0), _or(change, 1.0))
-    if kind in ("min", "max"):
+    if how in ("min", "max"):
         present = [v for v in (base, change) if v is not None]
         if not present:
             return None
-        return min(present) if kind == "min" else max(present)
-    if kind == "sum":
-        if base is None and change is None:
-            return None
-        return _or(base, 0.0) + _or(change, 0.0)
-    if kind == "unique_check":
-        return _or(base, 0.0) + _or(change, 0.0) + overlap
-    if kind == "distinct_check":
-        return _or(base, 0.0) + _or(change, 0.0) - overlap
-    if kind in ("null_check", "count"):
-        return _or(base, 0.0) + _or(change, 0.0)
-    raise CheckSpecError(f"check {check.name!r} does not combine incrementally")
+        return min(present) if how == "min" else max(present)
+    if how == "sum" and base is None and change is None:
+        return None
+    total = _or(base, 0.0) + _or(change, 0.0)  # nulls, count, sum, dups, distinct
+    if how == "dups":
+        return total + overlap
+    if how == "distinct":
+        return total - overlap
+    return total
 
 
 def _or(value: float | None, default: float) -> float:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import decimal
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,17 +85,20 @@ def detect_modes(spark: Any, checks: list, source: str) -> dict[str, str]:
     return modes
 
 
-def numeric_aggregates_only(spark: Any, checks: list, source: str) -> list:
-    """Demote single-aggregate table checks over non-numeric columns to general predicates."""
+def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, str]]) -> list:
+    """Demote single-aggregate table checks over non-numeric columns to general predicates.
+
+    :param column_types: lower-case column name -> Spark type name (called only when needed).
+    """
     import audit_checks as ac
 
     if not any(c.kind == "table" and c.aggregate in ("sum", "min", "max") for c in checks):
         return list(checks)
-    types = {f.name.lower(): f.dataType.typeName() for f in spark.sql(f"SELECT * FROM {source}").schema.fields}
+    types = column_types()
     out = []
     for check in checks:
         if check.kind == "table" and check.aggregate in ("sum", "min", "max"):
-            if types.get((check.column or "").lower(), "").split("(")[0] not in _NUMERIC:
+            if types.get((check.column or "").lower(), "") not in _NUMERIC:
                 check = ac.as_general_statement(check)
         out.append(check)
     return out
@@ -121,6 +124,7 @@ class AuditEngine:
         self.bucket_expr = "pmod(hash({v}), " + f"{buckets or max(8, 4 * parallelism)})"
         self.driver_rows = driver_rows
         self._jtable_cache: Any = None
+        self._types_cache: dict[str, str] | None = None
         self._views = 0
 
     def source(self, snapshot_id: int) -> str:
@@ -150,9 +154,12 @@ class AuditEngine:
 
         source = self.source(snapshot_id)
         self._jtable_cache = None
+        self._types_cache = None
         ev = Evaluation()
         start = time.monotonic()
-        data = numeric_aggregates_only(self.spark, [c for c in checks if c.kind in ("column", "table")], source)
+        data = numeric_aggregates_only(
+            [c for c in checks if c.kind in ("column", "table")], lambda: self._column_types(source)
+        )
         modes = detect_modes(self.spark, data, source)
         ev.planning.append(("analyse", time.monotonic() - start))
         base_values = base_values or {}
@@ -186,9 +193,8 @@ class AuditEngine:
         minmax = [c for c in remaining if (c.aggregate if c.kind == "table" else c.check_type) in ("min", "max")]
         if meta is not None and minmax:
             # metadata MIN/MAX order values natively, the scan as numbers: the same only for numbers and timestamps
-            types = {f.name.lower(): f.dataType.typeName() for f in self.spark.sql(f"SELECT * FROM {source}").schema}
-            ordered = (*_NUMERIC, "timestamp")
-            keep = [c for c in remaining if c not in minmax or types.get(c.column.lower(), "").split("(")[0] in ordered]
+            types, ordered = self._column_types(source), (*_NUMERIC, "timestamp")
+            keep = [c for c in remaining if c not in minmax or types.get(c.column.lower(), "") in ordered]
             meta = ac.build_metadata_query(keep, source)
         if meta is not None:
             answered = {name for _, name in meta.columns}
@@ -276,10 +282,17 @@ class AuditEngine:
                 return 0.0  # no base file's column bounds intersect the appended values' range
         sides, args = None, None
         if bounds is not None:
-            sides = (bounds.lo_sql.format(p=":lo"), bounds.hi_sql.format(p=":hi"))
+            sides = (bounds.sql.format(p=":lo"), bounds.sql.format(p=":hi"))
             args = {"lo": bounds.lo, "hi": bounds.hi}
         sql = ac.overlap_query(check, view, self.source(base_snapshot_id), sides)
         return float(self._run(ev, f"overlap:{check.name}", sql, args)["overlap"])
+
+    def _column_types(self, source: str) -> dict[str, str]:
+        """Lower-case column name -> Spark type name (``decimal`` without precision) of the audited snapshot."""
+        if self._types_cache is None:
+            fields = self.spark.sql(f"SELECT * FROM {source}").schema.fields  # analysis only
+            self._types_cache = {f.name.lower(): f.dataType.typeName().split("(")[0] for f in fields}
+        return self._types_cache
 
     def _jtable(self) -> Any:
         """The Iceberg Java table (through the session's catalog, so cached); refreshed once per evaluation."""
@@ -362,8 +375,7 @@ class AuditEngine:
             if type_id == "TIMESTAMP" and not fld.type().shouldAdjustToUTC():
                 continue
             if st.complete and st.bounded and st.lo is not None and type_id in _BOUND_LITERALS:
-                wrap = _BOUND_LITERALS[type_id]
-                bounds[col] = Bounds(fld.name(), st.lo[0], st.hi[0], st.lo[1], st.hi[1], wrap, wrap)
+                bounds[col] = Bounds(fld.name(), st.lo[0], st.hi[0], st.lo[1], st.hi[1], _BOUND_LITERALS[type_id])
         values = {}
         for check in checks:
             known, value = _metric_value(check, records, fields.get(check.column or ""), stats.get(check.column or ""))
@@ -393,8 +405,7 @@ class Bounds:
     jhi: Any
     lo: Any
     hi: Any
-    lo_sql: str
-    hi_sql: str
+    sql: str  # turns a bound (parameter ``{p}``) into a Spark literal
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 AUDIT_CHECKS_MODULE = SPARK_JOBS_DIR / "audit_checks.py"
 AUDIT_ENGINE_MODULE = SPARK_JOBS_DIR / "audit_engine.py"
 #: modules the wap_audit job imports (shipped with --py-files)
-AUDIT_MODULES = (str(AUDIT_CHECKS_MODULE), str(AUDIT_ENGINE_MODULE))
+AUDIT_MODULES = (str(AUDIT_CHECKS_MODULE), str(AUDIT_ENGINE_MODULE), str(SPARK_JOBS_DIR / "arrow_sql.py"))
 WAP_ENABLED = {"write.wap.enabled": "true"}
 SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
 ON_CONFLICT = ("fail", "cherrypick")

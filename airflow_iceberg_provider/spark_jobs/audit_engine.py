@@ -37,6 +37,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+try:  # shipped with --py-files: a top-level module on the Spark side
+    import arrow_sql
+except ImportError:  # imported from the package (tests)
+    from . import arrow_sql
+
 log = logging.getLogger(__name__)
 
 CHANGE_SET = "change_set"
@@ -59,23 +64,39 @@ class Evaluation:
         return sum(1 for m in self.methods.values() if m == method)
 
 
-def detect_modes(spark: Any, checks: list, source: str) -> dict[str, str]:
-    """Row or aggregate predicate, per general table check, decided by Spark's analyser (no data read).
+def detect_modes(
+    spark: Any, checks: list, source: str, column_types: Callable[[], dict[str, str]] | None = None
+) -> dict[str, str]:
+    """Row or aggregate predicate, per general table check, decided without reading data.
 
-    All statements are analysed together first (one analysis when they are all row
-    predicates, the usual case), one by one only if that fails.
+    A statement in :mod:`arrow_sql`'s subset (which has no aggregate functions) over
+    existing columns (``column_types``) is a row predicate. The others are decided by
+    Spark's analyser: all together first (one analysis when they are all row predicates,
+    the usual case), one by one only if that fails.
     """
     import audit_checks as ac
 
     general = [c for c in checks if c.kind == "table" and not c.aggregate]
     if not general:
         return {}
+    known: dict[str, str] = {}
+    if column_types is not None:
+        for check in general:
+            try:
+                columns = arrow_sql.parse_columns(check.statement)
+            except arrow_sql.Unsupported:
+                continue
+            if columns <= column_types().keys():
+                known[check.name] = ac.ROW
+    general = [c for c in general if c.name not in known]
+    if not general:
+        return known
     try:
         _ = spark.sql(ac.mode_probe_sql(general, source)).schema  # analysis only (eager), no data read
-        return {c.name: ac.ROW for c in general}
+        return known | {c.name: ac.ROW for c in general}
     except Exception:  # noqa: BLE001 - at least one aggregate predicate: decide one by one
         pass
-    modes = {}
+    modes = dict(known)
     for check in general:
         try:
             _ = spark.sql(ac.mode_probe_sql([check], source)).schema
@@ -125,6 +146,8 @@ class AuditEngine:
         self.driver_rows = driver_rows
         self._jtable_cache: Any = None
         self._types_cache: dict[str, str] | None = None
+        self._fields_cache: dict[str, Field] | None = None
+        self._snapshot_id = 0
         self._views = 0
 
     def source(self, snapshot_id: int) -> str:
@@ -155,12 +178,14 @@ class AuditEngine:
         source = self.source(snapshot_id)
         self._jtable_cache = None
         self._types_cache = None
+        self._fields_cache = None
+        self._snapshot_id = int(snapshot_id)
         ev = Evaluation()
         start = time.monotonic()
         data = numeric_aggregates_only(
             [c for c in checks if c.kind in ("column", "table")], lambda: self._column_types(source)
         )
-        modes = detect_modes(self.spark, data, source)
+        modes = detect_modes(self.spark, data, source, lambda: self._column_types(source))
         ev.planning.append(("analyse", time.monotonic() - start))
         base_values = base_values or {}
         incremental = [
@@ -234,22 +259,57 @@ class AuditEngine:
                 ev.observed[c.name] = base_values.get(c.name)
                 ev.methods[c.name] = CHANGE_SET
             return
-        self._views += 1
-        view = f"__audit_appended_{self._views}"
         start = time.monotonic()
-        (
-            self.spark.read.format("iceberg")
-            .option("start-snapshot-id", str(base_snapshot_id))  # exclusive
-            .option("end-snapshot-id", str(snapshot_id))  # inclusive; refuses non-append snapshots
-            .load(self.table)
-            .createOrReplaceTempView(view)
-        )
-        ev.planning.append(("register appended view", time.monotonic() - start))
-        start = time.monotonic()
-        appended = self.appended_files(base_snapshot_id, snapshot_id, checks)
+        appended = self.appended_files(base_snapshot_id, snapshot_id, checks, metrics=False)
         ev.planning.append(("plan appended files", time.monotonic() - start))
-        change: dict[str, Any] = dict(appended.values)  # answered by the appended files' metrics
-        rest = [c for c in checks if c.name not in change]
+        direct = None
+        if appended.records <= self.driver_rows and appended.locations is not None:
+            try:
+                direct = self._direct(ev, checks, modes, appended, snapshot_id)
+            except arrow_sql.Unsupported as err:  # outside what the driver evaluates exactly: Spark reads the rows
+                ev.planning.append((f"driver read refused: {str(err)[:120]}", 0.0))
+        view = None
+
+        def appended_view() -> str:
+            nonlocal view
+            if view is None:
+                self._views += 1
+                view = f"__audit_appended_{self._views}"
+                start = time.monotonic()
+                (
+                    self.spark.read.format("iceberg")
+                    .option("start-snapshot-id", str(base_snapshot_id))  # exclusive
+                    .option("end-snapshot-id", str(snapshot_id))  # inclusive; refuses non-append snapshots
+                    .load(self.table)
+                    .createOrReplaceTempView(view)
+                )
+                ev.planning.append(("register appended view", time.monotonic() - start))
+            return view
+
+        if direct is not None:
+            change, bounds = direct
+        else:
+            start = time.monotonic()
+            appended = self.appended_files(base_snapshot_id, snapshot_id, checks)
+            ev.planning.append(("read appended files' metrics", time.monotonic() - start))
+            change, bounds = dict(appended.values), appended.bounds  # answered by the appended files' metrics
+            self._spark_change(
+                ev, [c for c in checks if c.name not in change], modes, appended, appended_view(), change
+            )
+        for c in checks:
+            overlap = 0.0
+            no_values = c.column in bounds and bounds[c.column] is None  # only NULLs appended: nothing shared
+            if c.check_type in ac.DISTINCT_CHECKS and appended.records and not no_values:
+                overlap = self._overlap(ev, c, appended_view, base_snapshot_id, bounds.get(c.column))
+            ev.observed[c.name] = ac.combine(c, base_values.get(c.name), change[c.name], overlap)
+            ev.methods[c.name] = CHANGE_SET
+
+    def _spark_change(
+        self, ev: Evaluation, rest: list, modes: dict[str, str], appended: Appended, view: str, change: dict
+    ) -> None:
+        """Values of ``rest`` over the appended rows, evaluated by Spark (into ``change``)."""
+        import audit_checks as ac
+
         if rest and appended.records <= self.driver_rows:
             # one shuffle-free projection, collected as Arrow and aggregated on the driver
             projection = ac.driver_projection(rest, modes)
@@ -263,14 +323,52 @@ class AuditEngine:
             for i, query in enumerate(ac.build_audit_queries(rest, view, modes, self.bucket_expr)):
                 row = self._run(ev, f"appended{i}", query.sql)
                 change.update({name: row[alias] for alias, name in query.columns})
-        for c in checks:
-            overlap = 0.0
-            if c.check_type in ac.DISTINCT_CHECKS and appended.records:
-                overlap = self._overlap(ev, c, view, base_snapshot_id, appended.bounds.get(c.column))
-            ev.observed[c.name] = ac.combine(c, base_values.get(c.name), change[c.name], overlap)
-            ev.methods[c.name] = CHANGE_SET
 
-    def _overlap(self, ev: Evaluation, check: Any, view: str, base_snapshot_id: int, bounds: Any) -> float:
+    def _direct(
+        self, ev: Evaluation, checks: list, modes: dict[str, str], appended: Appended, snapshot_id: int
+    ) -> tuple[dict[str, float | None], dict[str, Bounds | None]]:
+        """Values of ``checks`` over the appended rows, read from their Parquet files on the driver (no Spark job).
+
+        The files of append-only snapshots are plain data files (no delete files), so
+        reading them is reading the appended rows. Columns are matched by Iceberg field id
+        (as Iceberg's own reader does), then the checks' per-row values are evaluated by
+        :mod:`arrow_sql` with Spark's semantics and aggregated like the Spark-side
+        projection. Raises :class:`arrow_sql.Unsupported` when any of that is not exact
+        here (a remote file system, a column missing from an older file, an expression
+        outside the subset): Spark then reads the rows.
+        """
+        import audit_checks as ac
+
+        projection = ac.driver_projection(checks, modes)
+        fields = self._snapshot_fields(snapshot_id)
+        needed: set[str] = set()
+        for _, sql, _ in projection:
+            needed |= arrow_sql.parse_columns(sql)
+        for c in checks:
+            if c.check_type in ac.DISTINCT_CHECKS:
+                needed.add((c.column or "").lower())
+        missing = needed - fields.keys()
+        if missing:
+            raise arrow_sql.Unsupported(f"columns {sorted(missing)} not in the snapshot's schema")
+        start = time.monotonic()
+        columns = read_parquet_columns(appended.locations or [], {n: fields[n] for n in needed}, appended.records)
+        ev.planning.append(("read appended files", time.monotonic() - start))
+        start = time.monotonic()
+        tz = self.spark.conf.get("spark.sql.session.timeZone")
+        evaluator = arrow_sql.Evaluator(columns, appended.records, tz)
+        values = ac.aggregate_columns(projection, [evaluator.value(sql) for _, sql, _ in projection])
+        bounds = {}
+        for c in checks:
+            if c.check_type in ac.DISTINCT_CHECKS and c.column not in bounds:
+                found = column_bounds(fields[c.column.lower()], columns[c.column.lower()][0])
+                if found is not False:  # False: a type without exact bounds
+                    bounds[c.column] = found
+        ev.planning.append(("evaluate on the driver", time.monotonic() - start))
+        return values, bounds
+
+    def _overlap(
+        self, ev: Evaluation, check: Any, view: Callable[[], str], base_snapshot_id: int, bounds: Any
+    ) -> float:
         """Distinct appended values of the check that the base holds too (0 without reading when metrics prove it)."""
         import audit_checks as ac
 
@@ -284,15 +382,27 @@ class AuditEngine:
         if bounds is not None:
             sides = (bounds.sql.format(p=":lo"), bounds.sql.format(p=":hi"))
             args = {"lo": bounds.lo, "hi": bounds.hi}
-        sql = ac.overlap_query(check, view, self.source(base_snapshot_id), sides)
+        sql = ac.overlap_query(check, view(), self.source(base_snapshot_id), sides)
         return float(self._run(ev, f"overlap:{check.name}", sql, args)["overlap"])
 
     def _column_types(self, source: str) -> dict[str, str]:
         """Lower-case column name -> Spark type name (``decimal`` without precision) of the audited snapshot."""
         if self._types_cache is None:
-            fields = self.spark.sql(f"SELECT * FROM {source}").schema.fields  # analysis only
-            self._types_cache = {f.name.lower(): f.dataType.typeName().split("(")[0] for f in fields}
+            try:  # from the snapshot's Iceberg schema (manifest-free, no Spark analysis) ...
+                fields = self._snapshot_fields(self._snapshot_id)
+                self._types_cache = {n: _SPARK_TYPES.get(f.type.split("(")[0], "other") for n, f in fields.items()}
+            except Exception:  # noqa: BLE001 - ... or, if that fails, as Spark's analyser sees it
+                fields = self.spark.sql(f"SELECT * FROM {source}").schema.fields  # analysis only
+                self._types_cache = {f.name.lower(): f.dataType.typeName().split("(")[0] for f in fields}
         return self._types_cache
+
+    def _snapshot_fields(self, snapshot_id: int) -> dict[str, Field]:
+        """Top-level fields of the schema ``VERSION AS OF snapshot_id`` reads, by lower-case name (one py4j call)."""
+        if self._fields_cache is None:
+            jvm = self.spark._jvm
+            schema = jvm.org.apache.iceberg.util.SnapshotUtil.schemaFor(self._jtable(), int(snapshot_id))
+            self._fields_cache = schema_fields(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
+        return self._fields_cache
 
     def _jtable(self) -> Any:
         """The Iceberg Java table (through the session's catalog, so cached); refreshed once per evaluation."""
@@ -302,40 +412,53 @@ class AuditEngine:
             )
         return self._jtable_cache
 
-    def appended_files(self, base_snapshot_id: int, snapshot_id: int, checks: list) -> Appended:
-        """What the appended data files' metrics tell, without reading them.
+    def appended_files(
+        self, base_snapshot_id: int, snapshot_id: int, checks: list, *, metrics: bool = True
+    ) -> Appended:
+        """The appended data files and what their metrics tell, without reading them.
 
         Read through Iceberg's Java API (an incremental append scan's file plan: manifests only,
-        no Spark job): the appended row count; per unique/distinct column the range its values
-        span (a column whose range is unknown, or whose type has no exact SQL literal here,
-        gets none, and its overlap join then reads the whole base); and the appended rows'
-        value of every check the metrics answer exactly (:func:`_metric_value`).
+        no Spark job): the appended row count; the files' locations when all are plain Parquet
+        files (no delete files, not encrypted); and with ``metrics``: per unique/distinct
+        column the range its values span (a column whose range is unknown, or whose type has
+        no exact SQL literal here, gets none, and its overlap join then reads the whole base);
+        and the appended rows' value of every check the metrics answer exactly
+        (:func:`_metric_value`).
         """
         jvm = self.spark._jvm
         jtable = self._jtable()
         schema = jtable.schema()
         fields = {}
-        for col in {c.column for c in checks if c.column}:
+        for col in {c.column for c in checks if c.column} if metrics else ():
             fld = schema.caseInsensitiveFindField(col)
             if fld is not None and fld.type().isPrimitiveType():
                 fields[col] = fld
         stats = {col: _ColumnStats() for col in fields}
         records = files = 0
-        tasks = (
-            jtable.newIncrementalAppendScan()
-            .fromSnapshotExclusive(base_snapshot_id)
-            .toSnapshot(snapshot_id)
-            .includeColumnStats()
-            .planFiles()
-        )
+        locations: list[str] | None = []
+        scan = jtable.newIncrementalAppendScan().fromSnapshotExclusive(base_snapshot_id).toSnapshot(snapshot_id)
+        tasks = (scan.includeColumnStats() if metrics else scan).planFiles()
         conv = jvm.org.apache.iceberg.types.Conversions
         try:
             iterator = tasks.iterator()
             while iterator.hasNext():
-                data_file = iterator.next().file()
+                task = iterator.next()
+                data_file = task.file()
                 files += 1
                 count = int(data_file.recordCount())
                 records += count
+                if locations is not None:
+                    plain = (
+                        str(data_file.format().toString()) == "PARQUET"
+                        and task.deletes().isEmpty()
+                        and data_file.keyMetadata() is None
+                    )
+                    if plain:
+                        locations.append(str(data_file.location()))
+                    else:
+                        locations = None
+                if not fields:
+                    continue
                 if files > _MAX_METRIC_FILES:  # py4j calls per file add up: stop reading metrics
                     for st in stats.values():
                         st.complete = False
@@ -381,7 +504,7 @@ class AuditEngine:
             known, value = _metric_value(check, records, fields.get(check.column or ""), stats.get(check.column or ""))
             if known:
                 values[check.name] = value
-        return Appended(records, bounds, values)
+        return Appended(records, bounds, values, locations)
 
     def base_files_in_range(self, base_snapshot_id: int, column: str, bounds: Bounds) -> bool:
         """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""
@@ -413,6 +536,7 @@ class Appended:
     records: int
     bounds: dict[str, Bounds]
     values: dict[str, float | None]  # check name -> its value over the appended rows, from metrics
+    locations: list[str] | None = None  # the appended Parquet files (None: some file is not plain Parquet)
 
 
 @dataclass
@@ -511,3 +635,150 @@ def _python_value(value: Any) -> Any:
     if isinstance(value, (int, float, decimal.Decimal, str)):
         return value
     return str(value.toString())
+
+
+@dataclass(frozen=True)
+class Field:
+    """A top-level column of an Iceberg schema."""
+
+    name: str
+    field_id: int
+    type: str  # Iceberg's type name: long, decimal(10, 2), timestamptz, ... ("struct" etc. for nested ones)
+
+
+#: Iceberg type -> the Spark type name Iceberg's Spark integration maps it to (``typeName``).
+_SPARK_TYPES = {
+    "boolean": "boolean",
+    "int": "integer",
+    "long": "long",
+    "float": "float",
+    "double": "double",
+    "decimal": "decimal",
+    "date": "date",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp_ntz",
+    "string": "string",
+    "uuid": "string",
+    "binary": "binary",
+}
+
+
+def schema_fields(schema_json: str) -> dict[str, Field]:
+    """Top-level fields of an Iceberg schema (``SchemaParser.toJson``) by lower-case name.
+
+    Names that differ only in case are left out (Spark would call them ambiguous).
+    """
+    import json
+
+    out: dict[str, Field] = {}
+    clashes = set()
+    for f in json.loads(schema_json)["fields"]:
+        kind = f["type"] if isinstance(f["type"], str) else str(f["type"].get("type", "nested"))
+        key = f["name"].lower()
+        if key in out:
+            clashes.add(key)
+        out[key] = Field(f["name"], int(f["id"]), kind)
+    return {k: v for k, v in out.items() if k not in clashes}
+
+
+def _arrow_type(iceberg_type: str) -> Any:
+    """The Arrow type a primitive Iceberg column is read as (``Unsupported`` for the others)."""
+    import pyarrow as pa
+
+    simple = {
+        "boolean": pa.bool_(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "string": pa.string(),
+        "date": pa.date32(),
+        "timestamptz": pa.timestamp("us", tz="UTC"),
+    }
+    if iceberg_type in simple:
+        return simple[iceberg_type]
+    if iceberg_type.startswith("decimal("):
+        precision, scale = (int(x) for x in iceberg_type[len("decimal(") : -1].split(","))
+        return pa.decimal128(precision, scale)
+    raise arrow_sql.Unsupported(f"column type {iceberg_type}")
+
+
+def local_path(location: str) -> str:
+    """The local file system path of a data file location (``Unsupported`` for object stores)."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(location)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return unquote(parsed.path)
+    if parsed.scheme == "" and location.startswith("/"):
+        return location
+    raise arrow_sql.Unsupported(f"data files on {parsed.scheme}:// are read by Spark")
+
+
+def read_parquet_columns(locations: list[str], fields: dict[str, Field], records: int) -> dict[str, tuple[Any, str]]:
+    """Read ``fields`` from Parquet data files, matching columns by Iceberg field id.
+
+    :returns: lower-case name -> (Arrow array over all files in order, Iceberg type name).
+    :raises arrow_sql.Unsupported: a file lacks a field (a column added later, whose values
+        Iceberg fills from the schema), field ids are missing, or the row count differs
+        from the manifests'.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = {f.field_id: (key, _arrow_type(f.type)) for key, f in fields.items()}
+    parts: dict[str, list] = {key: [] for key in fields}
+    total = 0
+    for location in locations:
+        pf = pq.ParquetFile(local_path(location))
+        by_id = {}
+        for arrow_field in pf.schema_arrow:
+            fid = (arrow_field.metadata or {}).get(b"PARQUET:field_id")
+            if fid is not None:
+                by_id[int(fid)] = arrow_field.name
+        absent = [fid for fid in wanted if fid not in by_id]
+        if absent:
+            raise arrow_sql.Unsupported(f"field ids {absent} not in {location}")
+        table = pf.read(columns=[by_id[fid] for fid in wanted]) if wanted else None
+        total += pf.metadata.num_rows
+        for i, (key, typ) in enumerate(wanted.values()):
+            column = table.column(i)
+            if column.type != typ:
+                try:
+                    column = column.cast(typ)  # promotions: int -> long, float -> double, wider decimals
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                    raise arrow_sql.Unsupported(f"column {key} as {typ}: {err}") from err
+            parts[key].extend(column.chunks)
+    if total != records:
+        raise arrow_sql.Unsupported(f"{total} rows in the files, {records} in the manifests")
+    return {
+        key: (pa.chunked_array(parts[key], type=wanted[fields[key].field_id][1]).combine_chunks(), fields[key].type)
+        for key in fields
+    }
+
+
+#: Iceberg type -> the Java type id used by :data:`_BOUND_LITERALS`.
+_TYPE_IDS = {"int": "INTEGER", "long": "LONG", "string": "STRING", "date": "DATE", "timestamptz": "TIMESTAMP"}
+
+
+def column_bounds(fld: Field, values: Any) -> Bounds | None | bool:
+    """The range of the appended values of a column, as :func:`AuditEngine.base_files_in_range` needs it.
+
+    ``None`` when there is no non-null value (nothing can be shared with the base), ``False``
+    when the type has no exact bound here (floats: NaN ordering; zone-less timestamps).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    type_id = "DECIMAL" if fld.type.startswith("decimal(") else _TYPE_IDS.get(fld.type)
+    if type_id is None:
+        return False
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.int64())  # micros since the epoch, what timestamp_micros() takes
+    elif pa.types.is_date32(values.type):
+        values = values.cast(pa.int32())  # days since the epoch, what date_from_unix_date() takes
+    found = pc.min_max(values)
+    lo, hi = found["min"].as_py(), found["max"].as_py()
+    if lo is None:
+        return None
+    return Bounds(fld.name, lo, hi, lo, hi, _BOUND_LITERALS[type_id])

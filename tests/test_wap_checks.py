@@ -330,6 +330,17 @@ def test_cross_part_duplicates_are_found():
     conn.close()
 
 
+@pytest.mark.parametrize(
+    "base, change, low", [(1e300, math.nan, 1e300), (math.nan, 1e300, 1e300), (math.nan, math.nan, math.nan)]
+)
+def test_combined_min_max_order_nan_above_every_number_as_spark_does(base, change, low):
+    """Python's min/max depend on argument order with NaN; Spark's MAX is NaN, its MIN the number."""
+    lo, hi = ac.parse_checks({"x": {"min": {"geq_to": 0}, "max": {"leq_to": 1}}})
+    assert math.isnan(ac.combine(hi, base, change))
+    got = ac.combine(lo, base, change)
+    assert (math.isnan(got) and math.isnan(low)) or got == low
+
+
 def test_single_aggregate_statements_record_their_value():
     checks = {c.name: c for c in ac.parse_checks(table_checks=INCREMENTAL_CHECKS["table_checks"])}
     assert (checks["table.total"].aggregate, checks["table.total"].column) == ("sum", "amount")

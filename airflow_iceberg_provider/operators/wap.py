@@ -523,7 +523,9 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         least this many rows (default 1,000,000): on a small table one pass over everything
         is cheaper than the extra steps (a fresh Spark session pays ~1-3 s per extra query).
     :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "checks", "results",
-        "incremental_checks", "metadata_checks", ...}``
+        "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
+        ``"driver"`` when the appended Parquet files were read by the Spark driver itself, no
+        Spark job; ``"spark"`` when a Spark job read them; ``None`` without incremental checks)
     """
 
     template_fields: Sequence[str] = (
@@ -719,6 +721,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             "queries": ledger["metrics"].get("queries"),
             "incremental_checks": ledger["metrics"].get("from_change_set", 0),
             "metadata_checks": ledger["metrics"].get("from_metadata", 0),
+            "appended_read_by": ledger["metrics"].get("appended_read_by"),
             **change,
         }
         if ledger["metrics"].get("incremental_fallback"):

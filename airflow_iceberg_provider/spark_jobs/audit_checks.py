@@ -634,7 +634,8 @@ def combine(check: Check, base: float | None, change: float | None, overlap: flo
         present = [v for v in (base, change) if v is not None]
         if not present:
             return None
-        return min(present) if how == "min" else max(present)
+        spark_order = lambda v: (math.isnan(v), v)  # noqa: E731 - NaN is larger than every number in Spark
+        return min(present, key=spark_order) if how == "min" else max(present, key=spark_order)
     if how == "sum" and base is None and change is None:
         return None
     total = _or(base, 0.0) + _or(change, 0.0)  # nulls, count, sum, dups, distinct

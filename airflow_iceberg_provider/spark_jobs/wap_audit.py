@@ -78,6 +78,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
         "queries": [[label, round(sec, 3)] for label, sec in ev.queries],
         "planning": [[label, round(sec, 3)] for label, sec in ev.planning],
         "incremental_fallback": ev.fallback,
+        "driver_read_refused": ev.driver_refused,
     }
     return {
         "checks": len(results),
@@ -86,6 +87,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
         "from_metadata": ev.count(METADATA),
         "from_change_set": ev.count(CHANGE_SET),
         "incremental_fallback": ev.fallback,
+        "appended_read_by": ev.appended_read_by,
         "scan_seconds": round(seconds, 3),
     }
 

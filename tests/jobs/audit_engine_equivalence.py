@@ -1,0 +1,134 @@
+"""Test job: the driver's evaluation of the appended rows equals Spark's, value by value.
+
+Builds a table whose base and appended rows hold the edge cases (NULL, NaN, -0.0, huge
+longs, fractional decimals, timestamps around a literal in a non-UTC session zone, strings
+with non-ASCII text, booleans) and writes to ``spec["result_path"]``:
+
+* ``rows``: per expression, Spark's value for every appended row and the value
+  ``arrow_sql.Evaluator`` computes from the appended Parquet files (ordered by ``id``);
+* ``refused``: per expression outside the subset, the ``Unsupported`` message (or null);
+* ``observed``: the audit engine's observed values three ways (whole snapshot scan,
+  incremental with the driver reading the files, incremental with Spark reading them)
+  plus how the appended rows were read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from iceberg_job_runtime import JobContext, run_job
+
+BASE = """
+INSERT INTO {t} VALUES
+ (1, 1, 1.5, 1.5, 1.25, 'a', TIMESTAMP '2026-01-01 00:00:00', DATE '2026-01-01', true),
+ (2, 2, -0.0, 0.0, -2.50, 'b', TIMESTAMP '2026-01-01 04:59:59', DATE '2026-01-02', false),
+ (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+ (4, 3, 2.0, 2.0, 3.00, 'é', TIMESTAMP '2026-01-01 05:00:00', DATE '2026-01-03', true),
+ (9223372036854775000, 7, 1e300, -1.0, 9999999999.99, 'B', TIMESTAMP '1969-12-31 23:59:59.999999',
+  DATE '1969-12-31', false)
+"""
+APPENDED = """
+INSERT INTO {t} VALUES
+ (4, 2, CAST('NaN' AS DOUBLE), CAST('NaN' AS FLOAT), 2.50, 'a', TIMESTAMP '2026-01-01 05:00:00.5',
+  DATE '2026-01-02', true),
+ (10, 3, 0.0, -0.0, 0.00, '', TIMESTAMP '2026-01-01 05:30:00.5', DATE '2026-01-01', NULL),
+ (11, NULL, -0.0, 1.0, -0.01, NULL, NULL, NULL, false),
+ (12, -3, 2.5, 2.5, 1.25, 'é', TIMESTAMP '2026-03-08 02:30:00', DATE '2026-03-08', true),
+ (13, 2147483647, NULL, NULL, NULL, 'b', TIMESTAMP '2026-01-01 00:00:00', DATE '2026-01-01', true),
+ (14, 3, CAST('NaN' AS DOUBLE), 1.0, 3.00, 'é', TIMESTAMP '2026-01-01 04:59:59', DATE '2026-01-03', false)
+"""
+EXPRESSIONS = [
+    "x > 0", "x >= 1.5", "x < 1.5", "x = 0", "x <> 0", "x <= -0.0", "0 < x", "x > 1e300", "2.5 >= x",
+    "x BETWEEN -1 AND 2.5", "x NOT BETWEEN -1 AND 2.5", "x IN (0, 2.5)", "x IS NULL", "x IS NOT NULL",
+    "k > 2.5", "k = 2.5", "k <> 2.5", "k <= 2.5", "k < -2.5", "k >= 3", "k NOT IN (1, 2)", "k = 2147483647",
+    "id > 12", "d > 0", "d >= 1.25", "d = 3", "d < 2.5", "d <> -0.01", "d > -1",
+    "s = 'a'", "s > 'B'", "s IN ('a', 'é')", "s NOT IN ('a')", "s IS NOT NULL AND s <> ''", "`s` < 'b'",
+    "ts >= TIMESTAMP '2026-01-01 00:00:00'", "ts < TIMESTAMP '2026-01-01 05:30:00.5'",
+    "ts = TIMESTAMP '2026-03-08 02:30:00'", "ts > TIMESTAMP '2026-03-08T01:59'",
+    "dt = DATE '2026-01-02'", "dt > DATE '2026-01-01'", "b", "NOT b", "b = TRUE", "b OR x > 0", "b AND k > 1",
+    "NOT (k > 1 OR s = 'a')", "CASE WHEN x > 0 THEN 1 WHEN x IS NULL THEN NULL ELSE 0 END",
+    "CASE WHEN NOT COALESCE((s = 'a'), FALSE) THEN NULL WHEN (x > 0) THEN 1 ELSE 0 END",
+    "CAST(ts AS DOUBLE)", "CAST(k AS DOUBLE)", "CAST(CASE WHEN (s = 'é') THEN x END AS DOUBLE)", "COALESCE(k, 0)",
+    "CASE WHEN (k > 0) AND x IS NULL THEN 1 ELSE 0 END", "CASE WHEN (b) THEN s END",
+]  # fmt: skip
+REFUSED = ["length(s) > 0", "x + 1 > 0", "s LIKE 'a%'", "f > 0", "s = 1", "ts > '2026-01-01'", "x = k", "k <=> 2"]
+
+
+def equivalence(ctx: JobContext) -> dict[str, Any]:
+    import arrow_sql
+    import audit_checks as ac
+    from audit_engine import AuditEngine, read_parquet_columns
+
+    spark, spec = ctx.spark, ctx.spec
+    spark.conf.set("spark.sql.session.timeZone", "America/Toronto")  # literals are local: DST gap on 03-08
+    t = ctx.table()
+    spark.sql(
+        f"CREATE TABLE {t} (id BIGINT, k INT, x DOUBLE, f FLOAT, d DECIMAL(12, 2), s STRING, ts TIMESTAMP, "
+        "dt DATE, b BOOLEAN) USING iceberg"
+    )
+    spark.sql(BASE.format(t=t))
+    base = ctx.ref_snapshot()
+    spark.sql(APPENDED.format(t=t))
+    head = ctx.ref_snapshot()
+
+    engine = AuditEngine(spark, t)
+    engine.evaluate([], head)  # loads the table for the helpers below
+    appended = engine.appended_files(base, head, [], metrics=False)
+    fields = engine._snapshot_fields(head)
+    columns = read_parquet_columns(appended.locations, fields, appended.records)
+    order = sorted(range(appended.records), key=lambda i: columns["id"][0][i].as_py())
+    evaluator = arrow_sql.Evaluator(columns, appended.records, "America/Toronto")
+    view = "appended_rows"
+    spark.read.format("iceberg").option("start-snapshot-id", str(base)).option("end-snapshot-id", str(head)).load(
+        t
+    ).createOrReplaceTempView(view)
+    rows = {}
+    for expr in EXPRESSIONS:
+        spark_values = [r["v"] for r in spark.sql(f"SELECT id, {expr} AS v FROM {view} ORDER BY id").collect()]
+        driver = evaluator.value(expr).to_pylist()
+        rows[expr] = {"spark": [_plain(v) for v in spark_values], "driver": [_plain(driver[i]) for i in order]}
+    refused = {}
+    for expr in REFUSED:
+        try:
+            evaluator.value(expr)
+            refused[expr] = None
+        except arrow_sql.Unsupported as err:
+            refused[expr] = str(err)
+
+    checks = ac.parse_checks(spec["column_mapping"], spec["table_checks"])
+    outside = ac.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})
+    base_values = engine.evaluate(checks + outside, base)[0].observed
+    observed, read_by = {}, {}
+    for label, kwargs, eng in (
+        ("whole", {}, engine),
+        ("driver", {"base_snapshot_id": base, "base_values": base_values}, engine),
+        ("spark", {"base_snapshot_id": base, "base_values": base_values}, AuditEngine(spark, t, driver_read=False)),
+    ):
+        ev = eng.evaluate(checks, head, **kwargs)[0]
+        observed[label] = {k: _plain(v) for k, v in ev.observed.items()}
+        read_by[label] = [ev.appended_read_by, ev.methods, ev.fallback]
+    ev = engine.evaluate(checks + outside, head, base_snapshot_id=base, base_values=base_values)[0]
+    observed["outside_subset"] = {k: _plain(v) for k, v in ev.observed.items()}
+    read_by["outside_subset"] = [ev.appended_read_by, ev.driver_refused, ev.fallback]
+    result = {"rows": rows, "refused": refused, "observed": observed, "read_by": read_by}
+    with open(spec["result_path"], "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+    return {"expressions": len(rows)}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe and comparable: NaN as the string 'NaN', decimals as floats, timestamps as text."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+if __name__ == "__main__":
+    run_job(equivalence)

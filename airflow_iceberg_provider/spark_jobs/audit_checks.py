@@ -748,6 +748,9 @@ def aggregate_columns(projection: Sequence[tuple[str, str, str]], columns: Seque
         if how in ("nulls", "count"):
             out[name] = float(pc.sum(arr).as_py() or 0) if how == "nulls" else float(pc.count(arr).as_py())
         elif how == "sum":
+            if pa.types.is_decimal(arr.type) and arr.type.precision > 28:
+                # Arrow's 128-bit sum would wrap silently and Spark's result past 38 digits depends on ANSI mode
+                raise CheckSpecError(f"SUM of {arr.type} for {name!r} is left to Spark (may exceed 38 digits)")
             if pa.types.is_integer(arr.type):
                 arr = pc.cast(arr, pa.decimal128(38, 0))  # exact, like Spark's long sum before the cast
             total = pc.sum(arr, min_count=1).as_py()

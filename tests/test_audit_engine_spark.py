@@ -89,3 +89,11 @@ def test_a_check_outside_the_subset_lets_spark_read_the_appended_rows(result):
     assert {k: v for k, v in result["observed"]["outside_subset"].items() if k != "table.s_short"} == result[
         "observed"
     ]["whole"]
+
+
+def test_a_rewrite_after_the_base_is_never_read_as_appends(result):
+    """Iceberg's incremental append scan skips non-append snapshots; the engine must not."""
+    how, methods, fallback = result["read_by"]["rewritten"]
+    assert how is None and "not an append" in fallback and set(methods.values()) <= {"scan", "metadata"}
+    assert result["observed"]["rewritten"] == result["observed"]["rewritten_whole"]
+    assert result["observed"]["rewritten"]["table.has_rows"] == result["observed"]["whole"]["table.has_rows"] - 1

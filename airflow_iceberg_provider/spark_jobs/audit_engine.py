@@ -11,7 +11,9 @@ cheapest first:
     scan between the two snapshots) and combined with the base value
     (:func:`audit_checks.combine`). Duplicates across the two parts are counted by a
     semi-join whose base side is bounded by the appended values' min/max, so Iceberg skips
-    every base file whose column bounds cannot hold such a value.
+    every base file whose column bounds cannot hold such a value. The driver reads the
+    appended Parquet files itself and evaluates the checks with :mod:`arrow_sql` (no Spark
+    job) when it can do so exactly; otherwise one Spark projection reads them.
 ``metadata``
     When every shuffle-free check is a ``COUNT(*)``, null count or ``MIN``/``MAX``, Iceberg
     answers them from the manifests' column metrics (Spark's aggregate push-down) if Spark's
@@ -274,6 +276,7 @@ class AuditEngine:
                 ev.methods[c.name] = CHANGE_SET
             return
         start = time.monotonic()
+        self.require_appends_only(base_snapshot_id, snapshot_id)
         appended = self.appended_files(base_snapshot_id, snapshot_id, checks, metrics=False)
         ev.planning.append(("plan appended files", time.monotonic() - start))
         direct = None
@@ -522,6 +525,26 @@ class AuditEngine:
             if known:
                 values[check.name] = value
         return Appended(records, bounds, values, locations)
+
+    def require_appends_only(self, base_snapshot_id: int, snapshot_id: int) -> None:
+        """Raise unless ``base_snapshot_id`` is an ancestor of ``snapshot_id`` and every snapshot after it appends.
+
+        Iceberg's incremental append scan silently *skips* other operations (an overwrite
+        between the two would go unaudited), so this is checked here, not assumed.
+        """
+        jtable = self._jtable()
+        current = int(snapshot_id)
+        while current != int(base_snapshot_id):
+            snap = jtable.snapshot(current)
+            if snap is None:
+                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
+            operation = str(snap.operation())
+            if operation != "append":
+                raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
+            parent = snap.parentId()
+            if parent is None:
+                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
+            current = int(parent)
 
     def base_files_in_range(self, base_snapshot_id: int, column: str, bounds: Bounds) -> bool:
         """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""

@@ -6,7 +6,8 @@ times, median of ``repeat``, over the branch snapshot (``rows + batch`` rows):
 
 * ``SELECT count(*)``, as Spark runs it (answered from manifests) and forced to scan;
 * the audit as ``IcebergWapAuditOperator`` runs it (``audit_engine``: appended rows +
-  the base's recorded values, metadata, scan);
+  the base's recorded values, metadata, scan), and the same with the appended rows read
+  by a Spark projection instead of the driver (``driver_read=False``);
 * the same audit of the whole snapshot (no base values: what a first audit costs), with
   and without Iceberg metadata answers;
 * the same checks as one query each (the common-sql way).
@@ -52,6 +53,7 @@ def bench(ctx: JobContext) -> dict[str, Any]:
     rows, batch = int(spec["rows"]), int(spec["batch"])
     checks = [ac.Check.from_dict(d) for d in spec["checks"]]
     engine = AuditEngine(spark, table)
+    spark_reads = AuditEngine(spark, table, driver_read=False)  # the appended rows read by a Spark projection
 
     t0 = time.monotonic()
     spark.conf.unset("spark.wap.branch")
@@ -78,9 +80,9 @@ def bench(ctx: JobContext) -> dict[str, Any]:
 
     results: dict[str, Any] = {}
 
-    def audit(label: str, **kwargs: Any) -> float:
+    def audit(label: str, eng: Any = engine, **kwargs: Any) -> float:
         start = time.monotonic()
-        ev, _, _ = engine.evaluate(checks, snap, **kwargs)
+        ev, _, _ = eng.evaluate(checks, snap, **kwargs)
         seconds = time.monotonic() - start
         results[label] = ev
         return seconds
@@ -97,6 +99,9 @@ def bench(ctx: JobContext) -> dict[str, Any]:
     def incremental() -> float:
         return audit("incremental", base_snapshot_id=base, base_values=base_values)
 
+    def incremental_spark_read() -> float:
+        return audit("incremental_spark_read", spark_reads, base_snapshot_id=base, base_values=base_values)
+
     def whole() -> float:
         return audit("whole")
 
@@ -108,16 +113,26 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         _, evaluated, modes = engine.evaluate(checks, snap, base_snapshot_id=base, base_values=base_values)
         count(False)
         count(True)
+        incremental_spark_read()
     whole()
     separate = ac.build_separate_queries(evaluated, source, modes, engine.bucket_expr)
     timings: dict[str, list[float]] = {
-        k: [] for k in ("count_pushdown", "count_scan", "audit_incremental", "audit_whole", "audit_whole_no_metadata")
+        k: []
+        for k in (
+            "count_pushdown",
+            "count_scan",
+            "audit_incremental",
+            "audit_incremental_spark_read",
+            "audit_whole",
+            "audit_whole_no_metadata",
+        )
     }
     repeat = int(spec.get("repeat", 3))
     for _ in range(repeat):
         timings["count_pushdown"].append(count(True))
         timings["count_scan"].append(count(False))
         timings["audit_incremental"].append(incremental())
+        timings["audit_incremental_spark_read"].append(incremental_spark_read())
         timings["audit_whole"].append(whole())
         timings["audit_whole_no_metadata"].append(whole_no_metadata())
     timings["audit_separate"] = [one_query_per_check() for _ in range(max(1, repeat // 2))]

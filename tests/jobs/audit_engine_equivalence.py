@@ -9,7 +9,9 @@ with non-ASCII text, booleans) and writes to ``spec["result_path"]``:
 * ``refused``: per expression outside the subset, the ``Unsupported`` message (or null);
 * ``observed``: the audit engine's observed values three ways (whole snapshot scan,
   incremental with the driver reading the files, incremental with Spark reading them)
-  plus how the appended rows were read.
+  plus how the appended rows were read;
+* the same after a ``DELETE`` (not an append): the incremental evaluation must refuse and
+  scan the whole snapshot.
 """
 
 from __future__ import annotations
@@ -112,6 +114,13 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
     ev = engine.evaluate(checks + outside, head, base_snapshot_id=base, base_values=base_values)[0]
     observed["outside_subset"] = {k: _plain(v) for k, v in ev.observed.items()}
     read_by["outside_subset"] = [ev.appended_read_by, ev.driver_refused, ev.fallback]
+    spark.sql(f"DELETE FROM {t} WHERE id = 10")  # a row-level rewrite after the appends
+    rewritten = ctx.ref_snapshot()
+    ev = engine.evaluate(checks, rewritten, base_snapshot_id=base, base_values=base_values)[0]
+    observed["rewritten"] = {k: _plain(v) for k, v in ev.observed.items()}
+    read_by["rewritten"] = [ev.appended_read_by, ev.methods, ev.fallback]
+    ev = engine.evaluate(checks, rewritten)[0]
+    observed["rewritten_whole"] = {k: _plain(v) for k, v in ev.observed.items()}
     result = {"rows": rows, "refused": refused, "observed": observed, "read_by": read_by}
     with open(spec["result_path"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)

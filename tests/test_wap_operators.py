@@ -461,3 +461,9 @@ def test_incremental_audit_reuses_base_values_only_after_appends(orders):
 def test_incremental_min_rows_is_validated(value, problem):
     with pytest.raises(IcebergValidationError, match=f"incremental_min_rows=.*{problem}"):
         IcebergWapAuditOperator(task_id="a", table=T, incremental_min_rows=value, **AUDIT_SPEC)
+
+
+@pytest.mark.parametrize("value", ["false", 0, None])
+def test_driver_read_must_be_a_boolean(value):
+    with pytest.raises(IcebergValidationError, match=r"driver_read=.* is not a boolean; give True"):
+        IcebergWapAuditOperator(task_id="a", table=T, driver_read=value, **AUDIT_SPEC)

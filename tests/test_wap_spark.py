@@ -138,25 +138,27 @@ def test_incremental_audit_reads_only_appended_rows_and_equals_a_full_audit(orde
     assert expected["order_id.unique_check"] == 10.0
 
     observed, methods = {}, {}
-    for incremental in (True, False):
+    ways = {"driver": {}, "spark": {"driver_read": False}, "whole": {"incremental": False}}
+    for way, kwargs in ways.items():
         with pytest.raises(IcebergAuditFailedError, match=r"order_id.unique_check: observed 10.0"):
             IcebergWapAuditOperator(
-                task_id=f"audit_{incremental}",
+                task_id=f"audit_{way}",
                 table=T,
                 branch=branch,
-                incremental=incremental,
                 incremental_min_rows=0,  # a small table: incremental only because we ask
+                **kwargs,
                 **CHECKS,
-            ).execute(fake_context(dag_id="wap_test", run_id="run_incremental", task_id=f"audit_{incremental}"))
-        rows = [
-            r for r in hook.read_governance_rows("audit_results", ref=branch) if r["task_id"] == f"audit_{incremental}"
-        ]
-        observed[incremental] = {r["check_name"]: r["observed_value"] for r in rows}
+            ).execute(fake_context(dag_id="wap_test", run_id="run_incremental", task_id=f"audit_{way}"))
+        rows = [r for r in hook.read_governance_rows("audit_results", ref=branch) if r["task_id"] == f"audit_{way}"]
+        observed[way] = {r["check_name"]: r["observed_value"] for r in rows}
         (ledger,) = hook.read_governance_rows("ledger", event_id=rows[0]["event_id"])
-        methods[incremental] = json.loads(ledger["metrics"])
-    assert observed[True] == pytest.approx(expected) and observed[False] == pytest.approx(expected)
-    assert methods[True]["from_change_set"] == 5 and not methods[True]["incremental_fallback"]
-    assert methods[False]["from_change_set"] == 0
+        methods[way] = json.loads(ledger["metrics"])
+    for way in ways:
+        assert observed[way] == pytest.approx(expected), way
+    for way in ("driver", "spark"):
+        assert methods[way]["from_change_set"] == 5 and not methods[way]["incremental_fallback"]
+        assert methods[way]["appended_read_by"] == way
+    assert methods["whole"]["from_change_set"] == 0 and methods["whole"]["appended_read_by"] is None
     assert hook.ref_snapshot_id(T) == base, "a failed audit never touches main"
 
 

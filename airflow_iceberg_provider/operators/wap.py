@@ -522,6 +522,10 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     :param incremental_min_rows: audit incrementally only when the base snapshot holds at
         least this many rows (default 1,000,000): on a small table one pass over everything
         is cheaper than the extra steps (a fresh Spark session pays ~1-3 s per extra query).
+    :param driver_read: in an incremental audit, let the Spark driver read up to 1M appended
+        rows straight from their Parquet files and evaluate the checks itself (no Spark job;
+        exact Spark semantics for the SQL subset of ``spark_jobs/arrow_sql.py``, anything else
+        is left to Spark). ``False``: a Spark job always reads them.
     :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "checks", "results",
         "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
         ``"driver"`` when the appended Parquet files were read by the Spark driver itself, no
@@ -554,11 +558,18 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         branch_prefix: str = "wap",
         incremental: bool = True,
         incremental_min_rows: int = 1_000_000,
+        driver_read: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.branch = branch
         self.incremental = incremental
+        if not isinstance(driver_read, bool):
+            raise IcebergValidationError(
+                f"driver_read={driver_read!r} is not a boolean; give True (the driver may read appended Parquet "
+                "files itself) or False (always a Spark job)."
+            )
+        self.driver_read = driver_read
         if isinstance(incremental_min_rows, bool) or not isinstance(incremental_min_rows, int):
             raise IcebergValidationError(
                 f"incremental_min_rows={incremental_min_rows!r} is not an integer; give a row count such as 1000000 "
@@ -684,6 +695,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             audit_table=audit_table,
             incremental_base=base if base_values else None,
             base_values=base_values,
+            driver_read=self.driver_read,
         )
         self.log.info(
             "Auditing %s@%s snapshot %s (base %s) with %d checks", table, branch, snapshot_id, base, len(checks)

@@ -30,26 +30,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_iceberg_provider.spark_jobs.arrow_sql import SPARK_TYPE_NAMES
+
 if TYPE_CHECKING:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-
-#: Iceberg primitive type -> Spark SQL type name (what the Spark listener's schema facet shows).
-_SPARK_TYPES = {
-    "boolean": "boolean",
-    "int": "integer",
-    "long": "long",
-    "float": "float",
-    "double": "double",
-    "date": "date",
-    "time": "long",
-    "timestamp": "timestamp_ntz",
-    "timestamptz": "timestamp",
-    "timestamp_ns": "timestamp_ntz",
-    "timestamptz_ns": "timestamp",
-    "string": "string",
-    "uuid": "string",
-    "binary": "binary",
-}
 
 
 def location_identity(location: str) -> tuple[str, str]:
@@ -78,7 +62,7 @@ def spark_type_name(iceberg_type: Any) -> str:
         return f"map<{spark_type_name(iceberg_type.key_type)},{spark_type_name(iceberg_type.value_type)}>"
     if isinstance(iceberg_type, StructType):
         return "struct"
-    return _SPARK_TYPES.get(str(iceberg_type), str(iceberg_type))
+    return SPARK_TYPE_NAMES.get(str(iceberg_type), str(iceberg_type))
 
 
 def schema_fields(schema: Any) -> list[Any]:

@@ -410,7 +410,7 @@ class AuditEngine:
         if self._types_cache is None:
             try:  # from the snapshot's Iceberg schema (manifest-free, no Spark analysis) ...
                 fields = self._snapshot_fields(self._snapshot_id)
-                self._types_cache = {n: _SPARK_TYPES.get(f.type.split("(")[0], "other") for n, f in fields.items()}
+                self._types_cache = {n: arrow_sql.spark_type_family(f.type) for n, f in fields.items()}
             except Exception:  # noqa: BLE001 - ... or, if that fails, as Spark's analyser sees it
                 fields = self.spark.sql(f"SELECT * FROM {source}").schema.fields  # analysis only
                 self._types_cache = {f.name.lower(): f.dataType.typeName().split("(")[0] for f in fields}
@@ -684,23 +684,6 @@ class Field:
     name: str
     field_id: int
     type: str  # Iceberg's type name: long, decimal(10, 2), timestamptz, ... ("struct" etc. for nested ones)
-
-
-#: Iceberg type -> the Spark type name Iceberg's Spark integration maps it to (``typeName``).
-_SPARK_TYPES = {
-    "boolean": "boolean",
-    "int": "integer",
-    "long": "long",
-    "float": "float",
-    "double": "double",
-    "decimal": "decimal",
-    "date": "date",
-    "timestamptz": "timestamp",
-    "timestamp": "timestamp_ntz",
-    "string": "string",
-    "uuid": "string",
-    "binary": "binary",
-}
 
 
 def schema_fields(schema_json: str) -> dict[str, Field]:

@@ -64,6 +64,14 @@ def test_every_expression_has_sparks_value_on_every_appended_row(result):
     assert all(len(set(map(str, v["spark"]))) > 1 for v in result["rows"].values())
 
 
+def test_generated_expressions_have_sparks_value_on_every_appended_row(result):
+    """300 random predicates/values (fixed seed) over every column type: the driver equals Spark or refuses."""
+    generated = result["generated"]
+    assert not generated["differ"], json.dumps(generated["differ"], indent=1, ensure_ascii=False)
+    assert generated["compared"] >= 250, generated  # refusals are the exception
+    assert all("FLOAT" not in reason for reason in generated["refused"]), generated["refused"]
+
+
 def test_expressions_outside_the_subset_are_refused_not_guessed(result):
     assert result["refused"] and all(reason for reason in result["refused"].values()), result["refused"]
     assert "function length" in result["refused"]["length(s) > 0"]

@@ -6,6 +6,8 @@ with non-ASCII text, booleans) and writes to ``spec["result_path"]``:
 
 * ``rows``: per expression, Spark's value for every appended row and the value
   ``arrow_sql.Evaluator`` computes from the appended Parquet files (ordered by ``id``);
+* ``generated``: the same for 300 random expressions (one Spark query): how many were
+  compared, which differ, which were refused and why;
 * ``refused``: per expression outside the subset, the ``Unsupported`` message (or null);
 * ``observed``: the audit engine's observed values three ways (whole snapshot scan,
   incremental with the driver reading the files, incremental with Spark reading them)
@@ -16,6 +18,7 @@ with non-ASCII text, booleans) and writes to ``spec["result_path"]``:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from typing import Any
@@ -55,7 +58,67 @@ EXPRESSIONS = [
     "CAST(ts AS DOUBLE)", "CAST(k AS DOUBLE)", "CAST(CASE WHEN (s = 'é') THEN x END AS DOUBLE)", "COALESCE(k, 0)",
     "CASE WHEN (k > 0) AND x IS NULL THEN 1 ELSE 0 END", "CASE WHEN (b) THEN s END",
 ]  # fmt: skip
+#: Literal pools per column for generated expressions (the same type family, so Spark accepts them).
+LITERALS = {
+    "x": ["0", "-0.0", "1.5", "2.5", "1e300", "-1", "2"],
+    "k": ["2.5", "3", "-3", "0", "2147483647", "2.0", "-2.5"],
+    "d": ["0", "1.25", "2.5", "-0.01", "3", "-1"],
+    "s": ["'a'", "'B'", "''", "'é'", "'b'"],
+    "ts": ["TIMESTAMP '2026-01-01 00:00:00'", "TIMESTAMP '2026-01-01 05:00:00.5'", "TIMESTAMP '2026-03-08 02:30:00'"],
+    "dt": ["DATE '2026-01-02'", "DATE '2026-01-01'", "DATE '2026-03-08'"],
+}
 REFUSED = ["length(s) > 0", "x + 1 > 0", "s LIKE 'a%'", "f > 0", "s = 1", "ts > '2026-01-01'", "x = k", "k <=> 2"]
+
+
+def generated_expressions(count: int, seed: int) -> list[str]:
+    """Random predicates and values over the table's columns (fixed seed: the same list every run)."""
+    import random
+
+    rng = random.Random(seed)
+
+    def atom() -> str:
+        col = rng.choice([*LITERALS, "b"])
+        if col == "b":
+            return rng.choice(["b", "NOT b", "b = TRUE", "b <> FALSE", "b IS NULL"])
+        lit = lambda: rng.choice(LITERALS[col])  # noqa: E731
+        kind = rng.randrange(6)
+        if kind == 0:
+            return f"{col} {rng.choice(['=', '<>', '<', '<=', '>', '>=', '!=', '=='])} {lit()}"
+        if kind == 1:
+            return f"{lit()} {rng.choice(['<', '>=', '='])} {col}"
+        if kind == 2:
+            return f"{col} IS {rng.choice(['', 'NOT '])}NULL"
+        if kind == 3:
+            return f"{col} {rng.choice(['', 'NOT '])}IN ({lit()}, {lit()})"
+        if kind == 4:
+            return f"{col} {rng.choice(['', 'NOT '])}BETWEEN {lit()} AND {lit()}"
+        return f"({col} {rng.choice(['>', '<='])} {lit()})"
+
+    def predicate(depth: int = 0) -> str:
+        if depth >= 2 or rng.random() < 0.4:
+            return atom()
+        kind = rng.randrange(4)
+        if kind == 0:
+            return f"({predicate(depth + 1)}) AND ({predicate(depth + 1)})"
+        if kind == 1:
+            return f"({predicate(depth + 1)}) OR ({predicate(depth + 1)})"
+        if kind == 2:
+            return f"NOT ({predicate(depth + 1)})"
+        return f"COALESCE(({predicate(depth + 1)}), {rng.choice(['TRUE', 'FALSE'])})"
+
+    out = []
+    for _ in range(count):
+        kind = rng.randrange(4)
+        if kind == 0:
+            out.append(predicate())
+        elif kind == 1:  # the shape of a row check's value
+            out.append(f"CASE WHEN ({predicate()}) THEN 1 ELSE 0 END")
+        elif kind == 2:  # a partition clause around a measured column
+            out.append(f"CASE WHEN ({predicate()}) THEN {rng.choice(['x', 'k', 'd', 's', 'ts', 'dt'])} END")
+        else:
+            col = rng.choice(["x", "k", "ts", "d"])
+            out.append(f"CAST(CASE WHEN ({predicate()}) THEN {col} END AS DOUBLE)")
+    return out
 
 
 def equivalence(ctx: JobContext) -> dict[str, Any]:
@@ -91,6 +154,22 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
         spark_values = [r["v"] for r in spark.sql(f"SELECT id, {expr} AS v FROM {view} ORDER BY id").collect()]
         driver = evaluator.value(expr).to_pylist()
         rows[expr] = {"spark": [_plain(v) for v in spark_values], "driver": [_plain(driver[i]) for i in order]}
+    generated = generated_expressions(int(spec.get("generated", 300)), seed=20261122)
+    select = ", ".join(f"{e} AS g{i}" for i, e in enumerate(generated))
+    spark_rows = spark.sql(f"SELECT id, {select} FROM {view} ORDER BY id").collect()  # one Spark job for all
+    compared, differ, refusals = 0, {}, {}
+    for i, expr in enumerate(generated):
+        try:
+            driver = evaluator.value(expr).to_pylist()
+        except arrow_sql.Unsupported as err:
+            refusals[str(err)] = refusals.get(str(err), 0) + 1
+            continue
+        want = [_plain(r[f"g{i}"]) for r in spark_rows]
+        got = [_plain(driver[j]) for j in order]
+        compared += 1
+        if want != got:
+            differ[expr] = {"spark": want, "driver": got}
+    rows_generated = {"compared": compared, "differ": differ, "refused": refusals}
     refused = {}
     for expr in REFUSED:
         try:
@@ -121,18 +200,20 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
     read_by["rewritten"] = [ev.appended_read_by, ev.methods, ev.fallback]
     ev = engine.evaluate(checks, rewritten)[0]
     observed["rewritten_whole"] = {k: _plain(v) for k, v in ev.observed.items()}
-    result = {"rows": rows, "refused": refused, "observed": observed, "read_by": read_by}
+    result = {"rows": rows, "generated": rows_generated, "refused": refused, "observed": observed, "read_by": read_by}
     with open(spec["result_path"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     return {"expressions": len(rows)}
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe and comparable: NaN as the string 'NaN', decimals as floats, timestamps as text."""
+    """JSON-safe and comparable: NaN as the string 'NaN', decimals as floats, instants as UTC text."""
     if isinstance(value, float) and math.isnan(value):
         return "NaN"
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
+    if isinstance(value, dt.datetime):  # PySpark: naive, in the Python process's zone; Arrow: aware UTC
+        return value.astimezone(dt.UTC).isoformat()
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -59,6 +59,9 @@ def test_the_subset_parses_and_names_its_columns(sql, columns):
         ("t.x > 1", "cannot read"),
         ("x > 1 x", "unexpected"),
         ("EXISTS (1)", "keyword EXISTS"),
+        ("x > 1e400", "overflows a double"),
+        ("x > 9223372036854775808", "beyond BIGINT"),
+        ("x > 0." + "1" * 40, "more than 38 digits"),
     ],
 )
 def test_outside_the_subset_is_refused_with_the_reason(sql, reason):

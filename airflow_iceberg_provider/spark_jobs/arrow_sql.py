@@ -311,10 +311,19 @@ class _Parser:
 def _number(text: str) -> int | decimal.Decimal | float:
     """Spark's literal types: digits are integral, with a point exact decimals, with an exponent doubles."""
     if "e" in text.lower():
-        return float(text)
+        value = float(text)
+        if math.isinf(value):
+            raise Unsupported(f"literal {text} overflows a double (Spark refuses it)")
+        return value
     if "." in text:
-        return decimal.Decimal(text)
-    return int(text)
+        value = decimal.Decimal(text)
+        if len(value.as_tuple().digits) > 38:
+            raise Unsupported(f"literal {text} has more than 38 digits")
+        return value
+    value = int(text)
+    if value > 2**63 - 1:  # Spark reads it as a DECIMAL(38, 0)
+        raise Unsupported(f"literal {text} is beyond BIGINT")
+    return value
 
 
 def _typed_literal(kind: str, text: str) -> Any:

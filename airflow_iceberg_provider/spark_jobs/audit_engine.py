@@ -753,17 +753,17 @@ def read_parquet_columns(locations: list[str], fields: dict[str, Field], records
     parts: dict[str, list] = {key: [] for key in fields}
     total = 0
     for location in locations:
-        pf = pq.ParquetFile(local_path(location))
-        by_id = {}
-        for arrow_field in pf.schema_arrow:
-            fid = (arrow_field.metadata or {}).get(b"PARQUET:field_id")
-            if fid is not None:
-                by_id[int(fid)] = arrow_field.name
-        absent = [fid for fid in wanted if fid not in by_id]
-        if absent:
-            raise arrow_sql.Unsupported(f"field ids {absent} not in {location}")
-        table = pf.read(columns=[by_id[fid] for fid in wanted]) if wanted else None
-        total += pf.metadata.num_rows
+        with pq.ParquetFile(local_path(location)) as pf:
+            by_id = {}
+            for arrow_field in pf.schema_arrow:
+                fid = (arrow_field.metadata or {}).get(b"PARQUET:field_id")
+                if fid is not None:
+                    by_id[int(fid)] = arrow_field.name
+            absent = [fid for fid in wanted if fid not in by_id]
+            if absent:
+                raise arrow_sql.Unsupported(f"field ids {absent} not in {location}")
+            table = pf.read(columns=[by_id[fid] for fid in wanted])
+            total += pf.metadata.num_rows
         for i, (key, typ) in enumerate(wanted.values()):
             column = table.column(i)
             if column.type != typ:

@@ -130,7 +130,7 @@ def test_generated_predicates_match_sqlite_row_by_row():
 # ------------------------------------------------------------------ where Spark is not SQLite
 def _eval(sql: str, **cols):
     n = len(next(iter(cols.values()))[0])
-    columns = {k: (pa.array(v, t_arrow), t) for k, (v, t_arrow, t) in ((k, v) for k, v in cols.items())}
+    columns = {k: (pa.array(v, t_arrow), t) for k, (v, t_arrow, t) in cols.items()}
     return arrow_sql.Evaluator(columns, n, "America/Toronto").value(sql).to_pylist()
 
 

@@ -277,7 +277,8 @@ class AuditEngine:
             return
         start = time.monotonic()
         self.require_appends_only(base_snapshot_id, snapshot_id)
-        appended = self.appended_files(base_snapshot_id, snapshot_id, checks, metrics=False)
+        # the driver reads the data itself, so it needs no metrics; a Spark read uses them
+        appended = self.appended_files(base_snapshot_id, snapshot_id, checks, metrics=not self.driver_read)
         ev.planning.append(("plan appended files", time.monotonic() - start))
         direct = None
         if self.driver_read and appended.records <= self.driver_rows and appended.locations is not None:
@@ -308,9 +309,10 @@ class AuditEngine:
         if direct is not None:
             change, bounds = direct
         else:
-            start = time.monotonic()
-            appended = self.appended_files(base_snapshot_id, snapshot_id, checks)
-            ev.planning.append(("read appended files' metrics", time.monotonic() - start))
+            if self.driver_read:  # planned without metrics for the driver, which did not read after all
+                start = time.monotonic()
+                appended = self.appended_files(base_snapshot_id, snapshot_id, checks)
+                ev.planning.append(("read appended files' metrics", time.monotonic() - start))
             change, bounds = dict(appended.values), appended.bounds  # answered by the appended files' metrics
             ev.appended_read_by = "spark"
             self._spark_change(

@@ -33,6 +33,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
+from airflow_iceberg_provider.ids import id_str
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 
 if TYPE_CHECKING:
@@ -254,8 +255,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "requests": int(m.get("requests", 0)),
             "rows_deleted": int(m.get("rows_deleted", 0)),
             "verification": m.get("verification"),
-            "snapshot_before": row.get("snapshot_before"),
-            "snapshot_after": row.get("snapshot_after"),
+            "snapshot_before": id_str(row.get("snapshot_before")),  # strings: browsers round 64-bit ids
+            "snapshot_after": id_str(row.get("snapshot_after")),
             "files_rewritten": int(m.get("files_rewritten", 0)),
             "files_removed": int(m.get("files_removed", 0)),
             "snapshots_expired": int(m.get("snapshots_expired", 0)),

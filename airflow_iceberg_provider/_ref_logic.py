@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
-from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX
+from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.models import SnapshotInfo
 
 SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
@@ -134,6 +134,23 @@ def timestamp_ms(value: Any, param: str) -> int | None:
 def legal_hold_tag_name(tag: str) -> str:
     """The tag name under the legal-hold convention (prefixed once)."""
     return tag if tag.startswith(LEGAL_HOLD_PREFIX) else f"{LEGAL_HOLD_PREFIX}{tag}"
+
+
+def tag_retention(tag: str, max_ref_age_ms: int | None) -> int | None:
+    """The ``max-ref-age-ms`` a tag is created with.
+
+    A legal hold always gets :data:`~airflow_iceberg_provider.governance.LEGAL_HOLD_MAX_REF_AGE_MS`
+    (never), whatever was asked: without an explicit value Iceberg would apply the table's
+    ``history.expire.max-ref-age-ms`` to it. Any other age for a hold is refused.
+    """
+    if not tag.startswith(LEGAL_HOLD_PREFIX):
+        return max_ref_age_ms
+    if max_ref_age_ms not in (None, LEGAL_HOLD_MAX_REF_AGE_MS):
+        raise IcebergValidationError(
+            f"max_ref_age_ms={max_ref_age_ms!r} for legal hold {tag!r}: a legal hold must never expire on its own. "
+            "Leave max_ref_age unset and release the hold explicitly when the case closes."
+        )
+    return LEGAL_HOLD_MAX_REF_AGE_MS
 
 
 def validate_operation(value: Any, param: str = "operation") -> str | None:

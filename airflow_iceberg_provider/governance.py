@@ -29,6 +29,12 @@ DEFAULT_GOVERNANCE_NAMESPACE = "governance"
 #: the snapshots they keep and erasure reports them as blocking refs.
 LEGAL_HOLD_PREFIX = "legal-hold-"
 
+#: The ``max-ref-age-ms`` every legal hold carries: Java's ``Long.MAX_VALUE``, i.e. never.
+#: Iceberg applies the table default ``history.expire.max-ref-age-ms`` to every ref
+#: *without* its own ``max-ref-age-ms``; a hold therefore always gets an explicit one, so
+#: no table property can make ``expire_snapshots`` drop it (``now - ts > 2^63-1`` never holds).
+LEGAL_HOLD_MAX_REF_AGE_MS = 2**63 - 1
+
 
 def is_legal_hold(ref_name: str, ref_type: str = "tag") -> bool:
     """Whether a ref is a legal hold under the provider's naming convention."""

@@ -412,6 +412,40 @@ def describe_ref(ref: RefInfo) -> str:
     return f"{ref.type}:{ref.name}"
 
 
+def refuse_dropping_holds(
+    refs: Mapping[str, RefInfo],
+    refs_expired: Sequence[str],
+    snapshots_by_id: Mapping[int, SnapshotInfo],
+    *,
+    default_max_ref_age_ms: int | None,
+    now: int,
+    table: str = "table",
+) -> None:
+    """Refuse an expiry that would drop a legal hold (Iceberg drops refs older than their max-ref-age).
+
+    Holds placed by this provider carry a never-expiring ``max-ref-age-ms``; a hold without
+    one (placed by hand or by an older version) inherits ``history.expire.max-ref-age-ms``.
+    """
+    at_risk = [n for n in refs_expired if is_legal_hold(n, refs[n].type)]
+    if not at_risk:
+        return
+    parts = []
+    for name in at_risk:
+        ref = refs[name]
+        snap = snapshots_by_id.get(ref.snapshot_id)
+        age = f"{(now - snap.timestamp_ms) / 86_400_000:.1f} days old" if snap else "its snapshot is gone"
+        limit = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age_ms
+        source = "its own max-ref-age-ms" if ref.max_ref_age_ms is not None else "history.expire.max-ref-age-ms"
+        parts.append(f"{name} (snapshot {ref.snapshot_id}, {age}; {source}={limit})")
+    raise IcebergRefusedError(
+        f"Refusing to expire snapshots of {table}: Iceberg would drop the legal hold(s) "
+        + "; ".join(parts)
+        + ". Pin each hold by placing it again on the same snapshot (IcebergCreateTagOperator(legal_hold=True, "
+        "tag=..., snapshot_id=..., case_id=...) sets max-ref-age-ms to never), or release it deliberately. "
+        "Nothing was changed."
+    )
+
+
 def preview_expiry(
     snapshots: Sequence[SnapshotInfo],
     refs: Mapping[str, RefInfo],
@@ -456,6 +490,9 @@ def preview_expiry(
         else:
             retained_refs[name] = ref
 
+    refuse_dropping_holds(
+        refs, refs_expired, by_id, default_max_ref_age_ms=default_max_ref_age_ms, now=now, table=table
+    )
     explicit = [int(i) for i in snapshot_ids]
     missing = [i for i in explicit if i not in by_id]
     if missing:

@@ -247,3 +247,51 @@ def test_expiry_floor_is_configurable_in_airflow_config(orders, monkeypatch):
     monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__EXPIRY_FLOOR", "soonish")
     with pytest.raises(IcebergValidationError, match=r"\[iceberg_provider\] expiry_floor"):
         op.execute(fake_context())
+
+
+# ------------------------------------------------------------------ #16: holds that expiry cannot drop
+def test_expiry_refuses_when_the_table_default_ref_age_would_drop_an_unpinned_hold(orders):
+    """A hold placed without its own max-ref-age inherits history.expire.max-ref-age-ms: refuse, change nothing."""
+    hook, ids = orders  # legal-hold-case-7 was placed by hand, without a max-ref-age
+    hook.ensure_table_properties("db.orders", {"history.expire.max-ref-age-ms": "1"})
+    before = hook.metadata_location("db.orders")
+    for op in (
+        IcebergExpireSnapshotsOperator(
+            task_id="expire", table="db.orders", older_than="0s", older_than_floor="0s", **NO_SPARK
+        ),
+        IcebergExpireSnapshotsOperator(
+            task_id="expire_dry", table="db.orders", older_than="0s", older_than_floor="0s", dry_run=True, **NO_SPARK
+        ),
+        IcebergMaintenancePlanOperator(
+            task_id="plan", table="db.orders", expire_older_than="0s", older_than_floor="0s", force=True, **NO_SPARK
+        ),
+    ):
+        with pytest.raises(IcebergRefusedError) as err:
+            op.execute(fake_context())
+        msg = str(err.value)
+        assert "legal-hold-case-7" in msg and str(ids[2]) in msg, msg
+        assert "history.expire.max-ref-age-ms=1" in msg and "Nothing was changed" in msg, msg
+        assert hook.metadata_location("db.orders") == before
+
+
+def test_placing_the_hold_again_pins_it_and_expiry_then_keeps_it(orders):
+    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+
+    hook, ids = orders
+    hook.ensure_table_properties("db.orders", {"history.expire.max-ref-age-ms": "1"})
+    out = IcebergCreateTagOperator(
+        task_id="pin", table="db.orders", tag="case-7", snapshot_id=ids[2], legal_hold=True, case_id="C-7"
+    ).execute(fake_context())
+    assert out["outcome"] == "hold_pinned"
+    assert hook.refs("db.orders")["legal-hold-case-7"].max_ref_age_ms == LEGAL_HOLD_MAX_REF_AGE_MS
+    again = IcebergCreateTagOperator(
+        task_id="pin2", table="db.orders", tag="case-7", snapshot_id=ids[2], legal_hold=True, case_id="C-7"
+    ).execute(fake_context())
+    assert again["outcome"] == "exists"
+    preview = IcebergExpireSnapshotsOperator(
+        task_id="expire", table="db.orders", older_than="0s", older_than_floor="0s", dry_run=True, **NO_SPARK
+    ).execute(fake_context())
+    # the plain tag release-1 (no own age) is what the table default drops; the pinned hold stays
+    assert preview["refs_expired"] == ["release-1"]
+    assert preview["held_snapshots"][str(ids[2])] == ["legal_hold:legal-hold-case-7"]

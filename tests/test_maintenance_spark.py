@@ -1,4 +1,4 @@
-"""Maintenance operators end to end with real spark-submit jobs (three jobs in this module).
+"""Maintenance operators end to end with real spark-submit jobs (four jobs in this module).
 
 One module-scoped lake; tables are built with pyiceberg (milliseconds), the
 maintenance runs as real Iceberg Spark procedures, and every assertion checks the
@@ -174,3 +174,31 @@ def test_zorder_compaction_with_where_rewrites_only_selected_partition(module_la
     assert out["rewritten_data_files"] == 4 and out["added_data_files"] == 1
     assert (before.data_files, hook.health("db.zorder").data_files) == (7, 4)  # day 2 untouched
     assert hook.snapshot("db.zorder", ref="main").operation == "replace"
+
+
+def test_pinned_hold_survives_a_real_expiry_under_a_table_ref_age(module_lake):
+    """#16: with history.expire.max-ref-age-ms set, Iceberg drops aged refs; a provider-placed hold survives."""
+    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+
+    hook = module_lake
+    create_orders_table(hook, "db.holdage", partition_by=())
+    ids = append_batches(hook, "db.holdage", 4)
+    IcebergCreateTagOperator(
+        task_id="hold", table="db.holdage", tag="case-42", snapshot_id=ids[1], legal_hold=True, case_id="C-42"
+    ).execute(fake_context())
+    hook.set_ref("db.holdage", "eod-1", ids[1], ref_type="tag")  # a plain tag: the table default applies
+    hook.load_table("db.holdage").overwrite(orders_batch(1000, 10))
+    held_files = files_of(hook, "db.holdage", ids[1])
+    hook.ensure_table_properties("db.holdage", {"history.expire.max-ref-age-ms": "1"})
+
+    IcebergExpireSnapshotsOperator(
+        task_id="expire", table="db.holdage", older_than="0s", older_than_floor="0s", retain_last=1
+    ).execute(fake_context())
+
+    refs = hook.refs("db.holdage")
+    assert "eod-1" not in refs  # Iceberg really applied the table's max-ref-age ...
+    hold = refs["legal-hold-case-42"]  # ... and the hold survived it
+    assert (hold.snapshot_id, hold.max_ref_age_ms) == (ids[1], LEGAL_HOLD_MAX_REF_AGE_MS)
+    assert ids[1] in {s.snapshot_id for s in hook.list_snapshots("db.holdage")}
+    assert all(local(p).exists() for p in held_files)

@@ -134,3 +134,38 @@ def test_select_new_commit_without_baseline_takes_newest_matching():
     snap, n = select_new_commit(CHAIN, operation="append")
     assert (snap.snapshot_id, n) == (4, 3)
     assert select_new_commit([], operation="append") == (None, 0)
+
+
+def test_tag_retention_pins_holds_and_refuses_an_age_for_them():
+    from airflow_iceberg_provider._ref_logic import tag_retention
+    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+
+    assert tag_retention("eod-1", None) is None
+    assert tag_retention("eod-1", 5000) == 5000
+    assert tag_retention("legal-hold-c1", None) == LEGAL_HOLD_MAX_REF_AGE_MS == 2**63 - 1  # Java Long.MAX_VALUE
+    assert tag_retention("legal-hold-c1", LEGAL_HOLD_MAX_REF_AGE_MS) == LEGAL_HOLD_MAX_REF_AGE_MS
+    with pytest.raises(IcebergValidationError, match="max_ref_age_ms=5000 for legal hold 'legal-hold-c1'"):
+        tag_retention("legal-hold-c1", 5000)
+
+
+def test_holds_dropped_by_age_mirrors_iceberg_ref_expiry():
+    from airflow_iceberg_provider.spark_jobs.maintenance_sql import holds_dropped_by_age
+
+    refs = [
+        {"name": "main", "type": "branch", "snapshot_id": 1, "max_ref_age_ms": None},
+        {"name": "legal-hold-old", "type": "tag", "snapshot_id": 1, "max_ref_age_ms": None},
+        {"name": "legal-hold-pinned", "type": "TAG", "snapshot_id": 1, "max_ref_age_ms": 2**63 - 1},
+        {"name": "legal-hold-own-age", "type": "tag", "snapshot_id": 2, "max_ref_age_ms": 10},
+        {"name": "legal-hold-gone", "type": "tag", "snapshot_id": 99, "max_ref_age_ms": 2**63 - 1},
+        {"name": "eod", "type": "tag", "snapshot_id": 1, "max_ref_age_ms": None},
+    ]
+    ts = {1: 1_000, 2: 5_000}
+    assert holds_dropped_by_age(refs, ts, default_max_ref_age_ms=None, now_ms=5_005) == ["legal-hold-gone"]
+    assert holds_dropped_by_age(refs, ts, default_max_ref_age_ms=100, now_ms=5_005) == [
+        "legal-hold-gone",
+        "legal-hold-old",
+    ]
+    assert holds_dropped_by_age(refs, ts, default_max_ref_age_ms=None, now_ms=5_011) == [
+        "legal-hold-gone",
+        "legal-hold-own-age",
+    ]

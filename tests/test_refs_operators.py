@@ -20,6 +20,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 from airflow_iceberg_provider.operators.refs import (
     IcebergCommitCheckOperator,
     IcebergCreateBranchOperator,
@@ -137,7 +138,13 @@ def test_legal_hold_prefixes_records_case_and_is_listed(table):
     assert (out["tag"], out["legal_hold"]) == ("legal-hold-case-20260101", True)
     IcebergCreateTagOperator(task_id="eod", table=T, tag="eod").execute(fake_context())  # not a hold
     (hold,) = hook.legal_holds(T)
-    assert (hold["name"], hold["snapshot_id"], hold["max_ref_age_ms"]) == ("legal-hold-case-20260101", snaps[1], None)
+    # #16: a hold carries its own never-expiring max-ref-age, so history.expire.max-ref-age-ms cannot drop it
+    assert (hold["name"], hold["snapshot_id"], hold["max_ref_age_ms"], hold["never_expires"]) == (
+        "legal-hold-case-20260101",
+        snaps[1],
+        LEGAL_HOLD_MAX_REF_AGE_MS,
+        True,
+    )
     assert hold["details"]["case_id"] == "LIT-2026-017"
     assert hold["details"]["reason"] == "litigation hold requested by counsel"
     assert (hold["details"]["dag_id"], hold["details"]["run_id"]) == ("legal", "r9")

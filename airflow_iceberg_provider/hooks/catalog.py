@@ -40,6 +40,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.governance import (
     DEFAULT_GOVERNANCE_NAMESPACE,
     GOVERNANCE_TABLES,
+    LEGAL_HOLD_MAX_REF_AGE_MS,
     GovernanceTable,
     arrow_schema,
     pyiceberg_schema,
@@ -544,19 +545,26 @@ class IcebergCatalogHook(BaseHook):
         max_ref_age_ms: int | None = None,
         replace: bool = False,
     ) -> str:
-        """Create an (immutable) tag, idempotently; returns ``created``, ``exists`` or ``replaced``.
+        """Create an (immutable) tag, idempotently; returns ``created``, ``exists``, ``replaced``
+        or ``hold_pinned``.
 
         The same tag on the same snapshot with the same retention is ``exists`` (no
         commit): a retried task succeeds. A tag pointing elsewhere (or with another
         retention) is refused unless ``replace=True``; a branch of that name is always
         refused. The commit is a compare-and-swap on the tag.
 
+        A legal hold (``legal-hold-…``) always gets the never-expiring ``max-ref-age-ms``
+        (:func:`~airflow_iceberg_provider._ref_logic.tag_retention`); placing it again on
+        the same snapshot pins a hold created without one (``hold_pinned``).
+
         :raises IcebergRefusedError: the name is taken (nothing was changed).
         """
+        from airflow_iceberg_provider._ref_logic import tag_retention
         from airflow_iceberg_provider.exceptions import IcebergRefusedError
 
         tbl = self._table(table)
         validate_ref(tag, "tag", allow_main=False)
+        max_ref_age_ms = tag_retention(tag, max_ref_age_ms)
         if tbl.metadata.snapshot_by_id(snapshot_id) is None:
             raise IcebergRefNotFoundError(
                 f"Snapshot {snapshot_id} does not exist on {_name(tbl)} (expired or never created); cannot tag it."
@@ -573,6 +581,10 @@ class IcebergCatalogHook(BaseHook):
                 return "exists"
             from airflow_iceberg_provider.governance import is_legal_hold
 
+            if is_legal_hold(tag) and existing.snapshot_id == snapshot_id:
+                # A hold placed before holds carried their own max-ref-age: pin it (same snapshot).
+                self.set_ref(tbl, tag, snapshot_id, ref_type="tag", max_ref_age_ms=max_ref_age_ms)
+                return "hold_pinned"
             if is_legal_hold(tag):
                 raise IcebergRefusedError(
                     f"Tag {tag!r} of {_name(tbl)} is a legal hold on snapshot {existing.snapshot_id}; a hold is "
@@ -807,8 +819,8 @@ class IcebergCatalogHook(BaseHook):
     def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
         """Legal-hold tags of a table (``governance.LEGAL_HOLD_PREFIX``), oldest snapshot first.
 
-        Each item: ``name``, ``snapshot_id``, ``snapshot_timestamp_ms``, ``max_ref_age_ms`` and
-        ``details`` — the ledger details recorded when the hold was placed (case id,
+        Each item: ``name``, ``snapshot_id``, ``snapshot_timestamp_ms``, ``max_ref_age_ms``,
+        ``never_expires`` (the hold carries its own never-expiring age) and ``details`` — the ledger details recorded when the hold was placed (case id,
         reason, who placed it), or ``None`` when the ledger has no record (a hold created
         outside this provider still counts: the tag name is the convention).
         """
@@ -826,6 +838,8 @@ class IcebergCatalogHook(BaseHook):
                     "snapshot_id": ref.snapshot_id,
                     "snapshot_timestamp_ms": snap.timestamp_ms if snap else None,
                     "max_ref_age_ms": ref.max_ref_age_ms,
+                    # False: placed without its own age, so history.expire.max-ref-age-ms applies to it
+                    "never_expires": ref.max_ref_age_ms == LEGAL_HOLD_MAX_REF_AGE_MS,
                     "details": None,
                 }
             )

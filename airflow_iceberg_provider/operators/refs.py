@@ -22,6 +22,7 @@ from airflow_iceberg_provider._ref_logic import (
     duration_ms,
     legal_hold_tag_name,
     positive_int,
+    tag_retention,
     timestamp_ms,
     validate_operation,
     validate_summary,
@@ -33,6 +34,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ class _RefOperator(IcebergBaseOperator):
     ui_color = "#e8f4ea"
 
     def _ledger(self, context: Context | None, operation: str, ref: str | None, status: str, **kw: Any) -> str:
+        if kw.get("details") is not None:  # ids as strings: a UI parses details as JSON (float64)
+            kw["details"] = with_string_ids(kw["details"])
         return self.catalog_hook.record_ledger(
             operation=operation, table=self.ident.dotted, ref=ref, status=status, context=context, **kw
         )
@@ -120,11 +124,13 @@ class IcebergCreateTagOperator(_RefOperator):
         (templated). ``None`` keeps it forever.
     :param replace: move an existing tag of that name (not allowed for legal holds).
     :param legal_hold: make this tag a legal hold: the name gets the ``legal-hold-``
-        prefix, ``case_id`` is required and ``max_ref_age`` is refused (a hold must
-        not expire on its own).
+        prefix, ``case_id`` is required and ``max_ref_age`` is refused. The hold is created
+        with an explicit never-expiring ``max-ref-age-ms`` (``2^63-1``), so a table-level
+        ``history.expire.max-ref-age-ms`` cannot drop it; placing a hold again on the same
+        snapshot pins a hold created without one (outcome ``hold_pinned``).
     :param case_id: legal case / matter reference recorded with the hold (templated).
     :param hold_reason: free-text reason recorded with the hold (templated; no personal data).
-    :return: ``{"table", "tag", "snapshot_id", "outcome": created|exists|replaced, "legal_hold", ...}``
+    :return: ``{"table", "tag", "snapshot_id", "outcome": created|exists|replaced|hold_pinned, "legal_hold", ...}``
     """
 
     template_fields: Sequence[str] = (
@@ -209,7 +215,8 @@ class IcebergCreateTagOperator(_RefOperator):
         except IcebergRefusedError as err:
             self._refused(context, "create_tag", tag, err, **details, snapshot_id=snapshot_id)
             raise
-        self._verify_ref(tag, snapshot_id, "tag", max_ref_age_ms=max_age)
+        # a hold carries a never-expiring max-ref-age (the table's default must not drop it)
+        self._verify_ref(tag, snapshot_id, "tag", max_ref_age_ms=tag_retention(tag, max_age))
         self._ledger(
             context,
             "create_tag",
@@ -221,7 +228,7 @@ class IcebergCreateTagOperator(_RefOperator):
             started_at=started,
         )
         self.log.info("Tag %s on %s -> snapshot %s: %s", tag, self.ident, snapshot_id, outcome)
-        return {
+        result = {
             "table": self.ident.dotted,
             "tag": tag,
             "snapshot_id": snapshot_id,
@@ -229,6 +236,7 @@ class IcebergCreateTagOperator(_RefOperator):
             "max_ref_age_ms": max_age,
             "legal_hold": self.legal_hold,
         }
+        return with_string_ids(result)
 
 
 class IcebergCreateBranchOperator(_RefOperator):
@@ -314,7 +322,8 @@ class IcebergCreateBranchOperator(_RefOperator):
             started_at=started,
         )
         self.log.info("Branch %s on %s from snapshot %s: %s", branch, self.ident, snapshot_id, outcome)
-        return {"table": self.ident.dotted, "branch": branch, "snapshot_id": head, "outcome": outcome, **retention}
+        result = {"table": self.ident.dotted, "branch": branch, "snapshot_id": head, "outcome": outcome, **retention}
+        return with_string_ids(result)
 
 
 class _DropRefOperator(_RefOperator):
@@ -352,7 +361,7 @@ class _DropRefOperator(_RefOperator):
             started_at=started,
         )
         self.log.info("Dropped %s %r (was at %s) from %s", self.ref_type, name, found.snapshot_id, self.ident)
-        return {**result, "dropped": True, "snapshot_id": found.snapshot_id}
+        return with_string_ids({**result, "dropped": True, "snapshot_id": found.snapshot_id})
 
     def _check_drop(self, context: Context, name: str) -> None:
         """Refuse a drop before any commit (subclasses)."""
@@ -523,7 +532,7 @@ class IcebergRollbackOperator(_RefOperator):
             "Rolled %s %s back from %s to %s (discarded from the ref: %s)",
             self.ident, ref, head, target.snapshot_id, discarded or "nothing",
         )  # fmt: skip
-        return {
+        result = {
             "table": self.ident.dotted,
             "ref": ref,
             "snapshot_id": target.snapshot_id,
@@ -531,6 +540,7 @@ class IcebergRollbackOperator(_RefOperator):
             "rolled_back": moved,
             "discarded": discarded,
         }
+        return with_string_ids(result)
 
 
 class IcebergCommitCheckOperator(_RefOperator):
@@ -635,7 +645,7 @@ class IcebergCommitCheckOperator(_RefOperator):
             criteria,
             newest.snapshot_id,
         )
-        return {
+        result = {
             "table": self.ident.dotted,
             "ref": ref,
             "snapshot_id": newest.snapshot_id,
@@ -644,3 +654,4 @@ class IcebergCommitCheckOperator(_RefOperator):
             "summary": newest.summary,
             "matched": len(found),
         }
+        return with_string_ids(result)

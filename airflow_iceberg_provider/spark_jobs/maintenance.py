@@ -25,9 +25,15 @@ import time
 from typing import Any
 
 try:  # sibling module when submitted by path (client mode)
-    from maintenance_sql import PROCEDURE_OUTPUTS, action_sql
+    from maintenance_sql import LEGAL_HOLD_PREFIX, PROCEDURE_OUTPUTS, action_sql, holds_dropped_by_age, quote_table
 except ImportError:  # imported from the package (tests, Airflow side)
-    from airflow_iceberg_provider.spark_jobs.maintenance_sql import PROCEDURE_OUTPUTS, action_sql
+    from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
+        LEGAL_HOLD_PREFIX,
+        PROCEDURE_OUTPUTS,
+        action_sql,
+        holds_dropped_by_age,
+        quote_table,
+    )
 
 DEFAULT_ORPHAN_PATHS_LIMIT = 10_000
 
@@ -64,7 +70,37 @@ def _counts(action: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def guard_legal_holds(ctx: Any, table: str) -> None:
+    """Fail before ``expire_snapshots`` if Iceberg would drop a legal hold by age (read just now)."""
+    t = quote_table(ctx.catalog, table)
+    props = {r["key"]: r["value"] for r in (row.asDict() for row in ctx.spark.sql(f"SHOW TBLPROPERTIES {t}").collect())}
+    raw = props.get("history.expire.max-ref-age-ms")
+    refs = [
+        {"name": r.name, "type": r.type, "snapshot_id": r.snapshot_id, "max_ref_age_ms": r.max_reference_age_in_ms}
+        for r in ctx.spark.sql(f"SELECT name, type, snapshot_id, max_reference_age_in_ms FROM {t}.refs").collect()
+    ]
+    if not any(str(r["name"]).startswith(LEGAL_HOLD_PREFIX) for r in refs):
+        return
+    ts = {
+        int(r.snapshot_id): int(r.ts)
+        for r in ctx.spark.sql(f"SELECT snapshot_id, unix_millis(committed_at) AS ts FROM {t}.snapshots").collect()
+    }
+    at_risk = holds_dropped_by_age(
+        refs,
+        ts,
+        default_max_ref_age_ms=int(raw) if raw and raw.strip().lstrip("-").isdigit() else None,
+        now_ms=int(time.time() * 1000),
+    )
+    if at_risk:
+        raise RuntimeError(
+            f"refusing expire_snapshots on {table}: it would drop the legal hold(s) {at_risk} "
+            "(older than history.expire.max-ref-age-ms and without their own max-ref-age-ms). Pin each hold "
+            "(place it again with IcebergCreateTagOperator(legal_hold=True) on the same snapshot). Nothing expired."
+        )
+
+
 def expire_snapshots(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    guard_legal_holds(ctx, table)
     return _counts("expire_snapshots", run_procedure(ctx, "expire_snapshots", table, args))
 
 

@@ -74,6 +74,40 @@ class MaintenanceSqlError(ValueError):
     """A value cannot be rendered safely into a maintenance statement."""
 
 
+#: Legal-hold convention (mirrors ``airflow_iceberg_provider.governance``; this module ships alone).
+LEGAL_HOLD_PREFIX = "legal-hold-"
+
+
+def holds_dropped_by_age(
+    refs: Iterable[Mapping[str, Any]],
+    snapshot_ts_ms: Mapping[int, int],
+    *,
+    default_max_ref_age_ms: int | None,
+    now_ms: int,
+) -> list[str]:
+    """Legal holds that ``expire_snapshots`` would drop as older than their max-ref-age.
+
+    Iceberg (``RemoveSnapshots``) drops every ref but ``main`` whose head is older than
+    its ``max-ref-age-ms``, else the table's ``history.expire.max-ref-age-ms``. The
+    provider places holds with a never-expiring age; this catches holds placed without
+    one, just before the procedure runs (the Airflow side refused them already).
+
+    :param refs: ``{"name", "type", "snapshot_id", "max_ref_age_ms"}`` per ref.
+    :param snapshot_ts_ms: snapshot id -> commit time (ms).
+    """
+    out = []
+    for ref in refs:
+        name = str(ref["name"])
+        if str(ref["type"]).lower() != "tag" or not name.startswith(LEGAL_HOLD_PREFIX):
+            continue
+        own = ref.get("max_ref_age_ms")
+        limit = int(own) if own is not None else default_max_ref_age_ms
+        ts = snapshot_ts_ms.get(int(ref["snapshot_id"]))
+        if ts is None or (limit is not None and now_ms - int(ts) > limit):
+            out.append(name)
+    return sorted(out)
+
+
 def sql_string(value: str) -> str:
     """A Spark SQL single-quoted string literal that always round-trips to ``value``.
 
@@ -142,6 +176,12 @@ def _target(catalog: str, table: str) -> tuple[str, str]:
     if not _TABLE_RE.match(table or ""):
         raise MaintenanceSqlError(f"table {table!r} is not 'namespace.table'")
     return f"`{catalog}`.system", sql_string(table)
+
+
+def quote_table(catalog: str, table: str) -> str:
+    """```catalog`.`namespace`.`table``` for SELECTs on the table and its metadata tables."""
+    _target(catalog, table)
+    return ".".join(f"`{p}`" for p in (catalog, *table.split(".")))
 
 
 def _call(catalog: str, procedure: str, table: str, args: Iterable[tuple[str, str | None]]) -> str:

@@ -624,12 +624,14 @@ def _plan_partition(cols: _Columns, spec: Any, request: TableChangeRequest) -> l
 
 
 def _order_text(cols: _Columns, sort_order: Any) -> list[str]:
+    from pyiceberg.table.sorting import NullOrder, SortDirection
+
     out = []
     for sf in sort_order.fields if sort_order is not None else []:
         col = cols.name_of(sf.source_id) or f"#{sf.source_id}"
         body = _field_text(col, str(sf.transform))
-        direction = "ASC" if "asc" in str(sf.direction).lower() else "DESC"
-        nulls = "FIRST" if "first" in str(sf.null_order).lower() else "LAST"
+        direction = "ASC" if sf.direction == SortDirection.ASC else "DESC"
+        nulls = "FIRST" if sf.null_order == NullOrder.NULLS_FIRST else "LAST"
         out.append(f"{body} {direction} NULLS {nulls}")
     return out
 

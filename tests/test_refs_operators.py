@@ -64,7 +64,7 @@ def test_create_tag_on_head_with_templated_name_and_retention(table):
     assert op.tag == "eod_20260101"
     out = op.execute(ctx)
     assert out == {
-        "table": T, "tag": "eod_20260101", "snapshot_id": snaps[-1], "outcome": "created",
+        "table": T, "tag": "eod_20260101", "snapshot_id": str(snaps[-1]), "outcome": "created",
         "max_ref_age_ms": 90 * DAY_MS, "legal_hold": False,
     }  # fmt: skip
     ref = hook.refs(T)["eod_20260101"]
@@ -80,7 +80,7 @@ def test_create_tag_on_given_snapshot_and_retry_is_idempotent(table):
     assert op.execute(fake_context())["outcome"] == "created"
     loc = hook.metadata_location(T)
     retry = op.execute(fake_context(try_number=2))
-    assert (retry["outcome"], retry["snapshot_id"]) == ("exists", snaps[0])
+    assert (retry["outcome"], retry["snapshot_id"]) == ("exists", str(snaps[0]))
     unchanged(hook, loc)  # no commit on retry
     assert [r["status"] for r in ledger(hook, operation="create_tag")] == ["succeeded", "noop"]
 
@@ -191,7 +191,7 @@ def test_drop_tag_and_branch_idempotent(table):
     IcebergCreateTagOperator(task_id="t", table=T, tag="v1").execute(fake_context())
     IcebergCreateBranchOperator(task_id="b", table=T, branch="exp").execute(fake_context())
     out = IcebergDropTagOperator(task_id="d", table=T, tag="v1").execute(fake_context())
-    assert out == {"table": T, "tag": "v1", "dropped": True, "snapshot_id": snaps[-1]}
+    assert out == {"table": T, "tag": "v1", "dropped": True, "snapshot_id": str(snaps[-1])}
     loc = hook.metadata_location(T)
     again = IcebergDropTagOperator(task_id="d", table=T, tag="v1").execute(fake_context())
     assert again["dropped"] is False
@@ -225,7 +225,7 @@ def test_create_branch_with_retention_and_idempotency(table):
     )  # fmt: skip
     op.render_template_fields(fake_context())
     out = op.execute(fake_context())
-    assert (out["branch"], out["snapshot_id"], out["outcome"]) == ("ml_train_20260101", snaps[1], "created")
+    assert (out["branch"], out["snapshot_id"], out["outcome"]) == ("ml_train_20260101", str(snaps[1]), "created")
     ref = hook.refs(T)["ml_train_20260101"]
     assert (ref.type, ref.min_snapshots_to_keep, ref.max_snapshot_age_ms, ref.max_ref_age_ms) == (
         "branch", 5, 7 * DAY_MS, 30 * DAY_MS,
@@ -239,16 +239,16 @@ def test_create_branch_with_retention_and_idempotency(table):
     # pyiceberg's branch append drops the ref's retention; a re-run puts it back on the head
     assert hook.refs(T)["ml_train_20260101"].min_snapshots_to_keep is None
     retry = op.execute(fake_context(try_number=2))
-    assert (retry["outcome"], retry["snapshot_id"]) == ("retention_updated", head)
+    assert (retry["outcome"], retry["snapshot_id"]) == ("retention_updated", str(head))
     assert hook.refs(T)["ml_train_20260101"].min_snapshots_to_keep == 5
     loc = hook.metadata_location(T)
     retry = op.execute(fake_context(try_number=3))
-    assert (retry["outcome"], retry["snapshot_id"]) == ("exists", head)
+    assert (retry["outcome"], retry["snapshot_id"]) == ("exists", str(head))
     unchanged(hook, loc)
     # only the retention changed: committed on the current head, the branch is not moved
     op.min_snapshots_to_keep = 10
     out = op.execute(fake_context())
-    assert (out["outcome"], out["snapshot_id"]) == ("retention_updated", head)
+    assert (out["outcome"], out["snapshot_id"]) == ("retention_updated", str(head))
     assert hook.refs(T)["ml_train_20260101"].min_snapshots_to_keep == 10
 
 
@@ -283,15 +283,15 @@ def test_rollback_main_to_snapshot_and_retry(table):
     op.to_snapshot_id = str(snaps[0])  # as if rendered
     out = op.execute(fake_context())
     assert out == {
-        "table": T, "ref": "main", "snapshot_id": snaps[0], "previous_snapshot_id": snaps[2],
-        "rolled_back": True, "discarded": [snaps[1], snaps[2]],
+        "table": T, "ref": "main", "snapshot_id": str(snaps[0]), "previous_snapshot_id": str(snaps[2]),
+        "rolled_back": True, "discarded": [str(snaps[1]), str(snaps[2])],
     }  # fmt: skip
     assert hook.ref_snapshot_id(T) == snaps[0]
     assert hook.load_table(T).current_snapshot().snapshot_id == snaps[0]
     assert len(hook.load_table(T).scan().to_arrow()) == 10
     loc = hook.metadata_location(T)
     retry = op.execute(fake_context(try_number=2))  # main has moved since: the expected head no longer matters
-    assert (retry["rolled_back"], retry["snapshot_id"]) == (False, snaps[0])
+    assert (retry["rolled_back"], retry["snapshot_id"]) == (False, str(snaps[0]))
     unchanged(hook, loc)
     rows = ledger(hook, operation="rollback")
     assert [r["status"] for r in rows] == ["succeeded", "noop"]
@@ -302,14 +302,14 @@ def test_rollback_to_tag_and_to_timestamp(table):
     hook, snaps = table
     IcebergCreateTagOperator(task_id="t", table=T, tag="eod", snapshot_id=snaps[1]).execute(fake_context())
     out = IcebergRollbackOperator(task_id="u", table=T, to_tag="eod").execute(fake_context())
-    assert (out["snapshot_id"], out["discarded"]) == (snaps[1], [snaps[2]])
+    assert (out["snapshot_id"], out["discarded"]) == (str(snaps[1]), [str(snaps[2])])
     # a new commit after the rollback; roll back to "the state at the time of snaps[0]"
     new = append_batches(hook, T, 1)[0]
     ts0 = hook.snapshot(T, snapshot_id=snaps[0]).timestamp_ms
     out = IcebergRollbackOperator(
         task_id="u", table=T, to_timestamp=pendulum.from_timestamp(ts0 / 1000, tz="UTC").isoformat()
     ).execute(fake_context())
-    assert (out["snapshot_id"], out["discarded"]) == (snaps[0], [snaps[1], new])
+    assert (out["snapshot_id"], out["discarded"]) == (str(snaps[0]), [str(snaps[1]), str(new)])
 
 
 def test_rollback_branch_keeps_retention(table):
@@ -323,7 +323,7 @@ def test_rollback_branch_keeps_retention(table):
     bad = hook.ref_snapshot_id(T, "exp")
     assert hook.refs(T)["exp"].min_snapshots_to_keep == 3
     out = IcebergRollbackOperator(task_id="u", table=T, ref="exp", to_snapshot_id=snaps[2]).execute(fake_context())
-    assert (out["previous_snapshot_id"], out["snapshot_id"]) == (bad, snaps[2])
+    assert (out["previous_snapshot_id"], out["snapshot_id"]) == (str(bad), str(snaps[2]))
     ref = hook.refs(T)["exp"]
     assert (ref.snapshot_id, ref.min_snapshots_to_keep) == (snaps[2], 3)
     assert hook.ref_snapshot_id(T) == snaps[2]  # main untouched
@@ -379,7 +379,7 @@ def test_commit_check_finds_commit_by_summary(table):
     )
     op.render_template_fields(fake_context(run_id="manual__x"))
     out = op.execute(fake_context(run_id="manual__x"))
-    assert (out["snapshot_id"], out["operation"], out["matched"]) == (marked, "append", 1)
+    assert (out["snapshot_id"], out["operation"], out["matched"]) == (str(marked), "append", 1)
     assert out["summary"]["wap.id"] == "w1"
     out = IcebergCommitCheckOperator(task_id="c", table=T, operation="append", min_commits=4).execute(fake_context())
     assert out["matched"] == 4

@@ -1,0 +1,177 @@
+"""Read-only catalog access for the governance view.
+
+Everything goes through :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook` (the
+connection, the pyiceberg catalog, ``metadata_location``, ``health``, ``refs``, ``list_snapshots``).
+Nothing here writes: governance tables that do not exist yet read as empty (the hook's
+``governance_table``/``read_governance_rows`` would *create* them, so they are not used).
+
+Results are cached per table **metadata location** (one indexed row read on SQL catalogs): a page
+view re-reads a governance table or recomputes a table's health only when a commit changed it.
+Erasure requests tables are read with :data:`REQUEST_FIELDS` only, so ``subject_key`` is never
+loaded into the API server's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from airflow_iceberg_provider.governance import GOVERNANCE_TABLES
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+CONN_TYPE = IcebergCatalogHook.conn_type
+#: The columns of an erasure requests table the view reads. ``subject_key`` is never among them.
+REQUEST_FIELDS = ("request_id", "received_at", "status", "updated_at", "completed_at")
+#: A table is recognised as an erasure requests table when it has these columns
+#: (the shape ``IcebergCatalogHook.ensure_erasure_requests_table`` creates).
+REQUEST_SHAPE = ("request_id", "subject_key", "received_at", "status")
+#: Readers (one pyiceberg catalog each) are rebuilt after this many seconds (connection edits).
+READER_TTL_S = 300.0
+
+_lock = threading.Lock()
+_readers: dict[str, tuple[float, GovernanceReader]] = {}
+
+
+def catalog_connections() -> list[str]:
+    """Ids of the ``iceberg_catalog`` connections: environment variables and the metadata DB."""
+    ids = {
+        key[len("AIRFLOW_CONN_") :].lower()
+        for key, value in os.environ.items()
+        if key.startswith("AIRFLOW_CONN_") and _is_catalog_conn(value)
+    }
+    try:
+        from airflow.models.connection import Connection
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            ids.update(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+    except Exception:  # no metadata DB (e.g. a bare test process): environment connections only
+        pass
+    return sorted(ids)
+
+
+def _is_catalog_conn(value: str) -> bool:
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            return json.loads(text).get("conn_type") == CONN_TYPE
+        except (ValueError, AttributeError):
+            return False
+    return text.split("://", 1)[0].replace("-", "_") == CONN_TYPE
+
+
+def reader_for(conn_id: str) -> GovernanceReader:
+    """The cached reader of one connection (rebuilt after :data:`READER_TTL_S`)."""
+    now = time.monotonic()
+    with _lock:
+        hit = _readers.get(conn_id)
+        if hit is None or now - hit[0] > READER_TTL_S:
+            hit = (now, GovernanceReader(conn_id))
+            _readers[conn_id] = hit
+        return hit[1]
+
+
+def clear_caches() -> None:
+    """Forget every reader and cached read (tests; connection changes)."""
+    with _lock:
+        _readers.clear()
+
+
+class GovernanceReader:
+    """Cached, read-only reads of one catalog connection's governance and governed tables."""
+
+    def __init__(self, conn_id: str) -> None:
+        self.conn_id = conn_id
+        self.hook = IcebergCatalogHook(iceberg_catalog_conn_id=conn_id)
+        self._cache: dict[tuple[str, str], tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def governance_namespace(self) -> str:
+        return self.hook.governance_namespace
+
+    # ----------------------------------------------------------------- cache
+    def _cached(self, kind: str, table: str, load: Callable[[Any], Any], default: Any = None) -> Any:
+        """``load(pyiceberg_table)``, recomputed only when the table's metadata location changed."""
+        location = self.hook.metadata_location(table)
+        if location is None:
+            return default
+        key = (kind, table)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == location:
+            return hit[1]
+        tbl = self._table(table, location)
+        value = load(tbl)
+        with self._lock:
+            self._cache[key] = (location, value)
+        return value
+
+    def _table(self, table: str, location: str) -> Any:
+        hit = self._cache.get(("table", table))
+        if hit is not None and hit[0] == location:
+            return hit[1]
+        tbl = self.hook.load_table(table)
+        with self._lock:
+            self._cache[("table", table)] = (tbl.metadata_location, tbl)
+        return tbl
+
+    # ------------------------------------------------------------ governance
+    def governance_rows(self, kind: str) -> list[dict[str, Any]]:
+        """Every row of a governance table (``ledger``, ``audit_results``, ``erasure_evidence``)."""
+        spec = GOVERNANCE_TABLES[kind]
+        name = f"{self.governance_namespace}.{spec.name}"
+        return self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
+
+    # ------------------------------------------------------- governed tables
+    def table_state(self, table: str) -> dict[str, Any] | None:
+        """Health, refs and snapshots of a governed table; ``None`` when it does not exist."""
+
+        def load(tbl: Any) -> dict[str, Any]:
+            return {
+                "health": self.hook.health(tbl),
+                "refs": self.hook.refs(tbl),
+                "snapshots": self.hook.list_snapshots(tbl),
+                "metadata_location": tbl.metadata_location,
+            }
+
+        return self._cached("state", table, load)
+
+    def health(self, table: str) -> Any:
+        state = self.table_state(table)
+        return state["health"] if state else None
+
+    # ------------------------------------------------------ erasure requests
+    def requests_tables(self) -> list[str]:
+        """Tables shaped like an erasure requests table (:data:`REQUEST_SHAPE`), outside governance."""
+        catalog = self.hook.catalog
+        out = []
+        for ns in catalog.list_namespaces():
+            namespace = ".".join(ns)
+            if namespace == self.governance_namespace:
+                continue
+            for ident in catalog.list_tables(namespace):
+                name = ".".join(ident[-2:])
+                shaped = self._cached("shape", name, lambda tbl: set(REQUEST_SHAPE) <= set(tbl.schema().column_names))
+                if shaped:
+                    out.append(name)
+        return sorted(out)
+
+    def erasure_requests(self) -> list[dict[str, Any]]:
+        """Requests of every requests table: :data:`REQUEST_FIELDS` plus ``requests_table``."""
+        rows: list[dict[str, Any]] = []
+        for name in self.requests_tables():
+
+            def load(tbl: Any) -> list[dict[str, Any]]:
+                have = set(tbl.schema().column_names)
+                fields = tuple(f for f in REQUEST_FIELDS if f in have)
+                assert "subject_key" not in fields
+                return tbl.scan(selected_fields=fields).to_arrow().to_pylist()
+
+            for row in self._cached("requests", name, load, default=[]):
+                rows.append({**row, "requests_table": name})
+        return rows

@@ -35,6 +35,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.ids import id_str
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.ui.links import GovernanceEvidenceLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -91,6 +92,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         "salt_conn_id",
     )
     ui_color = "#f6d5d5"
+    operator_extra_links = (GovernanceEvidenceLink(),)
 
     def __init__(
         self,

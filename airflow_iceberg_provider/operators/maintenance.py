@@ -45,6 +45,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     validate_where,
 )
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.ui.links import GovernanceHealthLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -154,6 +155,7 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
     """Shared plumbing: submit planned actions as one job, verify each, write ledger rows."""
 
     ui_color = "#e3f2d9"
+    operator_extra_links = (GovernanceHealthLink(),)
 
     def run_actions(
         self,

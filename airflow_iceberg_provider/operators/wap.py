@@ -43,6 +43,7 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_i
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
 from airflow_iceberg_provider.spark_jobs import audit_checks
+from airflow_iceberg_provider.ui.links import GovernanceAuditLink, GovernancePublishLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
@@ -543,6 +544,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         "partition_clause",
     )
     ui_color = "#fff2c6"
+    operator_extra_links = (GovernanceAuditLink(),)
 
     def __init__(
         self,
@@ -794,6 +796,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         "tag",
     )
     ui_color = "#d4f1e3"
+    operator_extra_links = (GovernancePublishLink(),)
 
     def __init__(
         self,

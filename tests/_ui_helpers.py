@@ -1,0 +1,188 @@
+"""A governed lake for the governance-view tests, filled by the provider's own operators and writers.
+
+* ``db.orders``: created by ``IcebergCreateTableOperator``; appends through pyiceberg; a WAP branch
+  created by ``IcebergWapCreateBranchOperator``, audited (rows written with the governance writer
+  ``append_governance_rows`` in the audit job's schema) and published by ``IcebergWapPublishOperator``
+  (ledger row); a second branch whose audit failed (``min_rows``: observed 3, expected ``>= 100``);
+  a release tag and a legal hold by ``IcebergCreateTagOperator``; a maintenance ledger row in the
+  maintenance operator's shape with the hook's real health as "before".
+* ``db.requests``: erasure requests (``ensure_erasure_requests_table``) whose subject values must never
+  appear in any page; evidence rows for one of them (salted hash only).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from conftest import ORDERS_COLUMNS, fake_context, orders_batch
+
+SALT = "ui-test-salt-0123456789abcdef"
+SUBJECTS = {"R-100": "alice.subject@leak.example", "R-200": "bob.subject@leak.example", "R-300": "carol@leak.example"}
+FAILED_CHECK = ("min_rows", "row_count", None, 3.0, ">= 100", False)
+PASSED_CHECK = ("no_null_customer", "not_null", "customer_id", 0.0, "== 0", True)
+
+
+def audit_rows(table: str, ref: str, snapshot_id: int, base: int | None, checks, *, task: str, when=None):
+    """Audit-result rows in the audit job's schema (one audit = one event id)."""
+    event = uuid.uuid4().hex
+    when = when or datetime.now(UTC)
+    return [
+        {
+            "event_id": event,
+            "table_name": table,
+            "ref": ref,
+            "snapshot_id": snapshot_id,
+            "base_snapshot_id": base,
+            "dag_id": "orders_wap",
+            "run_id": "manual__ui",
+            "task_id": task,
+            "try_number": 1,
+            "check_name": name,
+            "check_type": kind,
+            "column_name": col,
+            "observed_value": observed,
+            "condition": cond,
+            "passed": passed,
+            "evaluated_at": when,
+        }
+        for name, kind, col, observed, cond, passed in checks
+    ]
+
+
+def maintenance_row(hook, table: str, *, action: str = "rewrite_data_files", after_files: int = 1) -> dict[str, Any]:
+    """A ledger row in ``_IcebergMaintenanceOperator._ledger``'s shape; "before" is the table's real health."""
+    from airflow_iceberg_provider.operators.maintenance import health_summary
+
+    before = health_summary(hook.health(table))
+    after = {**before, "data_files": after_files, "small_files": 0, "delete_files": 0}
+    now = datetime.now(UTC)
+    head = hook.ref_snapshot_id(table)
+    return {
+        "event_id": f"{uuid.uuid4().hex}-0",
+        "operation": f"maintenance.{action}",
+        "table_name": table,
+        "ref": "main",
+        "dag_id": "orders_maintenance",
+        "run_id": "manual__ui",
+        "task_id": "compact",
+        "try_number": 1,
+        "started_at": now - timedelta(seconds=5),
+        "finished_at": now,
+        "status": "succeeded",
+        "snapshot_before": head,
+        "snapshot_after": head,
+        "metrics": json.dumps({"health_before": before, "health_after": after, "seconds": 4.2}),
+        "details": json.dumps({"reason": "small files", "args": {}}),
+        "provider_version": "test",
+    }
+
+
+def fill_lake(hook) -> dict[str, Any]:
+    """Fill the lake of ``hook`` (connection ``iceberg_catalog_default``); return the ids to look for."""
+    from airflow_iceberg_provider.erasure_policy import subject_hash
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
+    from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator, IcebergWapPublishOperator
+
+    table = "db.orders"
+    IcebergCreateTableOperator(task_id="create", table=table, columns=ORDERS_COLUMNS).execute(fake_context())
+    for i in range(3):
+        hook.load_table(table).append(orders_batch(i * 10, 10))
+    base = hook.ref_snapshot_id(table)
+    ctx = fake_context("orders_wap", "manual__ui", "branch")
+    IcebergWapCreateBranchOperator(task_id="branch", table=table, branch="wap_ok").execute(ctx)
+    hook.load_table(table).append(orders_batch(100, 150), branch="wap_ok")
+    audited = hook.ref_snapshot_id(table, "wap_ok")
+    hook.append_governance_rows(
+        "audit_results",
+        audit_rows(
+            table,
+            "wap_ok",
+            audited,
+            base,
+            [PASSED_CHECK, ("min_rows", "row_count", None, 150.0, ">= 100", True)],
+            task="audit",
+        ),
+    )
+    IcebergWapPublishOperator(task_id="publish", table=table, branch="wap_ok").execute(
+        fake_context("orders_wap", "manual__ui", "publish")
+    )
+    published = hook.ref_snapshot_id(table)
+    IcebergWapCreateBranchOperator(task_id="branch", table=table, branch="wap_bad").execute(ctx)
+    hook.load_table(table).append(orders_batch(900, 3), branch="wap_bad")
+    bad = hook.ref_snapshot_id(table, "wap_bad")
+    hook.append_governance_rows(
+        "audit_results",
+        audit_rows(
+            table,
+            "wap_bad",
+            bad,
+            published,
+            [FAILED_CHECK, PASSED_CHECK],
+            task="audit_bad",
+            when=datetime.now(UTC) + timedelta(seconds=1),
+        ),
+    )
+    IcebergCreateTagOperator(task_id="tag", table=table, tag="release-1").execute(fake_context())
+    IcebergCreateTagOperator(
+        task_id="hold", table=table, tag="case-7", legal_hold=True, case_id="CASE-7", hold_reason="litigation"
+    ).execute(fake_context())
+    hook.append_governance_rows("ledger", [maintenance_row(hook, table)])
+
+    requests = "db.requests"
+    hook.ensure_erasure_requests_table(requests)
+    import pyarrow as pa
+
+    now = datetime.now(UTC)
+    received = {"R-100": now - timedelta(days=3), "R-200": now - timedelta(days=2), "R-300": now - timedelta(days=40)}
+    rows = [
+        {
+            "request_id": rid,
+            "subject_key": key,
+            "received_at": received[rid],
+            "status": "done" if rid == "R-100" else "pending",
+            "updated_at": None,
+            "completed_at": now - timedelta(days=1) if rid == "R-100" else None,
+        }
+        for rid, key in SUBJECTS.items()
+    ]
+    tbl = hook.load_table(requests)
+    tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
+    hook.append_governance_rows(
+        "erasure_evidence",
+        [
+            {
+                "evidence_id": uuid.uuid4().hex[:32],
+                "request_id": "R-100",
+                "table_name": table,
+                "subject_hash": subject_hash(SALT, SUBJECTS["R-100"]),
+                "rows_deleted": 4,
+                "snapshot_before": base,
+                "snapshot_after": published,
+                "files_rewritten": 2,
+                "files_removed": 5,
+                "snapshots_expired": 3,
+                "refs_dropped": "[]",
+                "refs_blocking": "[]",
+                "verification": "verified",
+                "verified_rows_remaining": 0,
+                "started_at": now - timedelta(days=1, minutes=2),
+                "finished_at": now - timedelta(days=1),
+                "dag_id": "erasure",
+                "run_id": "manual__ui",
+                "task_id": "erase_orders",
+                "try_number": 1,
+                "provider_version": "0.1.0",
+                "iceberg_version": "Apache Iceberg 1.10.2",
+                "rows_held": 0,
+                "subject_columns": '["customer_id"]',
+                "ref_policy": "fail",
+                "job_run_id": "job-ui-1",
+                "runs": 1,
+            }
+        ],
+    )
+    return {"table": table, "base": base, "published": published, "audited": audited, "bad": bad}

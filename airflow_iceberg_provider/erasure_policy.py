@@ -28,23 +28,55 @@ from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergVali
 from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
 from airflow_iceberg_provider.spark_jobs.erasure_sql import (
     FAILED,
+    FINAL_STATUSES,
     INCOMPLETE,
+    PHASE_FULL,
+    PHASE_INPUT_STATUSES,
+    PHASE_LOGICAL,
+    PHASE_PURGE,
+    PHASES,
     REF_POLICIES,
     STATUS_BLOCKED,
     STATUS_DONE,
+    STATUS_ERASED,
+    STATUS_LOGICAL,
     STATUS_PENDING,
+    STATUSES,
     VERIFIED,
+    LifecycleRefusal,
     analyze_refs,
+    combined_status,
     decide_policy,
     evidence_id,
     hmac_hex,
+    merged_phase,
     request_status,
+    transition,
     verification_outcome,
 )
 from airflow_iceberg_provider.spark_jobs.erasure_sql import LEGAL_HOLD_PREFIX as _JOB_LEGAL_HOLD_PREFIX
 
 __all__ = [
     "FAILED",
+    "FINAL_STATUSES",
+    "PHASES",
+    "PHASE_FULL",
+    "PHASE_INPUT_STATUSES",
+    "PHASE_LOGICAL",
+    "PHASE_PURGE",
+    "STATUSES",
+    "STATUS_ERASED",
+    "STATUS_LOGICAL",
+    "LifecycleRefusal",
+    "bloom_filter_warnings",
+    "combined_status",
+    "deadline_report",
+    "erasure_ready_properties",
+    "merged_phase",
+    "purge_candidates",
+    "transition",
+    "validate_deadlines",
+    "validate_phase",
     "INCOMPLETE",
     "REF_POLICIES",
     "REQUESTS_COLUMNS",
@@ -241,11 +273,140 @@ def refuse_if_problems(problems: Sequence[str]) -> None:
 
 
 def overdue_requests(rows: Iterable[Mapping[str, Any]], *, now: datetime, deadline: timedelta) -> list[dict[str, Any]]:
-    """Requests not ``done`` whose ``received_at`` is older than ``now - deadline`` (oldest first)."""
+    """Requests not erased whose ``received_at`` is older than ``now - deadline`` (oldest first)."""
     limit = now - deadline
     out = [
         {"request_id": r["request_id"], "received_at": r["received_at"], "status": r.get("status")}
         for r in rows
-        if r.get("status") != STATUS_DONE and r.get("received_at") is not None and r["received_at"] < limit
+        if r.get("status") not in FINAL_STATUSES and r.get("received_at") is not None and r["received_at"] < limit
     ]
     return sorted(out, key=lambda r: r["received_at"])
+
+
+# ------------------------------------------------------------------ phases (#13)
+def validate_phase(value: object) -> str:
+    if value not in PHASES:
+        raise IcebergValidationError(
+            f"phase={value!r} is not an erasure phase; use 'logical' (merge-on-read delete on every ref, hours), "
+            "'purge' (physical removal of every logically erased request of the table, one job) or 'full' (both "
+            "in one run, the pre-#13 behaviour)."
+        )
+    return str(value)
+
+
+def purge_candidates(states: Iterable[Mapping[str, Any]], request_ids: Sequence[str] | None = None) -> list[str]:
+    """Request ids a purge would take (logically erased, or blocked by a hold), or refuse.
+
+    :raises IcebergValidationError: when there is none (the table is not touched).
+    """
+    wanted = set(request_ids) if request_ids else None
+    ids = sorted(
+        str(r["request_id"])
+        for r in states
+        if r.get("status") in PHASE_INPUT_STATUSES[PHASE_PURGE] and (wanted is None or r["request_id"] in wanted)
+    )
+    if not ids:
+        scope = f"request_ids={sorted(wanted)}" if wanted else "the requests table"
+        raise IcebergValidationError(
+            f"phase='purge' found no logically erased request in {scope}: nothing to purge. Run phase='logical' "
+            "first (the daily erasure), or phase='full' to delete and purge in one run."
+        )
+    return ids
+
+
+def validate_deadlines(logical_hours: object, physical_days: object) -> tuple[timedelta, timedelta]:
+    """(logical, physical) deadlines; the logical one (hours) may not be longer than the physical one (days)."""
+
+    def num(v: object) -> float:
+        try:
+            return -1.0 if isinstance(v, bool) else float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return -1.0
+
+    days, hours = num(physical_days), num(logical_hours)
+    if not 0 < days <= 36500:  # also refuses NaN and infinity
+        raise IcebergValidationError(
+            f"deadline_days={physical_days!r} is invalid; pass a positive number of days, at most 36500 (30 for "
+            "PIPEDA / Law 25; GDPR allows one month)."
+        )
+    if not 0 < hours <= 36500 * 24:
+        raise IcebergValidationError(
+            f"logical_deadline_hours={logical_hours!r} is invalid; pass a positive number of hours (e.g. 24)."
+        )
+    if hours > days * 24:
+        raise IcebergValidationError(
+            f"logical_deadline_hours={logical_hours!r} is longer than the physical deadline deadline_days="
+            f"{physical_days!r} ({days * 24:g} hours); the logical erasure must come first: lower "
+            "logical_deadline_hours or raise deadline_days."
+        )
+    return timedelta(hours=hours), timedelta(days=days)
+
+
+def deadline_report(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    now: datetime,
+    logical: timedelta,
+    physical: timedelta,
+    warn_fraction: float = 0.8,
+) -> dict[str, list[dict[str, Any]]]:
+    """Requests past (``*_overdue``) or near (``*_at_risk``: more than ``warn_fraction`` of the
+    time used) their logical deadline (not yet logically erased) or physical deadline (not erased)."""
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in ("logical_overdue", "logical_at_risk")}
+    out.update({k: [] for k in ("physical_overdue", "physical_at_risk")})
+    for r in rows:
+        status, received = r.get("status"), r.get("received_at")
+        if received is None or status in FINAL_STATUSES:
+            continue
+        item = {"request_id": r["request_id"], "received_at": received, "status": status}
+        age = now - received
+        checks = [("physical", physical)]
+        if status in (STATUS_PENDING, STATUS_BLOCKED) or status not in STATUSES:
+            checks.append(("logical", logical))
+        for name, limit in checks:
+            if age > limit:
+                out[f"{name}_overdue"].append(item)
+            elif age > limit * warn_fraction:
+                out[f"{name}_at_risk"].append(item)
+    for v in out.values():
+        v.sort(key=lambda r: r["received_at"])
+    return out
+
+
+# ------------------------------------------------------- erasure-ready tables (#13)
+def erasure_ready_properties(
+    columns: str | Sequence[str], *, fpp: float = 0.01, keep_bounds: bool = False
+) -> dict[str, str]:
+    """Table properties that make erasure read only the files that can hold a subject.
+
+    * a Parquet bloom filter on every subject column (``write.parquet.bloom-filter-enabled.column.<c>``
+      and its false-positive rate): analysis and verification skip files whose filters prove
+      absence;
+    * ``write.metadata.metrics.column.<c>=none`` unless ``keep_bounds``: manifests then never
+      carry personal values as column bounds (pruning relies on the bloom filters). Keep
+      bounds (``full``, exact) for sorted numeric keys, where they prune for free.
+
+    Pass them to ``IcebergCreateTableOperator(properties=...)`` or ``ALTER TABLE ... SET TBLPROPERTIES``
+    (files written before keep no filter until rewritten).
+    """
+    cols = validate_subject_columns(columns)
+    if not 0 < float(fpp) < 1:
+        raise IcebergValidationError(f"fpp={fpp!r} is invalid; pass a false-positive rate between 0 and 1, e.g. 0.01.")
+    props = {}
+    for c in cols:
+        props[f"write.parquet.bloom-filter-enabled.column.{c}"] = "true"
+        props[f"write.parquet.bloom-filter-fpp.column.{c}"] = str(float(fpp))
+        props[f"write.metadata.metrics.column.{c}"] = "full" if keep_bounds else "none"
+    return props
+
+
+def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mapping[str, str]) -> list[str]:
+    """A warning per subject column written without a Parquet bloom filter (erasure then raw-reads
+    every file the bounds cannot exclude)."""
+    return [
+        f"{table}: subject column {c!r} has no Parquet bloom filter (set write.parquet.bloom-filter-enabled.column."
+        f"{c}=true, see erasure_policy.erasure_ready_properties); erasure analysis and verification raw-read every "
+        "file its manifest bounds cannot exclude"
+        for c in columns
+        if str(properties.get(f"write.parquet.bloom-filter-enabled.column.{c}", "false")).lower() != "true"
+    ]

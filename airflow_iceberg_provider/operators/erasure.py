@@ -3,9 +3,16 @@
 A DELETE is not an erasure: merge-on-read leaves the rows inside live data files,
 copy-on-write leaves them in files older snapshots still reference, tags and
 branches pin those snapshots, and DELETED manifest entries keep column bounds. The
-operator runs ONE Spark job (``spark_jobs/erasure.py``) that deletes, rewrites,
-expires, rewrites manifests, expires again and then verifies by reading the raw data
-files of every retained snapshot; then it checks the evidence the job wrote.
+operator runs ONE Spark job (``spark_jobs/erasure.py``) per phase (#13):
+
+* ``phase="logical"``: one batched merge-on-read DELETE on every branch that shows the
+  subjects (whatever the table's delete mode; its properties are restored exactly), an
+  independent count on every ref head, evidence; requests become ``logically_erased``.
+* ``phase="purge"``: every logically erased request of the table in one job: rewrite the
+  files that carry deletes or hold subjects, expire only the snapshots that reach a
+  subject file, rewrite manifests, verify physically; requests become ``erased``.
+* ``phase="full"`` (default, the pre-#13 behaviour): delete, rewrite, expire (all history),
+  manifests, verify, in one run.
 """
 
 from __future__ import annotations
@@ -16,11 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider._validation import validate_name, validate_table
 from airflow_iceberg_provider.erasure_policy import (
+    PHASE_INPUT_STATUSES,
+    PHASE_LOGICAL,
+    PHASE_PURGE,
     REQUIRED_REQUEST_COLUMNS,
-    STATUS_BLOCKED,
-    STATUS_PENDING,
+    bloom_filter_warnings,
+    purge_candidates,
     refuse_if_problems,
     table_problems,
+    validate_phase,
     validate_ref_policy,
     validate_request_ids,
     validate_salt,
@@ -41,7 +52,20 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 ERASURE_SQL_MODULE = SPARK_JOBS_DIR / "erasure_sql.py"
+#: Modules shipped with the erasure job (``--py-files``).
+ERASURE_MODULES = [str(SPARK_JOBS_DIR / f"erasure_{m}.py") for m in ("sql", "prune", "record", "scan")]
 DEFAULT_SALT_CONN_ID = "erasure_salt"
+_LOGGED = (
+    "requests",
+    "rows_deleted",
+    "files_rewritten",
+    "snapshots_expired",
+    "snapshots_kept",
+    "files_raw_read",
+    "verification",
+    "refs_blocking",
+    "refs_dropped",
+)
 
 
 class IcebergErasureOperator(IcebergSparkBaseOperator):
@@ -66,12 +90,19 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     re-run for the same requests deletes nothing, re-verifies and updates the same
     evidence rows.
 
+    Lifecycle (:func:`erasure_policy.transition`): ``pending`` -> ``logically_erased``
+    (``phase="logical"``) -> ``erased`` (``phase="purge"``); ``full`` goes to ``erased`` at once;
+    ``blocked`` when a hold keeps rows. Requests whose key matched no row (``rows_found = 0``
+    in the evidence) are logged as a warning by request id (never the key).
+
+    :param phase: ``logical`` | ``purge`` | ``full`` (default) (templated).
     :param table: ``namespace.table`` to erase from (templated).
     :param subject_columns: column (or list of columns) holding the subject key (templated).
     :param requests_table: ``namespace.table`` of erasure requests (templated).
     :param request_ids: only these request ids (any status) (templated); default: every
         request whose status is in ``request_statuses``.
-    :param request_statuses: statuses picked up when ``request_ids`` is not given.
+    :param request_statuses: statuses picked up when ``request_ids`` is not given; default
+        by phase: logical ``pending``; purge ``logically_erased``, ``blocked``; full all open ones.
     :param subjects_file: alternative to ``requests_table``: path of a 0600 file (templated).
     :param ref_policy: ``fail`` (default), ``drop`` or ``keep`` (templated).
     :param tables_in_scope: every table the requests cover (templated); a request is
@@ -84,6 +115,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     template_fields: Sequence[str] = (
         *IcebergSparkBaseOperator.template_fields,
         "subject_columns",
+        "phase",
         "requests_table",
         "request_ids",
         "subjects_file",
@@ -100,7 +132,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         subject_columns: str | Sequence[str],
         requests_table: str | None = None,
         request_ids: Sequence[str] | str | None = None,
-        request_statuses: Sequence[str] = (STATUS_PENDING, STATUS_BLOCKED),
+        request_statuses: Sequence[str] | None = None,
+        phase: str = "full",
         subjects_file: str | None = None,
         ref_policy: str = "fail",
         tables_in_scope: Sequence[str] | None = None,
@@ -112,7 +145,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self.subject_columns = subject_columns
         self.requests_table = requests_table
         self.request_ids = request_ids
-        self.request_statuses = list(request_statuses)
+        self.request_statuses = list(request_statuses) if request_statuses is not None else None
+        self.phase = phase
         self.subjects_file = subjects_file
         self.ref_policy = ref_policy
         self.tables_in_scope = tables_in_scope
@@ -125,7 +159,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             )
 
     # ------------------------------------------------------------------ pieces
-    def _source(self) -> dict[str, Any]:
+    def _source(self, phase: str) -> dict[str, Any]:
         if self.requests_table is not None:
             req = validate_table(self.requests_table, "requests_table").dotted
             have = set(self.catalog_hook.load_table(req).schema().column_names)
@@ -135,14 +169,18 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
                     f"requests_table={req!r} lacks column(s) {missing}; create it with "
                     "IcebergCatalogHook.ensure_erasure_requests_table or add the columns."
                 )
-            for i, s in enumerate(self.request_statuses):
+            statuses = self.request_statuses or list(PHASE_INPUT_STATUSES[phase])
+            for i, s in enumerate(statuses):
                 validate_name(s, f"request_statuses[{i}]")
-            return {
-                "kind": "requests_table",
-                "table": req,
-                "request_ids": validate_request_ids(self.request_ids),
-                "statuses": self.request_statuses,
-            }
+            ids = validate_request_ids(self.request_ids)
+            if phase == PHASE_PURGE:  # refuse before any JVM: nothing logically erased, nothing to purge
+                ids = purge_candidates(self.catalog_hook.erasure_request_states(req), ids)
+            return {"kind": "requests_table", "table": req, "request_ids": ids, "statuses": statuses}
+        if phase == PHASE_PURGE:
+            raise IcebergValidationError(
+                "phase='purge' needs requests_table= (the lifecycle state lives there); a subjects_file can be "
+                "erased with phase='full'."
+            )
         if self.request_ids:
             raise IcebergValidationError(
                 "request_ids applies to requests_table only; filter the subjects_file instead."
@@ -179,25 +217,16 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     # ----------------------------------------------------------------- execute
     def execute(self, context: Context) -> dict[str, Any]:
         ident, hook = self.ident, self.catalog_hook
+        phase = validate_phase(self.phase)
         columns = validate_subject_columns(self.subject_columns)
         policy = validate_ref_policy(self.ref_policy)
         scope = self._scope()
-        source = self._source()
-        facts = hook.erasure_table_facts(ident)
-        refuse_if_problems(table_problems(table=ident.dotted, columns=columns, **facts))
-        for c in columns:
-            if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
-                self.log.warning(
-                    "%s keeps column bounds for subject column %s in its manifests; set the table property "
-                    "write.metadata.metrics.column.%s=none so future manifests never carry personal values",
-                    ident,
-                    c,
-                    c,
-                )
+        source = self._source(phase)
+        self._preflight(columns, phase)
         salt = self._salt()
         hook.governance_table("erasure_evidence")
         self.log.info(
-            "Erasing subjects from %s (columns %s, source %s, ref_policy=%s)", ident, columns, source["kind"], policy
+            "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, ident, columns, source["kind"], policy
         )
         spec = self.job_spec(
             context,
@@ -207,42 +236,70 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             ref_policy=policy,
             salt=salt,
             tables_in_scope=scope,
+            phase=phase,
         )
-        run, row = self.run_spark_job(context, "erasure", spec, extra_py_files=[str(ERASURE_SQL_MODULE)])
-        metrics, details = row["metrics"], row["details"]
+        run, row = self.run_spark_job(context, "erasure", spec, extra_py_files=ERASURE_MODULES)
         if row["status"] == "refused":
-            raise IcebergRefusedError(f"Erasure of {ident} refused, nothing was changed: {details.get('refused')}")
+            raise IcebergRefusedError(
+                f"Erasure of {ident} refused, nothing was changed: {row['details'].get('refused')}"
+            )
         summary = self._summary(run.job_run_id, row, run.seconds)
         if row["status"] == "noop":
             self.log.info("No erasure requests to process for %s", ident)
             return summary
-        evidence = hook.read_governance_rows("erasure_evidence", job_run_id=run.job_run_id)
+        self._verify_evidence(run.job_run_id, row, summary)
+        self.log.info("Erasure (%s) of %s: %s", phase, ident, {k: summary[k] for k in _LOGGED})
+        return summary
+
+    def _preflight(self, columns: list[str], phase: str) -> None:
+        """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""
+        ident = self.ident
+        facts = self.catalog_hook.erasure_table_facts(ident)
+        problems = table_problems(table=ident.dotted, columns=columns, **facts)
+        if phase == PHASE_LOGICAL and facts["format_version"] < 2:
+            problems.append(
+                f"{ident.dotted} is format-version 1: it has no delete files, so a logical (merge-on-read) erasure "
+                "is impossible; use phase='full' or upgrade the table to format-version 2."
+            )
+        refuse_if_problems(problems)
+        for c in columns:
+            if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
+                self.log.warning(
+                    "%s keeps column bounds for subject column %s in its manifests; set the table property "
+                    "write.metadata.metrics.column.%s=none so future manifests never carry personal values",
+                    ident,
+                    c,
+                    c,
+                )
+        for warning in bloom_filter_warnings(ident.dotted, columns, facts["properties"]):
+            self.log.warning("%s", warning)
+
+    def _verify_evidence(self, job_run_id: str, row: dict[str, Any], summary: dict[str, Any]) -> None:
+        ident, hook, metrics = self.ident, self.catalog_hook, row["metrics"]
+        evidence = hook.read_governance_rows("erasure_evidence", job_run_id=job_run_id)
         if len(evidence) != int(metrics.get("requests", -1)):
             raise IcebergCommitVerificationError(
                 f"The erasure job for {ident} reported {metrics.get('requests')} requests but "
-                f"{len(evidence)} evidence rows carry its job_run_id {run.job_run_id}; the evidence is incomplete."
+                f"{len(evidence)} evidence rows carry its job_run_id {job_run_id}; the evidence is incomplete."
             )
         still_there = sorted(set(metrics.get("refs_dropped") or []) & set(hook.refs(ident)))
         if still_there:
             raise IcebergCommitVerificationError(f"Refs {still_there} of {ident} should have been dropped but exist.")
         summary["evidence_rows"] = len(evidence)
         summary["evidence"] = [
-            {k: e.get(k) for k in ("request_id", "subject_hash", "rows_deleted", "verification")}
+            {k: e.get(k) for k in ("request_id", "subject_hash", "rows_deleted", "rows_found", "phase", "verification")}
             for e in sorted(evidence, key=lambda e: e["request_id"])[: self.evidence_in_xcom]
         ]
-        self.log.info(
-            "Erasure of %s: %s requests, %s rows deleted, %s files rewritten, %s snapshots expired, verification=%s, "
-            "blocking refs=%s, dropped refs=%s",
-            ident,
-            summary["requests"],
-            summary["rows_deleted"],
-            summary["files_rewritten"],
-            summary["snapshots_expired"],
-            summary["verification"],
-            summary["refs_blocking"],
-            summary["refs_dropped"],
-        )
-        return summary
+        unmatched = sorted(e["request_id"] for e in evidence if not e.get("rows_found"))
+        summary["requests_matching_nothing"] = unmatched
+        if unmatched:
+            self.log.warning(
+                "%d erasure request(s) matched no row of %s (rows_found = 0): %s. A typo, or a difference in case "
+                "or whitespace? Matching is exact; check the keys of these requests.",
+                len(unmatched),
+                ident,
+                ", ".join(unmatched[:20]),
+            )
 
     def _summary(self, job_run_id: str, row: dict[str, Any], seconds: float) -> dict[str, Any]:
         m = row["metrics"]
@@ -268,5 +325,12 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "time_travel_floor_before": iso(m.get("time_travel_floor_before_ms")),
             "time_travel_floor_after": iso(m.get("time_travel_floor_after_ms")),
             "request_statuses": m.get("request_statuses") or {},
+            "phase": self.phase,
+            "files_considered": int(m.get("files_considered", 0)),
+            "files_pruned_bounds": int(m.get("files_pruned_bounds", 0)),
+            "files_pruned_bloom": int(m.get("files_pruned_bloom", 0)),
+            "files_raw_read": int(m.get("files_raw_read", 0)),
+            "snapshots_kept": int(m.get("snapshots_retained", 0)),
+            "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
             "seconds": round(seconds, 3),
         }

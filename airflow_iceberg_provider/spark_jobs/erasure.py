@@ -27,25 +27,22 @@ Error messages that leave this job are redacted (salt and subject keys removed).
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-try:  # sibling module when submitted by path
+try:  # sibling modules when submitted by path
+    import erasure_prune as ep
+    import erasure_record as er
+    import erasure_scan as esc
     import erasure_sql as es
 except ImportError:  # imported from the package (tests, Airflow side)
+    from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+    from airflow_iceberg_provider.spark_jobs import erasure_record as er
+    from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
     from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
-
-def norm_path(path: str) -> str:
-    """Canonical form of a file location (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
-    from urllib.parse import unquote
-
-    p = unquote(str(path))
-    if p.startswith("file:"):
-        p = "/" + p[5:].lstrip("/")
-    return p
+norm_path = esc.norm_path
 
 
 class ErasureRun:
@@ -61,6 +58,9 @@ class ErasureRun:
         self.policy: str = spec.get("ref_policy", "fail")
         self.salt: bytes = str(spec["salt"]).encode("utf-8")
         self.phase = "start"
+        self.phase_name: str = spec.get("phase", es.PHASE_FULL)
+        if self.phase_name not in es.PHASES:
+            raise ValueError(f"unknown phase {self.phase_name!r}")
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
         self.details: dict[str, Any] = {}
@@ -177,6 +177,19 @@ class ErasureRun:
         ).collect()
         return {norm_path(r.f): int(r.n) for r in rows}
 
+    def table_properties(self) -> dict[str, str]:
+        """The table's own properties, read from its metadata (not Spark's SHOW TBLPROPERTIES extras)."""
+        props = self.jtable(refresh=True).properties()
+        return {str(k): str(props.get(k)) for k in props.keySet()}
+
+    def pruned_hits(self, locations: dict[str, str], prefix: str) -> dict[str, int]:
+        """Raw hits over the files pruning cannot exclude; counts recorded as ``<prefix>_*`` and totals."""
+        pr = esc.candidates(self, locations)
+        for k in ("considered", "pruned_bounds", "pruned_bloom", "raw_read"):
+            self.metrics[f"{prefix}_files_{k}"] = pr[k]
+            self.metrics[f"files_{k}"] = self.metrics.get(f"files_{k}", 0) + pr[k]
+        return self.raw_hits(pr["candidates"])
+
     def set_properties(self, props: dict[str, str | None]) -> dict[str, str | None]:
         """Set (value) or unset (None) table properties; returns the previous values."""
         current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
@@ -281,11 +294,15 @@ class ErasureRun:
         before_ids = {s["snapshot_id"] for s in snaps_before}
         self.snapshot_before = self.main_head()
         floor_before = min((s["timestamp_ms"] for s in snaps_before), default=None)
+        if self.phase_name == es.PHASE_LOGICAL:
+            return self.run_logical(started)
 
         with self._timed("analyze"):
             before_files = self.reachable_data_files()
-            hits_before = self.raw_hits(list(before_files.values())) if n_requests else {}
+            hits_before = self.pruned_hits(before_files, "analysis")
             subject_files = set(hits_before)
+            if self.phase_name == es.PHASE_PURGE:
+                self._rewrite_masked_branches(subject_files)
             refs = self.refs()
             holds: dict[str, bool] = {}
             live: dict[str, int] = {}
@@ -356,9 +373,13 @@ class ErasureRun:
             new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
             files_rewritten = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
             with self._timed("expire"):
-                self._expire(expired)
-                self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
-                self._expire(expired)
+                if self.phase_name == es.PHASE_PURGE:
+                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+                    self._expire_reaching(subject_files, expired)
+                else:
+                    self._expire(expired)
+                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+                    self._expire(expired)
         self.refresh()
         snaps_after = self.snapshots()
         after_ids = {s["snapshot_id"] for s in snaps_after}
@@ -395,11 +416,7 @@ class ErasureRun:
             refs_dropped=dropped,
             refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held],
         )
-        if self.spec.get("write_evidence", True) and n_requests:
-            with self._timed("evidence"):
-                self.write_evidence(per_request, started, outcome, dropped, held, verify)
-                if self.spec["source"]["kind"] == "requests_table":
-                    self.metrics["request_statuses"] = self.update_requests()
+        self._record(per_request, started, outcome, dropped, held, verify)
         if outcome == es.FAILED:
             self.status = "failed"
             self.details["error"] = (
@@ -424,27 +441,30 @@ class ErasureRun:
             f"SELECT count(*) FROM {self.t} VERSION AS OF {int(snapshot_id)} WHERE {es.match_predicate(self.columns)}"
         )
 
-    def _per_request_counts(self, snapshot_ids: list[int]) -> Any:
-        """DataFrame (request_id, n): subject rows per request over the refs we delete on."""
+    def _per_request_counts(self, snapshot_ids: list[int], by_ref: bool = False) -> Any:
+        """DataFrame (request_id, n): subject rows per request over the refs we delete on
+        (``by_ref``: (request_id, ref = snapshot id, n) per distinct snapshot)."""
         from pyspark.sql import functions as F
 
         parts = []
-        for sid in snapshot_ids:
+        for sid in dict.fromkeys(snapshot_ids) if by_ref else snapshot_ids:
             for c in self.columns:
                 parts.append(
                     self.sql(
-                        f"SELECT s.request_id AS request_id, count(t.{es.q(c)}) AS n FROM {es.q(es.SUBJECTS_VIEW)} s "
+                        f"SELECT s.request_id AS request_id, {int(sid)} AS ref, count(t.{es.q(c)}) AS n "
+                        f"FROM {es.q(es.SUBJECTS_VIEW)} s "
                         f"JOIN {self.t} VERSION AS OF {int(sid)} t ON t.{es.q(c)} = s.{es.q('k_' + c)} "
                         "GROUP BY s.request_id"
                     )
                 )
         if not parts:
-            return self.spark.createDataFrame([], "request_id string, n long")
+            return self.spark.createDataFrame([], "request_id string, ref long, n long")
         df = parts[0]
         for p in parts[1:]:
             df = df.unionByName(p)
+        keys = ["request_id", "ref"] if by_ref else ["request_id"]
         # materialised now: the snapshots it reads are about to be expired
-        return df.groupBy("request_id").agg(F.sum("n").cast("long").alias("n")).localCheckpoint(eager=True)
+        return df.groupBy(*keys).agg(F.sum("n").cast("long").alias("n")).localCheckpoint(eager=True)
 
     def _delete_on_branches(self, branches: list[str]) -> None:
         """Copy-on-write DELETE on each branch, then a manifest merge that drops DELETED entries.
@@ -513,7 +533,7 @@ class ErasureRun:
         held_files: set[str] = set()
         for sid in held_snapshot_ids:
             held_files |= self.snapshot_files(sid)
-        hits = self.raw_hits(list(reachable.values()))
+        hits = self.pruned_hits(reachable, "verify")
         rows_outside = sum(n for f, n in hits.items() if f not in held_files)
         held_rows = sum(n for f, n in hits.items() if f in held_files)
         old_reachable = len((subject_files_before & set(reachable)) - held_files)
@@ -530,126 +550,130 @@ class ErasureRun:
             "retained_snapshots_checked": len(self.snapshots()),
         }
 
-    # ------------------------------------------------------------------ evidence
-    def write_evidence(
-        self,
-        per_request: Any,
-        started: datetime,
-        outcome: str,
-        dropped: list[dict[str, Any]],
-        held: list[dict[str, Any]],
-        verify: dict[str, Any],
-    ) -> None:
-        from pyspark.sql import functions as F
-
-        ev_name = es.table_sql(self.catalog, f"{self.spec['governance_namespace']}.erasure_evidence")
-        ev_schema = self.spark.table(ev_name).schema
-        airflow = self.spec.get("airflow") or {}
-        now = datetime.now(UTC)
-        consts = {
-            "table_name": self.table,
-            "snapshot_before": self.snapshot_before,
-            "snapshot_after": self.snapshot_after,
-            "files_rewritten": self.metrics.get("files_rewritten", 0),
-            "files_removed": self.metrics.get("files_removed", 0),
-            "snapshots_expired": self.metrics.get("snapshots_expired", 0),
-            "refs_dropped": json.dumps([d["name"] for d in dropped]),
-            "refs_blocking": json.dumps([h["name"] for h in held]),
-            "verification": outcome,
-            "verified_rows_remaining": int(verify["rows_outside_holds"]) + int(verify["held_rows"]),
-            "rows_held": int(verify["held_rows"]),
-            "started_at": started,
-            "finished_at": now,
-            "last_verified_at": now,
-            "runs": 1,
-            "dag_id": airflow.get("dag_id"),
-            "run_id": airflow.get("run_id"),
-            "task_id": airflow.get("task_id"),
-            "try_number": airflow.get("try_number"),
-            "job_run_id": self.spec.get("job_run_id"),
-            "subject_columns": json.dumps(self.columns),
-            "ref_policy": self.policy,
-            "time_travel_floor_before": _ts(self.metrics.get("time_travel_floor_before_ms")),
-            "time_travel_floor_after": _ts(self.metrics.get("time_travel_floor_after_ms")),
-            "provider_version": self.spec.get("provider_version"),
-            "iceberg_version": self._iceberg_version(),
-        }
-        subjects = self.spark.table(es.SUBJECTS_VIEW).select("request_id", "subject_hash")
-        df = subjects.join(per_request, "request_id", "left").withColumn(
-            "rows_deleted", F.coalesce(F.col("n"), F.lit(0)).cast("long")
+    # ------------------------------------------------------------ purge pieces (#13)
+    def _expire_reaching(self, subject_files: set[str], acc: dict[str, int]) -> None:
+        """Expire ONLY the snapshots that reach a subject-holding file (live, or a DELETED manifest
+        entry carrying its bounds); every other snapshot, and the refs on them, stay."""
+        self.refresh()
+        snaps = self.snapshots()
+        snap_manifests, manifest_files = esc.manifest_index(self)
+        reaching = ep.snapshots_reaching(
+            snap_manifests, manifest_files, subject_files, esc.exposing_manifests(self, subject_files)
         )
-        df = df.withColumn(
-            "evidence_id",
-            F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(self.table)), 256), 1, 32),
-        )
-        cols = []
-        for f in ev_schema.fields:
-            if f.name in df.columns and f.name not in ("n",):
-                cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
-            else:
-                cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))
-        new = df.select(*cols)
-        new.createOrReplaceTempView("erasure_new_evidence")
-        names = [f.name for f in ev_schema.fields]
-        keep_first = {"evidence_id", "request_id", "table_name", "subject_hash", "started_at", "snapshot_before"}
-        updates = []
-        for n in names:
-            if n in keep_first:
-                continue
-            if n in ("rows_deleted", "files_rewritten", "files_removed", "snapshots_expired"):
-                updates.append(f"e.{es.q(n)} = coalesce(e.{es.q(n)}, 0) + n.{es.q(n)}")
-            elif n == "runs":
-                updates.append("e.`runs` = coalesce(e.`runs`, 0) + 1")
-            elif n == "refs_dropped":
-                updates.append(
-                    "e.`refs_dropped` = CASE WHEN n.`refs_dropped` = '[]' THEN e.`refs_dropped` ELSE n.`refs_dropped` END"
-                )
-            else:
-                updates.append(f"e.{es.q(n)} = n.{es.q(n)}")
-        merge = (
-            f"MERGE INTO {ev_name} e USING erasure_new_evidence n ON e.evidence_id = n.evidence_id "
-            f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} WHEN NOT MATCHED THEN INSERT *"
-        )
-        _retry(lambda: self.sql(merge).collect(), self.spark, ev_name)
-
-    def update_requests(self) -> dict[str, int]:
-        src = self.spec["source"]
-        req = es.table_sql(self.catalog, src["table"])
-        ev_name = es.table_sql(self.catalog, f"{self.spec['governance_namespace']}.erasure_evidence")
-        scope = list(self.spec.get("tables_in_scope") or [self.table])
-        self.spark.createDataFrame([(t,) for t in scope], "t string").createOrReplaceTempView("erasure_scope")
-        self.sql(f"REFRESH TABLE {ev_name}")
-        statuses = self.sql(
-            f"""
-            SELECT s.request_id,
-              CASE WHEN array_contains(collect_list(e.verification), '{es.FAILED}') THEN '{es.STATUS_PENDING}'
-                   WHEN array_contains(collect_list(e.verification), '{es.INCOMPLETE}') THEN '{es.STATUS_BLOCKED}'
-                   WHEN count(DISTINCT CASE WHEN e.verification = '{es.VERIFIED}' THEN e.table_name END) >= {len(scope)}
-                        THEN '{es.STATUS_DONE}'
-                   ELSE '{es.STATUS_PENDING}' END AS new_status
-            FROM {es.q(es.SUBJECTS_VIEW)} s
-            LEFT JOIN (SELECT * FROM {ev_name} WHERE table_name IN (SELECT t FROM erasure_scope)) e
-              ON e.request_id = s.request_id
-            GROUP BY s.request_id
-            """
-        ).localCheckpoint(eager=True)
-        statuses.createOrReplaceTempView("erasure_new_status")
-        req_cols = {f.name for f in self.spark.table(req).schema.fields}
-        sets = ["r.status = n.new_status"]
-        if "updated_at" in req_cols:
-            sets.append("r.updated_at = current_timestamp()")
-        if "completed_at" in req_cols:
-            sets.append(
-                f"r.completed_at = CASE WHEN n.new_status = '{es.STATUS_DONE}' THEN current_timestamp() ELSE r.completed_at END"
+        plan = ep.expiry_plan(snaps, reaching, {r["name"]: r["snapshot_id"] for r in self.refs()})
+        self.metrics["expiry_plan"] = {k: plan[k] for k in ("heads_reaching", "oldest_kept_ms")}
+        self.metrics["snapshots_kept_untouched"] = len(plan["keep"])
+        if not plan["expire"]:
+            return
+        for r in self.sql(ep.expire_ids_sql(self.catalog, self.table, plan["expire"])).collect():
+            d = r.asDict()
+            acc["data"] += int(d.get("deleted_data_files_count") or 0)
+            acc["deletes"] += int(d.get("deleted_position_delete_files_count") or 0) + int(
+                d.get("deleted_equality_delete_files_count") or 0
             )
-        merge = (
-            f"MERGE INTO {req} r USING erasure_new_status n ON r.request_id = n.request_id "
-            f"WHEN MATCHED AND r.status <> n.new_status THEN UPDATE SET {', '.join(sets)}"
-        )
-        _retry(lambda: self.sql(merge).collect(), self.spark, req)
-        return {r[0]: int(r[1]) for r in statuses.groupBy("new_status").count().collect()}
+            acc["manifests"] += int(d.get("deleted_manifest_files_count") or 0)
+            acc["manifest_lists"] += int(d.get("deleted_manifest_lists_count") or 0)
 
-    def _iceberg_version(self) -> str | None:
+    def _rewrite_masked_branches(self, subject_files: set[str]) -> None:
+        """Branches (not main) whose head still lists subject files with every subject row masked by
+        delete files (a logical erasure): rewrite those files copy-on-write on the branch, so the
+        rows go physically (Iceberg's rewrite_data_files works on main only)."""
+        if not subject_files:
+            return
+        todo = []
+        for ref in self.refs():
+            if ref["type"] != "branch" or ref["name"] == "main":
+                continue
+            files = subject_files & self.snapshot_files(ref["snapshot_id"])
+            if files and not int(self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0]):
+                todo.append((ref["name"], files))
+        if not todo:
+            return
+        keys = ("write.update.mode", "commit.manifest-merge.enabled", "commit.manifest.min-count-to-merge")
+        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
+        original: dict[str, str | None] = {k: current.get(k) for k in keys}
+        c = es.q(self.columns[0])
+        try:
+            self.set_properties({"write.update.mode": "copy-on-write", "commit.manifest-merge.enabled": "false"})
+            for name, files in todo:
+                self.spark.createDataFrame([(f,) for f in sorted(files)], "f string").createOrReplaceTempView(
+                    "erasure_masked_files"
+                )
+                target = es.table_sql(self.catalog, self.table, name)
+                # rows are unchanged: the statement only makes Iceberg rewrite the files (deletes applied)
+                self.sql(
+                    f"UPDATE {target} SET {c} = {c} WHERE regexp_replace(_file, '^file:/+', '/') IN "
+                    "(SELECT f FROM erasure_masked_files)"
+                )
+            self.set_properties({"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "2"})
+            self.refresh()
+            tbl = self.jtable(refresh=True)
+            for name, _ in todo:
+                tbl.newAppend().toBranch(name).set("erasure.manifest-merge", "true").commit()
+        finally:
+            self.set_properties(original)
+        self.metrics["branches_rewritten"] = [n for n, _ in todo]
+
+    # ------------------------------------------------------------------ logical phase
+    def run_logical(self, started: datetime) -> dict[str, Any]:
+        """One batched merge-on-read DELETE per branch showing the subjects; verified by an
+        independent count on every ref head; no rewrite, no expiry. Table properties restored."""
+        refs = self.refs()
+        branches = [r for r in refs if r["type"] == "branch"]
+        with self._timed("count"):
+            counts = self._per_request_counts([r["snapshot_id"] for r in branches], by_ref=True)
+            by_sid = {int(r.ref): int(r.n) for r in counts.groupBy("ref").agg({"n": "sum"}).toDF("ref", "n").collect()}
+            live = {r["name"]: by_sid.get(r["snapshot_id"], 0) for r in branches}
+            per_request = counts.groupBy("request_id").agg({"n": "sum"}).toDF("request_id", "n")
+        targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
+        props_before = self.table_properties()
+        with self._timed("delete"):
+            if targets:
+                previous = self.set_properties({"write.delete.mode": "merge-on-read"})
+                try:
+                    for b in targets:
+                        self.sql(es.delete_sql(self.catalog, self.table, self.columns, branch=b))
+                finally:
+                    self.set_properties(previous)
+        self.refresh()
+        props_after = self.table_properties()
+        with self._timed("verify"):
+            heads = {r["name"]: r for r in self.refs()}
+            visible = {n: int(self.sql(self._count_sql(r["snapshot_id"])).collect()[0][0]) for n, r in heads.items()}
+        branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
+        tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
+        outcome = es.FAILED if branch_rows or props_after != props_before else es.VERIFIED
+        self.snapshot_after = self.main_head()
+        self.metrics.update(
+            rows_deleted=sum(live.get(b, 0) for b in targets),
+            refs_deleted_on=targets,
+            rows_visible_on_branch_heads=branch_rows,
+            tags_showing_subjects=tags_showing,
+            properties_restored=props_after == props_before,
+            files_rewritten=0,
+            snapshots_expired=0,
+            verification=outcome,
+            timings_s=self.timings,
+        )
+        self.details["tags_pending_purge"] = tags_showing
+        verify = {"rows_outside_holds": branch_rows, "held_rows": 0}
+        self._record(per_request, started, outcome, [], [], verify)
+        if outcome == es.FAILED:
+            self.status = "failed"
+            self.details["error"] = (
+                f"logical erasure verification failed on {self.table}: {branch_rows} subject rows visible on "
+                f"branch heads; table properties restored: {props_after == props_before}"
+            )
+        return self.metrics
+
+    def _record(self, per_request: Any, started: datetime, outcome: str, dropped: Any, held: Any, verify: Any) -> None:
+        if self.spec.get("write_evidence", True) and self.metrics.get("requests"):
+            with self._timed("evidence"):
+                er.write_evidence(self, per_request, started, outcome, dropped, held, verify)
+                if self.spec["source"]["kind"] == "requests_table":
+                    self.metrics["request_statuses"] = er.update_requests(self)
+
+    def iceberg_version(self) -> str | None:
         try:
             return str(self.spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
         except Exception:
@@ -663,24 +687,6 @@ class ErasureRun:
         except Exception:
             pass
         return out
-
-
-def _ts(ms: int | None) -> datetime | None:
-    return datetime.fromtimestamp(ms / 1000, UTC) if ms else None
-
-
-def _retry(fn: Any, spark: Any, table: str, attempts: int = 5) -> Any:
-    """Retry a governance MERGE that lost against a concurrent commit."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn()
-        except Exception as err:  # CommitFailed / ValidationException from a concurrent writer
-            text = str(err)
-            if attempt == attempts or not any(s in text for s in ("CommitFailed", "ValidationException", "conflict")):
-                raise
-            spark.sql(f"REFRESH TABLE {table}")
-            time.sleep(0.2 * attempt)
-    return None
 
 
 def erase(ctx: Any) -> dict[str, Any]:

@@ -24,11 +24,39 @@ REF_POLICIES = ("fail", "drop", "keep")
 LEGAL_HOLD_PREFIX = "legal-hold-"
 #: Verification outcomes recorded in the evidence table.
 VERIFIED, INCOMPLETE, FAILED = "verified", "incomplete", "failed"
-#: Request statuses written back to the requests table.
-STATUS_DONE, STATUS_BLOCKED, STATUS_PENDING = "done", "blocked", "pending"
+#: Request statuses written back to the requests table (lifecycle: pending -> logically_erased -> erased;
+#: blocked when a hold keeps rows). ``done`` is the pre-#13 name of ``erased``, still read as erased.
+STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED = "pending", "logically_erased", "erased", "blocked"
+STATUS_DONE = STATUS_ERASED
+LEGACY_DONE = "done"
+FINAL_STATUSES = (STATUS_ERASED, LEGACY_DONE)
+STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, LEGACY_DONE)
+#: Erasure phases: ``logical`` (merge-on-read delete, hours), ``purge`` (physical, batched), ``full`` (both).
+PHASE_LOGICAL, PHASE_PURGE, PHASE_FULL = "logical", "purge", "full"
+PHASES = (PHASE_LOGICAL, PHASE_PURGE, PHASE_FULL)
+PHYSICAL_PHASES = (PHASE_PURGE, PHASE_FULL)
+#: Statuses each phase picks up when no request ids are given.
+PHASE_INPUT_STATUSES = {
+    PHASE_LOGICAL: (STATUS_PENDING,),
+    PHASE_PURGE: (STATUS_LOGICAL, STATUS_BLOCKED),
+    PHASE_FULL: (STATUS_PENDING, STATUS_BLOCKED, STATUS_LOGICAL),
+}
 #: Column types a subject column may have (Spark SQL simple type names).
 SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
+#: Evidence columns added by #13 (the job adds any that an older evidence table lacks).
+EVIDENCE_COLUMNS_13 = (
+    ("phase", "string"),
+    ("rows_found", "bigint"),
+    ("logical_erased_at", "timestamp"),
+    ("purged_at", "timestamp"),
+    ("files_considered", "bigint"),
+    ("files_pruned_bounds", "bigint"),
+    ("files_pruned_bloom", "bigint"),
+    ("files_raw_read", "bigint"),
+    ("snapshots_kept", "bigint"),
+    ("leftovers_removed", "bigint"),
+)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
 _HMAC_BLOCK = 64
@@ -331,6 +359,72 @@ def request_status(verifications: Iterable[str | None], tables_in_scope: int) ->
     if len(values) >= tables_in_scope and all(v == VERIFIED for v in values):
         return STATUS_DONE
     return STATUS_PENDING
+
+
+# -------------------------------------------------------------------- lifecycle
+class LifecycleRefusal(ValueError):
+    """A transition the request lifecycle does not allow."""
+
+
+def transition(current: str, phase: str, outcome: str | None) -> str:
+    """Next status of ONE request on ONE table after ``phase`` ended with ``outcome``.
+
+    ``pending --logical--> logically_erased --purge--> erased``; ``full`` goes from any open
+    status straight to ``erased``; an ``incomplete`` physical verification (a hold keeps
+    rows) gives ``blocked``; a ``failed`` verification reopens the request (``pending``).
+    ``erased`` is final: re-runs re-verify and never move it back, except a failed
+    physical re-verification. Refused (:class:`LifecycleRefusal`): an unknown phase or
+    status, and a purge of a request never logically erased.
+    """
+    if phase not in PHASES:
+        raise LifecycleRefusal(f"unknown phase {phase!r}; use one of {PHASES}")
+    if current not in STATUSES:
+        raise LifecycleRefusal(f"unknown request status {current!r}; statuses are {STATUSES}")
+    if outcome not in (VERIFIED, INCOMPLETE, FAILED, None):
+        raise LifecycleRefusal(f"unknown verification outcome {outcome!r}")
+    final = current in FINAL_STATUSES
+    if phase == PHASE_PURGE and current == STATUS_PENDING:
+        raise LifecycleRefusal(
+            "a pending request cannot be purged: run phase='logical' first (or phase='full' for both at once)"
+        )
+    if outcome is None:
+        return STATUS_ERASED if final else current
+    if phase == PHASE_LOGICAL:
+        if final or current == STATUS_BLOCKED:
+            return STATUS_ERASED if final else current  # a logical run neither undoes a purge nor lifts a hold
+        return STATUS_LOGICAL if outcome == VERIFIED else STATUS_PENDING
+    if outcome == VERIFIED:
+        return STATUS_ERASED
+    return STATUS_BLOCKED if outcome == INCOMPLETE else STATUS_PENDING
+
+
+def combined_status(current: str, per_table: Mapping[str, tuple[str | None, str | None]], scope: Sequence[str]) -> str:
+    """Status of a request from its evidence over every table in scope.
+
+    :param per_table: table -> (last phase recorded, its verification) from the evidence.
+    """
+    if current not in STATUSES:
+        raise LifecycleRefusal(f"unknown request status {current!r}; statuses are {STATUSES}")
+    got = [per_table.get(t, (None, None)) for t in scope]
+    outcomes = [o for _, o in got]
+    if FAILED in outcomes:
+        return STATUS_PENDING
+    if INCOMPLETE in outcomes:
+        return STATUS_BLOCKED
+    if scope and all(o == VERIFIED for o in outcomes):
+        if all(p in PHYSICAL_PHASES for p, _ in got):
+            return STATUS_ERASED
+        return STATUS_LOGICAL
+    if current in FINAL_STATUSES:
+        return STATUS_ERASED
+    return STATUS_PENDING if current != STATUS_LOGICAL else STATUS_LOGICAL
+
+
+def merged_phase(old: str | None, new: str) -> str:
+    """The phase an evidence row records after a run: a logical re-run never hides a purge."""
+    if old in PHYSICAL_PHASES and new == PHASE_LOGICAL:
+        return old
+    return new
 
 
 def redact(text: str, secrets: Iterable[str], *, limit: int = 600) -> str:

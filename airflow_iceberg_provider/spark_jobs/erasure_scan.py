@@ -1,0 +1,133 @@
+"""Spark-driver helpers of the erasure job: pruned candidate files, manifest reachability.
+
+The decisions are the pure functions of ``erasure_prune.py``; this module only gathers
+their inputs from the table (metadata tables, manifests, Parquet footers). Subject keys
+stay in the driver's memory (they are already there as a temp view) and are never
+printed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+try:  # sibling modules when submitted by path
+    import erasure_prune as ep
+    import erasure_sql as es
+except ImportError:  # imported from the package (tests, Airflow side)
+    from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+    from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+
+
+def norm_path(path: str) -> str:
+    """Canonical form of a file location (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
+    from urllib.parse import unquote
+
+    p = unquote(str(path))
+    if p.startswith("file:"):
+        p = "/" + p[5:].lstrip("/")
+    return p
+
+
+def subject_keys(run: Any) -> dict[str, list[Any]]:
+    return {c: [r[0] for r in run.spark.table(es.key_view(c)).collect()] for c in run.columns}
+
+
+def file_metrics(run: Any, locations: dict[str, str]) -> list[dict[str, Any]]:
+    """Manifest metrics of the subject columns for each data file in ``locations``."""
+    sel = []
+    for i, c in enumerate(run.columns):
+        rm = f"readable_metrics.{es.q(c)}"
+        sel += [
+            f"{rm}.lower_bound AS lo{i}",
+            f"{rm}.upper_bound AS hi{i}",
+            f"{rm}.value_count AS vc{i}",
+            f"{rm}.null_value_count AS nc{i}",
+        ]
+    rows = run.sql(
+        f"SELECT file_path, file_size_in_bytes AS size, {', '.join(sel)} FROM {run.t}.all_data_files"
+    ).collect()
+    out, seen = [], set()
+    for r in rows:
+        p = norm_path(r.file_path)
+        if p not in locations or p in seen:
+            continue
+        seen.add(p)
+        d = r.asDict()
+        metrics = {
+            c: {"lower": d[f"lo{i}"], "upper": d[f"hi{i}"], "value_count": d[f"vc{i}"], "null_count": d[f"nc{i}"]}
+            for i, c in enumerate(run.columns)
+        }
+        out.append({"path": p, "location": locations[p], "size": int(r.size), "metrics": metrics})
+    for p in set(locations) - seen:  # not in the metadata table (should not happen): never pruned
+        out.append({"path": p, "location": locations[p], "size": None, "metrics": {}})
+    return out
+
+
+def _bloom_check(hashes: dict[str, dict[int, list[int]]]) -> Any:
+    def check(f: dict[str, Any]) -> dict[str, bool]:
+        path = f["path"]
+        if not path.startswith("/") or not os.path.isfile(path):
+            return {}  # object storage: no bloom probe here yet, the file stays a candidate
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                return {}
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return ep.bloom_excludes(lambda o, n: mm[o : o + n], size, hashes)
+
+    return check
+
+
+def candidates(run: Any, locations: dict[str, str]) -> dict[str, Any]:
+    """Prune ``locations`` (normalised path -> location) to the files that may hold a subject."""
+    if not locations:
+        return {"candidates": [], "considered": 0, "pruned_bounds": 0, "pruned_bloom": 0, "raw_read": 0}
+    keys = subject_keys(run)
+    props = {r.key: r.value for r in run.sql(f"SHOW TBLPROPERTIES {run.t}").collect()}
+    hashes = {c: ep.key_hashes(v) for c, v in keys.items()}
+    files = file_metrics(run, locations)
+    result = ep.prune_files(files, keys, props, _bloom_check(hashes) if run.spec.get("bloom_pruning", True) else None)
+    result["candidates"] = [locations[p] for p in result["candidates"]]
+    return result
+
+
+def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]:
+    """Snapshot id -> its data manifests; manifest -> live data files (each manifest read once)."""
+    jvm = run.spark._jvm
+    tbl = run.jtable(refresh=True)
+    io = tbl.io()
+    snaps: dict[int, list[str]] = {}
+    files: dict[str, set[str]] = {}
+    for snap in tbl.snapshots():
+        paths = []
+        for manifest in snap.dataManifests(io):
+            path = str(manifest.path())
+            paths.append(path)
+            if path in files:
+                continue
+            live: set[str] = set()
+            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io)
+            try:
+                it = reader.iterator()
+                while it.hasNext():
+                    live.add(norm_path(it.next().location()))
+            finally:
+                reader.close()
+            files[path] = live
+        snaps[int(snap.snapshotId())] = paths
+    return snaps, files
+
+
+def exposing_manifests(run: Any, subject_files: set[str]) -> set[str]:
+    """Manifests that may carry a DELETED entry (with bounds) of a subject file: every manifest
+    written by a snapshot that deleted one (a superset: sound for expiry)."""
+    rows = run.sql(
+        f"SELECT DISTINCT snapshot_id, data_file.file_path AS f FROM {run.t}.all_entries WHERE status = 2"
+    ).collect()
+    deleting = {int(r.snapshot_id) for r in rows if norm_path(r.f) in subject_files}
+    if not deleting:
+        return set()
+    ms = run.sql(f"SELECT DISTINCT path, added_snapshot_id FROM {run.t}.all_manifests").collect()
+    return {str(r.path) for r in ms if r.added_snapshot_id is not None and int(r.added_snapshot_id) in deleting}

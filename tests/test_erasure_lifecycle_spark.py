@@ -1,0 +1,162 @@
+"""Two-phase erasure (#13) end to end with real spark-submit jobs (3 jobs, one module-scoped lake).
+
+30 daily appends; the subjects first appear on day 20; a branch shows them too; the table is
+copy-on-write (the logical phase must still delete merge-on-read and restore the properties).
+Everything asserted is read back independently: pyiceberg scans of every ref head, every
+Parquet file under the table location read with pyarrow, the requests and evidence tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from _erasure_helpers import (
+    SALT,
+    add_requests,
+    create_people_table,
+    person,
+    rows_of,
+    set_salt_connection,
+    values_by_snapshot,
+    values_on_disk,
+)
+from conftest import fake_context
+
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+
+pytestmark = pytest.mark.spark
+
+SUBJECTS = {"R-1": person(900), "R-2": person(901), "R-3": person(999)}  # person(999) has no rows
+ERASED = {person(900), person(901)}
+TABLE = "db.daily"
+
+
+def _day(hook, day: int, rows: int = 20) -> int:
+    import pyarrow as pa
+
+    base = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=day - 1)
+    ids = list(range(day * 1000, day * 1000 + rows))
+    keys = [person(i % 10) for i in ids]
+    if day >= 20:  # the subjects' first rows
+        keys[0], keys[1] = person(900), person(901)
+    tbl = hook.load_table(TABLE)
+    tbl.append(
+        pa.table(
+            {
+                "order_id": pa.array(ids, pa.int64()),
+                "customer_id": pa.array(keys, pa.string()),
+                "amount": pa.array([1.0] * rows, pa.float64()),
+                "order_ts": pa.array([base] * rows, pa.timestamp("us", tz="UTC")),
+            }
+        )
+    )
+    return hook.load_table(TABLE).current_snapshot().snapshot_id
+
+
+@pytest.fixture(scope="module")
+def lake13(module_lake):
+    old = os.environ.get("AIRFLOW_CONN_ERASURE_SALT")
+    set_salt_connection()
+    hook = module_lake
+    create_people_table(hook, TABLE, mode="copy-on-write")
+    days = {d: _day(hook, d) for d in range(1, 31)}
+    hook.set_ref(hook.load_table(TABLE), "dev", days[25], ref_type="branch")
+    add_requests(hook, "db.requests13", SUBJECTS, received_days_ago=2)
+    yield hook, days
+    if old is None:
+        os.environ.pop("AIRFLOW_CONN_ERASURE_SALT", None)
+    else:
+        os.environ["AIRFLOW_CONN_ERASURE_SALT"] = old
+
+
+def _op(phase, **kw):
+    args = {
+        "task_id": f"erase_{phase}",
+        "table": TABLE,
+        "subject_columns": "customer_id",
+        "requests_table": "db.requests13",
+    }
+    return IcebergErasureOperator(phase=phase, **{**args, **kw})
+
+
+def _statuses(hook):
+    return {r["request_id"]: r["status"] for r in rows_of(hook, "db.requests13")}
+
+
+@pytest.fixture(scope="module")
+def logical(lake13):
+    hook, days = lake13
+    props = dict(hook.load_table(TABLE).metadata.properties)
+    snaps = {s.snapshot_id for s in hook.load_table(TABLE).metadata.snapshots}
+    result = _op("logical").execute(fake_context())
+    return result, props, snaps
+
+
+def test_purge_before_logical_is_refused_with_metadata_unchanged(lake13):
+    hook, _ = lake13
+    before = hook.metadata_location(TABLE)
+    with pytest.raises(IcebergValidationError, match="phase='logical' first"):
+        _op("purge").execute(fake_context())
+    with pytest.raises(IcebergValidationError, match="phase='bogus' is not an erasure phase"):
+        _op("bogus").execute(fake_context())
+    assert hook.metadata_location(TABLE) == before
+
+
+def test_logical_hides_subjects_on_every_ref_head_without_rewrite_or_expiry(lake13, logical, capfd):
+    hook, days = lake13
+    result, props, snaps = logical
+    tbl = hook.load_table(TABLE)
+    assert result["verification"] == "verified" and result["phase"] == "logical"
+    assert dict(tbl.metadata.properties) == props  # copy-on-write table, properties exactly as before
+    assert props["write.delete.mode"] == "copy-on-write"
+    by_ref = values_by_snapshot(hook, TABLE)
+    assert not by_ref["main"] & ERASED and not by_ref["dev"] & ERASED
+    # merge-on-read: rows still in the files, no snapshot expired, no data file rewritten
+    assert any(vals & ERASED for vals in values_on_disk(hook, TABLE).values())
+    assert snaps <= {s.snapshot_id for s in tbl.metadata.snapshots}
+    new = [s.summary for s in tbl.metadata.snapshots if s.snapshot_id not in snaps]
+    assert len(new) == 2  # one merge-on-read delete on main, one on dev
+    assert all(int(s.get("added-position-delete-files", 0)) > 0 and "deleted-data-files" not in s for s in new)
+    assert _statuses(hook) == {"R-1": "logically_erased", "R-2": "logically_erased", "R-3": "logically_erased"}
+    ev = {e["request_id"]: e for e in rows_of(hook, "governance.erasure_evidence") if e["table_name"] == TABLE}
+    assert {e["phase"] for e in ev.values()} == {"logical"} and all(e["logical_erased_at"] for e in ev.values())
+    assert ev["R-1"]["rows_found"] > 0 and ev["R-3"]["rows_found"] == 0
+    assert result["requests_matching_nothing"] == ["R-3"]
+    out = capfd.readouterr()
+    assert "R-3" in out.out + out.err
+    blob = json.dumps([result, list(ev.values())], default=str) + out.out + out.err
+    assert not any(s in blob for s in [*SUBJECTS.values(), SALT])
+
+
+def test_purge_removes_every_subject_file_and_keeps_history_without_subjects(lake13, logical, capfd):
+    hook, days = lake13
+    result = _op("purge").execute(fake_context())
+    out = capfd.readouterr()
+    assert result["verification"] == "verified", result
+    on_disk = values_on_disk(hook, TABLE)
+    assert on_disk and not [p for p, vals in on_disk.items() if vals & ERASED]
+    kept = {s.snapshot_id for s in hook.load_table(TABLE).metadata.snapshots}
+    assert {days[d] for d in range(1, 20)} <= kept  # days 1-19 never held a subject: kept
+    assert not {days[d] for d in range(20, 31)} & kept  # every snapshot reaching a subject file: gone
+    for where, vals in values_by_snapshot(hook, TABLE).items():
+        assert not vals & ERASED, where
+    assert "dev" in hook.refs(TABLE)
+    assert _statuses(hook) == {"R-1": "erased", "R-2": "erased", "R-3": "erased"}
+    ev = {e["request_id"]: e for e in rows_of(hook, "governance.erasure_evidence") if e["table_name"] == TABLE}
+    assert {e["phase"] for e in ev.values()} == {"purge"} and all(e["purged_at"] for e in ev.values())
+    assert ev["R-1"]["rows_found"] > 0 and ev["R-1"]["snapshots_kept"] >= 19
+    assert ev["R-1"]["files_considered"] >= ev["R-1"]["files_raw_read"] > 0
+    ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    blob = json.dumps([result, list(ev.values()), ledger], default=str) + out.out + out.err
+    assert not any(s in blob for s in [*SUBJECTS.values(), SALT])
+
+    # re-runs change nothing: no request left for either phase
+    before = hook.metadata_location(TABLE)
+    with pytest.raises(IcebergValidationError, match="nothing to purge"):
+        _op("purge").execute(fake_context())
+    assert _op("logical").execute(fake_context())["status"] == "noop"
+    assert hook.metadata_location(TABLE) == before

@@ -3,7 +3,7 @@
 #
 # Creates (only what is missing):
 #   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson),
-#     PostgreSQL server + JDBC driver (server-catalog tests)
+#     PostgreSQL server + JDBC driver (server-catalog tests), chromium + chromium-driver (browser test)
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
 #   * .spark-runtime/  – the Spark side (pyspark 3.5.9, pyarrow for Arrow collects, Iceberg 1.10.2 runtime jars)
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
@@ -31,6 +31,9 @@ command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
 # Production catalogs (#7): a PostgreSQL server for the SQL-catalog tests and its JDBC driver for Spark.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 [ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
+# Governance view (#17): the real-browser test drives Debian's Chromium through chromedriver (no browser download).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

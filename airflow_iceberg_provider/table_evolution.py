@@ -65,6 +65,7 @@ BLOOM_PREFIX = "write.parquet.bloom-filter-enabled.column."
 BLOOM_FPP_PREFIX = "write.parquet.bloom-filter-fpp.column."
 METRICS_PREFIX = "write.metadata.metrics.column."
 METRICS_DEFAULT = "write.metadata.metrics.default"
+DISTRIBUTION_MODE = "write.distribution-mode"
 COLUMN_PROPERTY_PREFIXES = (BLOOM_PREFIX, BLOOM_FPP_PREFIX, METRICS_PREFIX)
 
 SCHEMA_KINDS = ("rename_column", "add_column", "widen_column")
@@ -335,7 +336,7 @@ def _mapping(value: Any, param: str, example: str) -> dict[str, str]:
         return {}
     if not isinstance(value, Mapping):
         raise IcebergValidationError(f"{param}={value!r:.80} is not a mapping; pass e.g. {example}.")
-    return {str(k): str(v) for k, v in value.items()}
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
 def _items(value: Any, param: str) -> list[Any]:
@@ -453,6 +454,8 @@ def _check_property_values(props: Mapping[str, str]) -> None:
                 raise IcebergValidationError(f"{key}={value!r} {problem}.")
         elif key.startswith(BLOOM_PREFIX) and value.lower() not in ("true", "false"):
             raise IcebergValidationError(f"{key}={value!r} is not a boolean; use 'true' or 'false'.")
+        elif key == DISTRIBUTION_MODE and value not in ("none", "hash", "range"):
+            raise IcebergValidationError(f"{key}={value!r} is not a distribution mode; use none, hash or range.")
         elif key.startswith(BLOOM_FPP_PREFIX):
             try:
                 ok = 0.0 < float(value) < 1.0

@@ -142,6 +142,10 @@ def test_bad_metrics_modes_refused(mode):
         ({"bloom_filter_columns": {"sku": "yes"}}, r"bloom_filter_columns\['sku'\]='yes' is not a boolean"),
         ({"properties": {"write.parquet.bloom-filter-fpp.column.sku": "2"}}, r"is not a probability"),
         ({"properties": {"write.metadata.metrics.default": "most"}}, r"metrics\.default='most' is not a metrics mode"),
+        (
+            {"properties": {"write.distribution-mode": "sorted"}},
+            r"distribution-mode='sorted' is not a distribution mode",
+        ),
     ],
 )
 def test_malformed_requests_are_refused_without_the_table(kwargs, message):
@@ -188,6 +192,10 @@ def test_requests_already_satisfied_plan_nothing():
     assert plan(partition_by=["days(ts)"]) == []
     assert plan(properties={"owner": "team-a"}, metrics_modes={"sku": "counts"}) == []
     assert plan(sort_order=[]) == []
+
+
+def test_boolean_property_values_are_spelled_like_iceberg():
+    assert build_request(properties={"write.wap.enabled": True}).properties == {"write.wap.enabled": "true"}
 
 
 def test_partition_by_diffs_the_whole_spec_and_drop_by_field_name():

@@ -13,7 +13,9 @@ this provider matches an outlet to a table it understands both forms
 Operators that change a table (WAP publish, erasure, maintenance…) set the event's
 ``extra`` to ``{"table", "catalog", "snapshot_id", …}`` on every Asset outlet that names
 their table (:func:`emit_table_asset_events`); a consumer DAG scheduled on the Asset reads
-the snapshot id from ``triggering_asset_events``.
+the snapshot id from ``triggering_asset_events``. Snapshot ids in ``extra`` are decimal
+**strings** (``"3742192974030064337"``): the Asset view parses ``extra`` in the browser, which
+rounds 64-bit integers (:mod:`airflow_iceberg_provider.ids`); every operator accepts them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from airflow_iceberg_provider._validation import validate_name, validate_table
+from airflow_iceberg_provider.ids import id_str, with_string_ids
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -109,8 +112,8 @@ def emit_table_asset_events(
         events[asset].extra = {
             "table": validate_table(table).dotted,
             "catalog": catalog,
-            "snapshot_id": snapshot_id,
-            **{k: v for k, v in extra.items() if v is not None},
+            "snapshot_id": id_str(snapshot_id),
+            **with_string_ids({k: v for k, v in extra.items() if v is not None}),
         }
         done.append(asset.uri)
     return done

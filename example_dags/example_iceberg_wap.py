@@ -91,8 +91,12 @@ with DAG(
 ) as consumer_dag:
 
     @task
-    def report_published_snapshot(triggering_asset_events=None) -> list[int]:
-        """Runs only after a publish: the event carries the snapshot id that passed the audit."""
+    def report_published_snapshot(triggering_asset_events=None) -> list[str]:
+        """Runs only after a publish: the event carries the snapshot id that passed the audit.
+
+        Snapshot ids travel as decimal strings (a browser would round a 64-bit number); every
+        operator accepts them as they are, and ``int(...)`` gives the number.
+        """
         return [e.extra.get("snapshot_id") for events in (triggering_asset_events or {}).values() for e in events]
 
     report_published_snapshot()

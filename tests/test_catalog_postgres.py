@@ -212,7 +212,7 @@ def test_wap_publish_gate_fast_forward_conflict_and_asset_event(orders):
         task_id="pa", table=T, branch="a", audited_snapshot_id=head_a, outlets=[asset]
     ).execute({**fake_context(), "outlet_events": events})
     assert out["method"] == "fast_forward" and hook.ref_snapshot_id(T) == head_a
-    assert events[asset].extra["snapshot_id"] == head_a
+    assert events[asset].extra["snapshot_id"] == str(head_a)
     before = hook.metadata_location(T)
     with pytest.raises(IcebergPublishConflictError, match="main moved"):
         pub_b.execute(fake_context())

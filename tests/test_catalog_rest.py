@@ -167,7 +167,7 @@ def test_wap_publish_fast_forward_gate_and_compare_and_swap(orders):
     events = OutletEventAccessors()
     out = pub_a.execute({**fake_context(), "outlet_events": events})
     assert out["method"] == "fast_forward" and hook.ref_snapshot_id(table) == head_a
-    assert events[asset].extra["snapshot_id"] == head_a
+    assert events[asset].extra["snapshot_id"] == str(head_a)
     moved = hook.metadata_location(table)
     with pytest.raises(IcebergCommitConflictError):
         hook.set_ref(stale, "main", head_b)
@@ -232,7 +232,7 @@ def test_maintenance_dry_runs(orders):
         task_id="x", table=table, older_than=datetime.now(UTC).isoformat(), older_than_floor=timedelta(0),
         retain_last=1, dry_run=True,
     ).execute(fake_context())  # fmt: skip
-    assert out["spark_job"] is False and sorted(out["would_expire"]) == sorted(preview.expire)
+    assert out["spark_job"] is False and sorted(out["would_expire"]) == sorted(str(i) for i in preview.expire)
     plan = IcebergMaintenancePlanOperator(task_id="p", table=table, actions=["rewrite_manifests"]).execute(
         fake_context()
     )

@@ -116,7 +116,7 @@ def test_provider_job_runs_on_standalone_cluster(lake, context, standalone_clust
     )
     result = op.execute(context)
     assert result["added_records"] == 20000
-    snap = lake.snapshot("db.orders", snapshot_id=result["snapshot_id"])
+    snap = lake.snapshot("db.orders", snapshot_id=int(result["snapshot_id"]))
     assert snap.summary["spark.app.id"].startswith("app-")  # a standalone application, not local-*
     assert snap.summary["airflow.dag-id"] == "test_dag"
     # the executors really ran on the worker

@@ -75,7 +75,7 @@ def test_eight_wap_runs_publish_at_once_and_no_update_is_lost(lake):
         winners = [(i, out) for i, kind, out in results if kind == "published"]
         assert len(winners) == 1, f"round {len(rounds) + 1}: {[(i, k, str(o)[:120]) for i, k, o in results]}"
         ((winner, out),) = winners
-        assert out["method"] == "fast_forward" and out["published_snapshot_id"] == branches[winner][1]
+        assert out["method"] == "fast_forward" and out["published_snapshot_id"] == str(branches[winner][1])
         assert IcebergCatalogHook().ref_snapshot_id(T) == branches[winner][1], "main is not the winner's snapshot"
         for _, kind, failure in results:
             if kind == "conflict":
@@ -83,7 +83,7 @@ def test_eight_wap_runs_publish_at_once_and_no_update_is_lost(lake):
                 assert "main moved" in text or "lost against a concurrent change" in text, text
         kinds = Counter(type(o).__name__ for _, k, o in results if k == "conflict")
         rounds.append({"runs": len(pending), **kinds})
-        published[winner] = out["published_snapshot_id"]
+        published[winner] = int(out["published_snapshot_id"])
         pending.discard(winner)
 
     print("rounds:", rounds)

@@ -124,7 +124,7 @@ def test_ledger_storage_fails_after_the_publish_moved_main(lake):
     converge(lake, "publish", ids)
     (row,) = lake.read_governance_rows("ledger", operation="wap_publish")
     details = json.loads(row["details"])
-    assert details["method"] == "recovered" and details["audited_snapshot_id"] == ids["dev"]
+    assert details["method"] == "recovered" and details["audited_snapshot_id"] == str(ids["dev"])
     assert json.loads(row["metrics"])["published_added_records"] == 5
 
 

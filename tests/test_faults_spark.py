@@ -287,7 +287,7 @@ def test_disk_full_during_a_spark_write_names_the_cause_and_changes_nothing(lake
         first_line = str(err.value).splitlines()[0]
         assert "No space left on device" in first_line, first_line[:500]
         assert {t: hook.metadata_location(t) for t in ("db.full",)} == before, "a failed write changed the table"
-        assert hook.ref_snapshot_id("db.full", "full_run") == created["base_snapshot_id"]
+        assert str(hook.ref_snapshot_id("db.full", "full_run")) == created["base_snapshot_id"]
         (failed,) = [r for r in hook.read_governance_rows("ledger", operation="wap_write", table_name="db.full")]
         assert failed["status"] == "failed" and "No space left on device" in failed["details"]
     finally:
@@ -299,7 +299,7 @@ def test_wap_write_killed_mid_write_then_rerun_converges(lake):
     hook = lake
     main_before, rows_before = hook.ref_snapshot_id(T), main_rows(hook)
     created = record(IcebergWapCreateBranchOperator(task_id="branch", table=T).execute(ctx("branch")))
-    branch, base = created["branch"], created["base_snapshot_id"]
+    branch, base = created["branch"], int(created["base_snapshot_id"])  # XCom carries ids as strings
     STATE.update(branch=branch, base=base)
     files_before = data_files_on_disk(hook)
     fired: dict[str, Any] = {}
@@ -342,11 +342,11 @@ def test_wap_write_killed_mid_write_then_rerun_converges(lake):
     # the re-run (Airflow's retry of the same task) resets the branch and writes once
     write.sql_args = {"pause_ms": 0}
     out = record(write.execute(ctx("write", try_number=2)))
-    assert out["reset_from_snapshot_id"] == head
-    ids = branch_ids(hook, out["snapshot_id"])
+    assert out["reset_from_snapshot_id"] == str(head)
+    ids = branch_ids(hook, int(out["snapshot_id"]))
     assert ids - branch_ids(hook, base) == Counter(range(1000, 1020)), "the re-run lost or duplicated rows"
     assert hook.ref_snapshot_id(T) == main_before
-    STATE["written"] = out["snapshot_id"]
+    STATE["written"] = int(out["snapshot_id"])
 
 
 # ----------------------------------------------------------------------------- 3. audit + publish

@@ -208,14 +208,14 @@ def test_asset_events_carry_the_snapshot_id(lake):
     op.post_execute(ctx)  # the task runner calls it after execute
     events = ctx["outlet_events"]
     for asset in (mine, theirs):
-        assert events[asset].extra == {"table": T, "catalog": "lakehouse", "snapshot_id": ids[-1], "task_id": "x"}
+        assert events[asset].extra == {"table": T, "catalog": "lakehouse", "snapshot_id": str(ids[-1]), "task_id": "x"}
     assert events[other].extra == {}
     # what an operator set explicitly (e.g. WAP publish) is not overwritten
     events[mine].extra = {"snapshot_id": 1}
     op.post_execute(ctx)
     assert events[mine].extra == {"snapshot_id": 1}
     assert op.emit_asset_events(ctx, snapshot_id=ids[0], reason="erasure") == [mine.uri, theirs.uri]
-    assert events[theirs].extra["snapshot_id"] == ids[0] and events[theirs].extra["reason"] == "erasure"
+    assert events[theirs].extra["snapshot_id"] == str(ids[0]) and events[theirs].extra["reason"] == "erasure"
 
 
 def test_asset_event_of_an_unreadable_table_does_not_fail_the_task(lake):

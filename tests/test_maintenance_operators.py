@@ -49,7 +49,7 @@ def test_expire_dry_run_lists_snapshots_and_holds_without_a_jvm(orders):
     )
     out = op.execute(fake_context())
     assert out["spark_job"] is False and out["dry_run"] is True
-    assert out["would_expire"] == [ids[0], ids[3], ids[4]]  # main keeps its head; tags keep theirs
+    assert out["would_expire"] == [str(ids[0]), str(ids[3]), str(ids[4])]  # main keeps its head; tags keep theirs
     assert out["held_snapshots"] == {
         str(ids[1]): ["tag:release-1"],
         str(ids[2]): ["legal_hold:legal-hold-case-7"],

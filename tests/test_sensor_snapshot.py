@@ -56,7 +56,7 @@ def test_poke_mode_returns_existing_commit(lake):
     create_orders_table(lake, T)
     s1, s2 = append_batches(lake, T, 2)
     out = sensor(after_snapshot_id=str(s1), operation="append").execute(fake_context())
-    assert (out["snapshot_id"], out["parent_id"], out["operation"], out["matched"]) == (s2, s1, "append", 1)
+    assert (out["snapshot_id"], out["parent_id"], out["operation"], out["matched"]) == (str(s2), str(s1), "append", 1)
     assert out["summary"]["added-records"] == "10"
 
 
@@ -65,7 +65,7 @@ def test_poke_mode_waits_for_a_commit(lake):
     (s1,) = append_batches(lake, T, 1)
     threading.Timer(0.4, lambda: lake.load_table(T).append(orders_batch(50, 4))).start()
     out = sensor(after_snapshot_id=s1).execute(fake_context())
-    assert out["snapshot_id"] == lake.ref_snapshot_id(T) != s1
+    assert out["snapshot_id"] == str(lake.ref_snapshot_id(T)) != str(s1)
 
 
 def test_missing_table_is_not_yet_and_times_out(lake):
@@ -84,13 +84,13 @@ def test_reschedule_mode_reschedules_when_nothing_new(lake):
         sensor(after_snapshot_id=s1, mode="reschedule").execute(ctx)
     append_batches(lake, T, 1)
     out = sensor(after_snapshot_id=s1, mode="reschedule").execute(ctx)
-    assert out["snapshot_id"] == lake.ref_snapshot_id(T)
+    assert out["snapshot_id"] == str(lake.ref_snapshot_id(T))
 
 
 def test_deferrable_checks_first_then_defers(lake):
     create_orders_table(lake, T)
     s1, s2 = append_batches(lake, T, 2)
-    assert sensor(after_snapshot_id=s1, deferrable=True).execute(fake_context())["snapshot_id"] == s2
+    assert sensor(after_snapshot_id=s1, deferrable=True).execute(fake_context())["snapshot_id"] == str(s2)
     with pytest.raises(TaskDeferred) as deferred:
         sensor(after_snapshot_id=s2, deferrable=True, summary={"wap.id": "{{ run_id }}"}, poke_interval=7).execute(
             fake_context()
@@ -107,7 +107,7 @@ def test_execute_complete(lake):
     s = sensor()
     snap = {"snapshot_id": 5, "parent_id": 4, "operation": "append", "timestamp_ms": 99, "summary": {"a": "b"}}
     out = s.execute_complete(fake_context(), {"status": "success", "snapshot": snap, "matched": 2, "polls": 3})
-    assert (out["snapshot_id"], out["matched"], out["summary"]) == (5, 2, {"a": "b"})
+    assert (out["snapshot_id"], out["matched"], out["summary"]) == ("5", 2, {"a": "b"})
     with pytest.raises(IcebergProviderError, match="IcebergConnectionError: boom"):
         s.execute_complete(fake_context(), {"status": "error", "message": "IcebergConnectionError: boom"})
 
@@ -134,7 +134,7 @@ def test_since_last_seen_persists_per_dag_task_table(lake, variables):
     (s1,) = append_batches(lake, T, 1)
     ctx = fake_context(dag_id="d", task_id="wait", run_id="run1")
     # first run: nothing remembered, so the existing commit counts
-    assert sensor(since_last_seen=True).execute(ctx)["snapshot_id"] == s1
+    assert sensor(since_last_seen=True).execute(ctx)["snapshot_id"] == str(s1)
     key = default_state_key("d", "wait", T, "main")
     assert key == "iceberg_snapshot_sensor.d.wait.db.orders.main"
     assert variables[key]["snapshot_id"] == s1 and variables[key]["run_id"] == "run1"
@@ -142,7 +142,7 @@ def test_since_last_seen_persists_per_dag_task_table(lake, variables):
     assert sensor(since_last_seen=True).poke(fake_context(dag_id="d", task_id="wait")) is False
     (s2,) = append_batches(lake, T, 1)
     out = sensor(since_last_seen=True).execute(fake_context(dag_id="d", task_id="wait", run_id="run2"))
-    assert out["snapshot_id"] == s2 and variables[key]["snapshot_id"] == s2
+    assert out["snapshot_id"] == str(s2) and variables[key]["snapshot_id"] == s2
     # deferred path stores it too
     (s3,) = append_batches(lake, T, 1)
     with pytest.raises(TaskDeferred) as deferred:

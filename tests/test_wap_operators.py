@@ -56,7 +56,7 @@ def test_create_branch_is_deterministic_enables_wap_and_is_idempotent(orders):
     assert out == {
         "table": T,
         "branch": expected,
-        "base_snapshot_id": main_of(orders),
+        "base_snapshot_id": str(main_of(orders)),
         "created": True,
         "wap_enabled_now": True,
     }
@@ -81,7 +81,7 @@ def test_create_branch_from_snapshot_and_on_empty_table(lake):
     out = IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b2", from_snapshot_id=str(first)).execute(
         fake_context()
     )
-    assert out["base_snapshot_id"] == first and lake.ref_snapshot_id(T, "b2") == first
+    assert out["base_snapshot_id"] == str(first) and lake.ref_snapshot_id(T, "b2") == first
 
 
 def test_create_branch_refusals_change_nothing(orders):
@@ -235,18 +235,18 @@ def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
     )
     events = OutletEventAccessors()
     out = op.execute({**fake_context(), "outlet_events": events})
-    assert out["method"] == "fast_forward" and out["published_snapshot_id"] == head
-    assert out["previous_main_snapshot_id"] == base and out["added_records"] == 5
+    assert out["method"] == "fast_forward" and out["published_snapshot_id"] == str(head)
+    assert out["previous_main_snapshot_id"] == str(base) and out["added_records"] == 5
     assert main_of(orders) == head and orders.refs(T)["daily-1"].snapshot_id == head
-    assert events[asset].extra["snapshot_id"] == head and events[asset].extra["table"] == T
+    assert events[asset].extra["snapshot_id"] == str(head) and events[asset].extra["table"] == T
     ledger = [r for r in orders.read_governance_rows("ledger", operation="wap_publish") if r["status"] == "succeeded"]
     assert len(ledger) == 1 and ledger[0]["snapshot_after"] == head
     # a retried publish is a no-op, still emits the event, and writes no second ledger row
     before = orders.metadata_location(T)
     events = OutletEventAccessors()
     again = op.execute({**fake_context(), "outlet_events": events})
-    assert again["method"] == "noop" and again["published_snapshot_id"] == head
-    assert events[asset].extra["snapshot_id"] == head
+    assert again["method"] == "noop" and again["published_snapshot_id"] == str(head)
+    assert events[asset].extra["snapshot_id"] == str(head)
     assert orders.metadata_location(T) == before
     assert len(orders.read_governance_rows("ledger", operation="wap_publish")) == 1
 
@@ -280,7 +280,7 @@ def test_publish_refuses_unaudited_and_failed_audits(orders):
         op.execute(fake_context())
     assert main_of(orders) == main
     record_audit(orders, T, "b", head, passed=True, event_id="later")  # a newer audit passed
-    assert op.execute(fake_context())["published_snapshot_id"] == head
+    assert op.execute(fake_context())["published_snapshot_id"] == str(head)
     assert before != orders.metadata_location(T)
 
 

@@ -67,7 +67,7 @@ def test_happy_path_retried_write_audit_publish(orders):
     main_before = hook.ref_snapshot_id(T)
     created = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)
     branch, base = created["branch"], created["base_snapshot_id"]
-    assert base == main_before
+    assert base == str(main_before)  # ids reach XCom as decimal strings
     write = IcebergWapWriteOperator(
         task_id="write", table=T, branch=branch, base_snapshot_id=str(base), sql=[INSERT, DELETE, MERGE]
     )
@@ -77,7 +77,7 @@ def test_happy_path_retried_write_audit_publish(orders):
     # the retry finds the earlier try's commits, resets the branch and writes once more
     second = write.execute(fake_context(dag_id="wap_test", run_id="run_ok", try_number=2))
     assert second["reset_from_snapshot_id"] == first["snapshot_id"]
-    data = rows_at(hook, second["snapshot_id"])
+    data = rows_at(hook, int(second["snapshot_id"]))
     ids = data.column("order_id").to_pylist()
     assert len(ids) == 50 + 99 and len(set(ids)) == len(ids), "retried write duplicated rows"
     assert 1000 not in ids
@@ -96,13 +96,13 @@ def test_happy_path_retried_write_audit_publish(orders):
     assert observed["change.added_rows"] == 99 == second["net_added_records"]  # 100 inserted, 1 deleted
     recorded = hook.read_governance_rows("audit_results", event_id=audit["job_run_id"])
     assert len(recorded) == 6 and all(r["passed"] for r in recorded)
-    assert {r["snapshot_id"] for r in recorded} == {second["snapshot_id"]} and recorded[0]["ref"] == branch
+    assert {str(r["snapshot_id"]) for r in recorded} == {second["snapshot_id"]} and recorded[0]["ref"] == branch
 
     publish = IcebergWapPublishOperator(
         task_id="publish", table=T, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
     )
     out = publish.execute(ctx)
-    assert out["method"] == "fast_forward" and hook.ref_snapshot_id(T) == second["snapshot_id"]
+    assert out["method"] == "fast_forward" and str(hook.ref_snapshot_id(T)) == second["snapshot_id"]
     assert branch not in hook.refs(T)
     assert publish.execute(ctx)["method"] == "noop"
 
@@ -184,7 +184,7 @@ def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders):
     assert "amount.min: observed -" in message and "order_id.unique_check: observed 5.0" in message
     assert "table.ca_positive" in message and "main was not touched" in message
     assert hook.ref_snapshot_id(T) == main_before
-    assert hook.ref_snapshot_id(T, branch) == written["snapshot_id"], "the branch is kept for inspection"
+    assert str(hook.ref_snapshot_id(T, branch)) == written["snapshot_id"], "the branch is kept for inspection"
     rows = hook.read_governance_rows("audit_results", ref=branch)
     failed = sorted(r["check_name"] for r in rows if not r["passed"])
     assert failed == ["amount.min", "order_id.unique_check", "table.ca_positive"]

@@ -22,6 +22,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.catalog import airflow_identity
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     DEFAULT_EXPIRY_FLOOR,
     ORPHAN_DEFAULT_AGE,
@@ -300,13 +301,15 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
                         default=str,
                         sort_keys=True,
                     ),
-                    "details": json.dumps(details, default=str, sort_keys=True),
+                    "details": json.dumps(with_string_ids(details), default=str, sort_keys=True),
                     "provider_version": __version__,
                 }
             )
         self.catalog_hook.append_governance_rows("ledger", rows)
 
     def _record(self, context: Context | None, operation: str, status: str, **kwargs: Any) -> str:
+        if kwargs.get("details") is not None:  # ids as strings: a UI parses details as JSON (float64)
+            kwargs["details"] = with_string_ids(kwargs["details"])
         return self.catalog_hook.record_ledger(
             operation=operation, table=self.ident.dotted, ref=MAIN_BRANCH, status=status, context=context, **kwargs
         )
@@ -413,7 +416,9 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
                 len(preview.expire),
                 "would" if dry_run else "need to",
             )
-            return {**result, "would_expire": preview.expire, "expired_snapshots": 0, "spark_job": False}
+            return with_string_ids(
+                {**result, "would_expire": preview.expire, "expired_snapshots": 0, "spark_job": False}
+            )
         action = PlannedAction(
             "expire_snapshots",
             {
@@ -425,13 +430,14 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
             f"{len(preview.expire)} snapshots to expire",
         )
         results, after, _ = self.run_actions(context, [action], health_before=hook.health(tbl), expiry=preview)
-        return {
+        result = {
             **result,
             "expired_snapshots": len(preview.expire),
             "removed": results[0]["output"],
             "snapshots_after": after.snapshots,
             "spark_job": True,
         }
+        return with_string_ids(result)
 
 
 class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
@@ -511,7 +517,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         action = PlannedAction("rewrite_data_files", args, f"{strategy} compaction requested")
         results, after, _ = self.run_actions(context, [action], health_before=before)
         out, res = results[0]["output"], results[0]
-        return {
+        result = {
             "table": self.ident.dotted,
             "strategy": strategy,
             "sort_order": sort_order,
@@ -525,6 +531,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
             "previous_snapshot_id": res.get("snapshot_before"),
             "spark_job": True,
         }
+        return with_string_ids(result)
 
 
 class IcebergRewriteManifestsOperator(_IcebergMaintenanceOperator):
@@ -547,7 +554,7 @@ class IcebergRewriteManifestsOperator(_IcebergMaintenanceOperator):
         action = PlannedAction("rewrite_manifests", args, f"{before.manifests} manifests")
         results, after, _ = self.run_actions(context, [action], health_before=before)
         out = results[0]["output"]
-        return {
+        result = {
             "table": self.ident.dotted,
             "rewritten_manifests": out.get("rewritten_manifests_count", 0),
             "added_manifests": out.get("added_manifests_count", 0),
@@ -556,6 +563,7 @@ class IcebergRewriteManifestsOperator(_IcebergMaintenanceOperator):
             "snapshot_id": results[0].get("snapshot_after"),
             "spark_job": True,
         }
+        return with_string_ids(result)
 
 
 class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):

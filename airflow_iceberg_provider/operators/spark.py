@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
             **_summary_metrics(snap.summary),
         }
         self.log.info("Verified commit on %s@%s: %s", self.ident, ref, result)
-        return result
+        return with_string_ids(result)
 
 
 def _summary_metrics(summary: Mapping[str, str]) -> dict[str, int]:

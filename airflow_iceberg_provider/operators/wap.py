@@ -41,6 +41,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
+from airflow_iceberg_provider.ids import id_str, with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
 from airflow_iceberg_provider.spark_jobs import audit_checks
 from airflow_iceberg_provider.ui.links import GovernanceAuditLink, GovernancePublishLink
@@ -270,15 +271,18 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
                 context=context,
                 snapshot_before=base,
                 snapshot_after=base,
-                details={"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now},
+                details=with_string_ids(
+                    {"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now}
+                ),
             )
-        return {
+        result = {
             "table": table,
             "branch": branch,
             "base_snapshot_id": base,
             "created": created,
             "wap_enabled_now": enabled_now,
         }
+        return with_string_ids(result)
 
 
 class IcebergWapWriteOperator(IcebergSparkBaseOperator):
@@ -443,7 +447,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             **metrics,
         }
         self.log.info("Verified WAP write on %s@%s: %s", table, branch, result)
-        return result
+        return with_string_ids(result)
 
     def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
         """Discard an earlier try's commits on the branch; make sure the branch starts at ``base``."""
@@ -896,11 +900,11 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
                 snapshot_before=main_head,
                 snapshot_after=published,
                 metrics={"published_added_records": metrics["net_added_records"], **metrics},
-                details={"branch": branch, "method": method, "audited_snapshot_id": audited, "tag": tag},
+                details={"branch": branch, "method": method, "audited_snapshot_id": id_str(audited), "tag": tag},
                 started_at=started,
             )
         self._emit_asset_event(context, published, audited, branch)
-        return {
+        result = {
             "table": table,
             "branch": branch,
             "published_snapshot_id": published,
@@ -912,6 +916,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             "tag": tagged,
             **metrics,
         }
+        return with_string_ids(result)
 
     def _recover_ledger_row(
         self,
@@ -933,7 +938,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         hook, table = self.catalog_hook, self.ident.dotted
         for row in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table):
             details = json.loads(row.get("details") or "{}")
-            if row.get("status") == "succeeded" and details.get("audited_snapshot_id") == audited:
+            if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
                 return
         base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         metrics: dict[str, Any] = {}
@@ -955,7 +960,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             snapshot_before=base,
             snapshot_after=published,
             metrics=metrics,
-            details={"branch": branch, "method": "recovered", "audited_snapshot_id": audited, "tag": tag},
+            details={"branch": branch, "method": "recovered", "audited_snapshot_id": id_str(audited), "tag": tag},
             started_at=started,
         )
 
@@ -1030,8 +1035,8 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
                 self.log.warning("Outlet %s does not match this table's asset URI %s", asset.uri, expected)
             events[asset].extra = {
                 "table": self.ident.dotted,
-                "snapshot_id": published,
-                "audited_snapshot_id": audited,
+                "snapshot_id": id_str(published),
+                "audited_snapshot_id": id_str(audited),
                 "branch": branch,
                 "catalog": self.catalog_hook.catalog_name,
             }

@@ -14,6 +14,7 @@ from airflow_iceberg_provider._ref_logic import timestamp_ms, validate_operation
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_snapshot_id, validate_table
 from airflow_iceberg_provider.exceptions import IcebergProviderError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.triggers.snapshot import IcebergSnapshotTrigger
 
 if TYPE_CHECKING:
@@ -253,4 +254,4 @@ class IcebergSnapshotSensor(BaseSensorOperator):
             "matched": matched,
         }
         self.log.info("New commit on %s@%s: %s (%s)", out["table"], self.ref, out["snapshot_id"], out["operation"])
-        return out
+        return with_string_ids(out)

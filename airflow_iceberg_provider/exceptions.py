@@ -56,3 +56,7 @@ class IcebergAuditFailedError(AirflowFailException):
 
 class IcebergPublishConflictError(AirflowFailException):
     """``main`` moved since the WAP branch was cut, so it cannot be fast-forwarded; nothing was changed."""
+
+
+class IcebergHealthThresholdError(AirflowFailException):
+    """A table crossed a health threshold (the check's result is in XCom before this is raised)."""

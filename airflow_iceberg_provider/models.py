@@ -56,6 +56,12 @@ class TableHealth:
     oldest_snapshot_ms: int | None
     target_file_size_bytes: int
     small_files: int
+    #: size of the current metadata.json (None when it could not be read)
+    metadata_bytes: int | None = None
+    #: entries in the metadata log (previous metadata files the table still lists)
+    metadata_log_length: int = 0
+    #: whether a Puffin statistics file exists for the current snapshot (None: empty table)
+    statistics_fresh: bool | None = None
 
     @property
     def small_file_ratio(self) -> float:
@@ -69,4 +75,5 @@ class TableHealth:
         out = asdict(self)
         out["small_file_ratio"] = round(self.small_file_ratio, 4)
         out["deletes_per_data_file"] = round(self.deletes_per_data_file, 4)
+        out["avg_file_size_bytes"] = self.data_bytes // self.data_files if self.data_files else 0
         return out

@@ -31,6 +31,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -356,6 +357,18 @@ def _run_audit_in_child(branch: str, snapshot_id: int) -> None:  # the "Airflow 
     )
 
 
+def _workdirs_of(pid: int) -> list[Path]:
+    """The provider's private submission directories owned by ``pid`` (see hooks/_workdir.py)."""
+    out = []
+    for path in Path(tempfile.gettempdir()).glob("airflow-iceberg-*"):
+        try:
+            if json.loads((path / "owner.json").read_text())["pid"] == pid:
+                out.append(path)
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
 def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
     hook = lake
     branch, written = STATE["branch"], STATE["written"]
@@ -384,6 +397,9 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
     time.sleep(3)
     assert hook.metadata_location("governance.audit_results") == audit_loc, "an orphaned audit job committed"
     assert hook.ref_snapshot_id(T, branch) == written and hook.ref_snapshot_id(T) == STATE["base"]
+    # #20: SIGKILL skipped the cleanup: the killed task's private directory still holds the secrets ...
+    (left,) = _workdirs_of(proc.pid)
+    assert S3_SECRET in (left / "spark.properties").read_text()
 
     audit = record(
         IcebergWapAuditOperator(task_id="audit", table=T, branch=branch, snapshot_id=written, **CHECKS).execute(
@@ -391,6 +407,11 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
         )
     )
     assert audit["passed"] is True
+    # ... and the next submission removed it: no properties file with a secret survives in the temp directory
+    assert not left.exists() and _workdirs_of(proc.pid) == []
+    assert not [
+        f for f in Path(tempfile.gettempdir()).glob("airflow-iceberg-*/spark.properties") if S3_SECRET in f.read_text()
+    ]
     publish = IcebergWapPublishOperator(
         task_id="publish", table=T, branch=branch, audited_snapshot_id=written, base_snapshot_id=STATE["base"],
         drop_branch=True,

@@ -412,7 +412,51 @@ class IcebergCatalogHook(BaseHook):
             oldest_snapshot_ms=min((s.timestamp_ms for s in snaps), default=None),
             target_file_size_bytes=target,
             small_files=counts["small"],
+            metadata_bytes=self._file_size(tbl, tbl.metadata_location),
+            metadata_log_length=len(meta.metadata_log),
+            statistics_fresh=None if snap is None else any(s.snapshot_id == snap.snapshot_id for s in meta.statistics),
         )
+
+    @staticmethod
+    def _file_size(tbl: Table, location: str | None) -> int | None:
+        if not location:
+            return None
+        try:
+            return len(tbl.io.new_input(location))
+        except (OSError, ValueError):
+            return None
+
+    def metadata_files(self, table: str | TableIdent | Table) -> list[tuple[str, int]]:
+        """``(location, modified epoch ms)`` of every file in the table's metadata directory.
+
+        Listed through the table's own FileIO file system (local, S3, GCS, ...), so the
+        locations compare with the metadata log's.
+        """
+        from pyarrow.fs import FileSelector, FileType
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        tbl = self._table(table)
+        directory = tbl.metadata_location.rsplit("/", 1)[0]
+        scheme, netloc, path = PyArrowFileIO.parse_location(directory)
+        fs = tbl.io.fs_by_scheme(scheme, netloc)  # type: ignore[attr-defined]
+        with self.translate_errors(_name(tbl)):
+            infos = fs.get_file_info(FileSelector(path, allow_not_found=True))
+        prefix = "file:" if scheme == "file" else f"{scheme}://"
+        return [
+            (f"{prefix}{i.path}", int(i.mtime.timestamp() * 1000))
+            for i in infos
+            if i.type == FileType.File and i.mtime is not None
+        ]
+
+    def delete_files(self, table: str | TableIdent | Table, locations: list[str]) -> int:
+        """Delete files through the table's FileIO; returns how many were deleted."""
+        tbl = self._table(table)
+        deleted = 0
+        for loc in locations:
+            with self.translate_errors(_name(tbl)):
+                tbl.io.delete(loc)
+            deleted += 1
+        return deleted
 
     # ---------------------------------------------------------- ref updates
     def set_ref(

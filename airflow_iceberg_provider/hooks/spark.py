@@ -23,7 +23,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 SPARK_JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
@@ -300,7 +300,9 @@ class IcebergSparkHook(BaseHook):
         """Run spark-submit for a plan; raise :class:`IcebergSparkJobError` on failure.
 
         The spec (with a fresh ``job_run_id``) and the properties file are
-        written to a private temporary directory that is removed afterwards.
+        written to a private temporary directory that is removed afterwards; first,
+        directories left by submissions whose task process was killed (SIGKILL skips
+        the ``finally``) are removed (:func:`~airflow_iceberg_provider.hooks._workdir.sweep_stale_workdirs`).
         """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
@@ -308,7 +310,14 @@ class IcebergSparkHook(BaseHook):
         if plan.spec is not None:  # jobs under the protocol append their result to the ledger
             self.catalog_hook.governance_table("ledger")
         job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
-        workdir = Path(tempfile.mkdtemp(prefix="airflow-iceberg-"))
+        stale = sweep_stale_workdirs()
+        if stale:
+            self.log.warning(
+                "Removed %d working director(ies) left by killed submissions: %s",
+                len(stale),
+                ", ".join(p.name for p in stale),
+            )
+        workdir = create_workdir()
         try:
             args = list(plan.application_args)
             files = None

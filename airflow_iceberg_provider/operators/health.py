@@ -1,0 +1,206 @@
+"""Health alerts on absolute thresholds, and metadata hygiene — through the catalog only (no JVM).
+
+``IcebergTableHealthCheckOperator`` reads a table's health (manifests only, never data
+files) and compares it with the thresholds practitioners alert on
+(:mod:`~airflow_iceberg_provider.health_policy`): it fails or warns, as configured, naming
+each crossed threshold with its value, and its XCom (``healthy``, ``breaches``) serves as a
+branch condition. ``IcebergMetadataHygieneOperator`` bounds the metadata log through table
+properties and deletes metadata files proven unreferenced (left by failed commits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider.exceptions import IcebergHealthThresholdError, IcebergValidationError
+from airflow_iceberg_provider.health_policy import (
+    METADATA_LEFTOVER_DEFAULT_AGE,
+    THRESHOLDS,
+    breaches,
+    metadata_leftovers,
+    metadata_property_changes,
+    resolve_thresholds,
+)
+from airflow_iceberg_provider.maintenance_policy import now_ms, parse_duration
+from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+ON_BREACH = ("fail", "warn")
+
+
+class IcebergTableHealthCheckOperator(IcebergBaseOperator):
+    """
+    Check a table's health against absolute thresholds; fail or warn naming each crossed one.
+
+    Thresholds (argument, else table property ``airflow-iceberg.health.<key>``, else default;
+    ``"off"`` disables one): ``max_files`` (10,000 data files), ``min_avg_file_size_bytes``
+    (10 MiB), ``max_snapshots`` (1,000), ``max_metadata_bytes`` (50 MiB metadata.json),
+    ``max_metadata_log`` (off). Reads manifests only; no JVM.
+
+    :param on_breach: ``"fail"`` (default) raises :class:`IcebergHealthThresholdError` after
+        pushing the result to XCom; ``"warn"`` logs each breach at WARNING and succeeds.
+    :return: ``{"table", "healthy", "breaches": [{"threshold", "limit", "value", "message"}],
+        "health", "thresholds"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
+    """
+
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "on_breach", *THRESHOLDS)
+
+    def __init__(self, *, on_breach: str = "fail", **kwargs: Any) -> None:
+        thresholds = {k: kwargs.pop(k) for k in list(kwargs) if k in THRESHOLDS}
+        super().__init__(**kwargs)
+        self.on_breach = on_breach
+        for name in THRESHOLDS:
+            setattr(self, name, thresholds.get(name))
+        if "{{" not in str(on_breach):
+            _validate_on_breach(on_breach)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        on_breach = _validate_on_breach(self.on_breach)
+        hook = self.catalog_hook
+        tbl = hook.load_table(self.ident)
+        thresholds = resolve_thresholds(tbl.metadata.properties, **{n: getattr(self, n) for n in THRESHOLDS})
+        health = hook.health(tbl)
+        found = breaches(health, thresholds)
+        result = {
+            "table": self.ident.dotted,
+            "healthy": not found,
+            "breaches": [b.to_dict() for b in found],
+            "health": {k: v for k, v in health.to_dict().items() if k != "snapshot_id"}
+            | {"snapshot_id": None if health.snapshot_id is None else str(health.snapshot_id)},
+            "thresholds": thresholds.to_dict(),
+        }
+        hook.record_ledger(
+            operation="health_check",
+            table=self.ident.dotted,
+            status="succeeded" if not found else ("failed" if on_breach == "fail" else "warned"),
+            context=context,
+            snapshot_before=health.snapshot_id,
+            snapshot_after=health.snapshot_id,
+            metrics=result["health"],
+            details={"breaches": result["breaches"], "thresholds": result["thresholds"]},
+        )
+        for b in found:
+            self.log.warning("%s health threshold crossed: %s", self.ident, b.message)
+        if found and on_breach == "fail":
+            context["ti"].xcom_push(key="return_value", value=result)
+            raise IcebergHealthThresholdError(
+                f"{self.ident} crossed {len(found)} health threshold(s): "
+                + "; ".join(b.message for b in found)
+                + ". Run the maintenance plan (IcebergMaintenancePlanOperator) or raise the threshold "
+                "(argument or table property airflow-iceberg.health.<key>)."
+            )
+        self.log.info("%s health: %s", self.ident, "within all thresholds" if not found else f"{len(found)} breach(es)")
+        return result
+
+
+def _validate_on_breach(value: Any) -> str:
+    if value not in ON_BREACH:
+        raise IcebergValidationError(f"on_breach={value!r} is not one of {ON_BREACH}; use 'fail' or 'warn'.")
+    return str(value)
+
+
+class IcebergMetadataHygieneOperator(IcebergBaseOperator):
+    """
+    Keep a table's metadata bounded: cap the metadata log and delete leftover metadata files.
+
+    * ``previous_versions_max`` (optional): set ``write.metadata.delete-after-commit.enabled=true``
+      and ``write.metadata.previous-versions-max`` (one pyiceberg commit, only when they differ);
+    * leftovers: ``*.metadata.json`` files in the metadata directory that are neither the
+      catalog's current pointer nor in the metadata log, and older than ``older_than``
+      (default 1 h, floor 15 min, so an in-flight commit's file is never touched). A failed
+      compare-and-swap leaves such a file; readers that pick the highest version number
+      (ClickHouse's default lookup) could otherwise read a state that was never committed.
+
+    :param previous_versions_max: metadata log length to keep (templated); ``None`` leaves properties.
+    :param older_than: minimum age of a leftover (duration, templated).
+    :param dry_run: list leftovers without deleting (templated).
+    :return: ``{"table", "properties_set", "leftovers", "deleted", "dry_run"}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergBaseOperator.template_fields,
+        "previous_versions_max",
+        "older_than",
+        "dry_run",
+    )
+
+    def __init__(
+        self,
+        *,
+        previous_versions_max: int | str | None = None,
+        older_than: timedelta | str = METADATA_LEFTOVER_DEFAULT_AGE,
+        dry_run: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.previous_versions_max = previous_versions_max
+        self.older_than = older_than
+        self.dry_run = dry_run
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        result = metadata_hygiene(
+            self.catalog_hook,
+            self.ident.dotted,
+            previous_versions_max=None if self.previous_versions_max in (None, "") else int(self.previous_versions_max),
+            older_than=parse_duration(self.older_than, "older_than"),
+            dry_run=str(self.dry_run).strip().lower() == "true",
+            context=context,
+        )
+        self.log.info(
+            "%s metadata hygiene: properties set %s, %d leftover(s) %s",
+            self.ident,
+            result["properties_set"] or "none",
+            len(result["leftovers"]),
+            "listed" if result["dry_run"] else "deleted",
+        )
+        return result
+
+
+def metadata_hygiene(
+    hook: Any,
+    table: str,
+    *,
+    previous_versions_max: int | None,
+    older_than: timedelta,
+    dry_run: bool,
+    context: Any = None,
+) -> dict[str, Any]:
+    """Plan (pure), apply, verify and record metadata hygiene for one table (shared with the plan)."""
+    started = datetime.now(UTC)
+    tbl = hook.load_table(table)
+    changes = metadata_property_changes(tbl.metadata.properties, previous_versions_max)
+    leftovers = metadata_leftovers(
+        hook.metadata_files(tbl),
+        current=tbl.metadata_location,
+        metadata_log=[e.metadata_file for e in tbl.metadata.metadata_log],
+        now_ms=now_ms(),
+        min_age=older_than,
+    )
+    if not dry_run:
+        if changes:
+            hook.ensure_table_properties(tbl, changes)
+        hook.delete_files(tbl, leftovers)
+        current = hook.metadata_location(table)
+        if any(p == current for p in leftovers):  # never: the current pointer is excluded by construction
+            raise AssertionError("deleted the current metadata file")
+    result = {
+        "table": table,
+        "properties_set": changes,
+        "leftovers": leftovers,
+        "deleted": 0 if dry_run else len(leftovers),
+        "dry_run": dry_run,
+    }
+    hook.record_ledger(
+        operation="maintenance.metadata_hygiene",
+        table=table,
+        status="dry_run" if dry_run else ("noop" if not changes and not leftovers else "succeeded"),
+        context=context,
+        metrics={"leftovers": len(leftovers), "deleted": result["deleted"]},
+        details={"properties_set": changes, "leftovers": leftovers[:200]},
+        started_at=started,
+    )
+    return result

@@ -316,6 +316,7 @@ class TableChangeRequest:
     partition_by: tuple[TransformSpec, ...] | None = None
     sort_order: tuple[SortTerm, ...] | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict, compare=False)  # property key -> argument named in errors
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe echo of the request (ledger ``details``)."""
@@ -381,6 +382,33 @@ def build_request(
     for name, spec in widens.items():
         validate_name(name, "widen_columns key")
         parse_type(spec, f"widen_columns[{name!r}]")
+    add_pf, drops, spec_by = _partition_request(add_partition_fields, drop_partition_fields, partition_by)
+    props = _mapping(properties, "properties", "{'write.target-file-size-bytes': '134217728'}")
+    origins = {k: f"properties[{k!r}]" for k in props}
+    for key, value in _bloom_properties(bloom_filter_columns).items():
+        props[key], origins[key] = value, f"bloom_filter_columns[{key.removeprefix(BLOOM_PREFIX)!r}]"
+    for col, mode in _mapping(metrics_modes, "metrics_modes", "{'email': 'none'}").items():
+        validate_name(col, "metrics_modes key")
+        if (problem := metrics_mode_problem(mode)) is not None:
+            raise IcebergValidationError(f"metrics_modes[{col!r}]={mode!r} {problem}.")
+        props[METRICS_PREFIX + col], origins[METRICS_PREFIX + col] = mode.strip().lower(), f"metrics_modes[{col!r}]"
+    _check_property_values(props)
+    return TableChangeRequest(
+        add_columns=adds,
+        rename_columns=renames,
+        widen_columns=widens,
+        add_partition_fields=add_pf,
+        drop_partition_fields=drops,
+        partition_by=spec_by,
+        sort_order=None if sort_order is None else tuple(parse_sort_order(sort_order)),
+        properties=props,
+        origins=origins,
+    )
+
+
+def _partition_request(
+    add_partition_fields: Any, drop_partition_fields: Any, partition_by: Any
+) -> tuple[tuple[TransformSpec, ...], tuple[str, ...], tuple[TransformSpec, ...] | None]:
     add_pf = tuple(
         parse_transform(x, f"add_partition_fields[{i}]")
         for i, x in enumerate(_items(add_partition_fields, "add_partition_fields"))
@@ -395,32 +423,17 @@ def build_request(
     for i, item in enumerate(drops):
         if not _TRANSFORM_BARE.match(item):  # a field name or a bare column is fine; else it must parse
             parse_transform(item, f"drop_partition_fields[{i}]")
-    spec_by: tuple[TransformSpec, ...] | None = None
-    if partition_by is not None:
-        if add_pf or drops:
-            raise IcebergValidationError(
-                "partition_by (the whole spec) cannot be combined with add_partition_fields/drop_partition_fields; "
-                "pass one or the other."
-            )
-        spec_by = tuple(
-            parse_transform(x, f"partition_by[{i}]") for i, x in enumerate(_items(partition_by, "partition_by"))
+    if partition_by is None:
+        return add_pf, drops, None
+    if add_pf or drops:
+        raise IcebergValidationError(
+            "partition_by (the whole spec) cannot be combined with add_partition_fields/drop_partition_fields; "
+            "pass one or the other."
         )
-    props = _mapping(properties, "properties", "{'write.target-file-size-bytes': '134217728'}")
-    props.update(_bloom_properties(bloom_filter_columns))
-    for col, mode in _mapping(metrics_modes, "metrics_modes", "{'email': 'none'}").items():
-        validate_name(col, "metrics_modes key")
-        props[METRICS_PREFIX + col] = str(mode).strip().lower()
-    _check_property_values(props)
-    return TableChangeRequest(
-        add_columns=adds,
-        rename_columns=renames,
-        widen_columns=widens,
-        add_partition_fields=add_pf,
-        drop_partition_fields=drops,
-        partition_by=spec_by,
-        sort_order=None if sort_order is None else tuple(parse_sort_order(sort_order)),
-        properties=props,
+    spec_by = tuple(
+        parse_transform(x, f"partition_by[{i}]") for i, x in enumerate(_items(partition_by, "partition_by"))
     )
+    return add_pf, drops, spec_by
 
 
 def _bloom_properties(value: Any) -> dict[str, str]:
@@ -447,15 +460,17 @@ def _bloom_properties(value: Any) -> dict[str, str]:
 
 
 def _check_property_values(props: Mapping[str, str]) -> None:
-    """Column-property and metrics values are checked whichever argument they came from."""
+    """Values of well-known properties passed through ``properties`` (the other arguments check their own)."""
     for key, value in props.items():
         if key.startswith(METRICS_PREFIX) or key == METRICS_DEFAULT:
             if (problem := metrics_mode_problem(value)) is not None:
-                raise IcebergValidationError(f"{key}={value!r} {problem}.")
+                raise IcebergValidationError(f"properties[{key!r}]={value!r} {problem}.")
         elif key.startswith(BLOOM_PREFIX) and value.lower() not in ("true", "false"):
-            raise IcebergValidationError(f"{key}={value!r} is not a boolean; use 'true' or 'false'.")
+            raise IcebergValidationError(f"properties[{key!r}]={value!r} is not a boolean; use 'true' or 'false'.")
         elif key == DISTRIBUTION_MODE and value not in ("none", "hash", "range"):
-            raise IcebergValidationError(f"{key}={value!r} is not a distribution mode; use none, hash or range.")
+            raise IcebergValidationError(
+                f"properties[{key!r}]={value!r} is not a distribution mode; use none, hash or range."
+            )
         elif key.startswith(BLOOM_FPP_PREFIX):
             try:
                 ok = 0.0 < float(value) < 1.0
@@ -463,7 +478,7 @@ def _check_property_values(props: Mapping[str, str]) -> None:
                 ok = False
             if not ok:
                 raise IcebergValidationError(
-                    f"{key}={value!r} is not a probability; use a number between 0 and 1 such as 0.01."
+                    f"properties[{key!r}]={value!r} is not a probability; use a number between 0 and 1 such as 0.01."
                 )
 
 
@@ -669,7 +684,7 @@ def _plan_properties(cols: _Columns, properties: Mapping[str, str], request: Tab
     for key in wanted:
         for prefix in COLUMN_PROPERTY_PREFIXES:
             if key.startswith(prefix):
-                cols.require(key[len(prefix) :], f"properties[{key!r}]")
+                cols.require(key[len(prefix) :], request.origins.get(key, f"properties[{key!r}]"))
     changes = []
     removes = []
     for old, new in request.rename_columns.items():  # column properties follow a rename

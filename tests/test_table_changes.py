@@ -141,7 +141,7 @@ REFUSALS = {
     "unknown_column": ({}, {"widen_columns": {"nope": "long"}}, r"widen_columns\['nope'\] names column 'nope', which db\.items does not have"),
     "transform_for_type": ({}, {"add_partition_fields": ["days(sku)"]}, r"transform day does not apply to 'sku' \(string\)"),
     "unknown_sort_column": ({}, {"sort_order": "nope"}, r"sort_order\[0\] names column 'nope'"),
-    "unknown_bloom_column": ({}, {"bloom_filter_columns": ["nope"]}, r"bloom-filter-enabled\.column\.nope'\] names column"),
+    "unknown_bloom_column": ({}, {"bloom_filter_columns": ["nope"]}, r"bloom_filter_columns\['nope'\] names column 'nope'"),
     "add_existing_other_type": ({}, {"add_columns": {"id": "string"}}, r"already has 'id' as int; to widen it use widen_columns"),
     "atomic_mix": ({}, {"add_columns": {"note": "string"}, "widen_columns": {"id": "string"}}, r"widen_columns\['id'\]"),
 }  # fmt: skip
@@ -169,7 +169,7 @@ def test_unsafe_changes_are_refused_and_leave_metadata_unchanged(items, context,
             ["explode(id)"],
             r"add_partition_fields\[0\]='explode\(id\)' is not a partition transform",
         ),
-        ("metrics_modes", {"sku": "most"}, r"write\.metadata\.metrics\.column\.sku='most' is not a metrics mode"),
+        ("metrics_modes", {"sku": "most"}, r"metrics_modes\['sku'\]='most' is not a metrics mode"),
         ("sort_order", "id SIDEWAYS", r"sort_order\[0\]='id SIDEWAYS' is not a sort term"),
     ],
 )

@@ -121,7 +121,19 @@ def test_hook_facts_and_request_states_never_expose_subjects(erasure_lake):
 
 # --------------------------------------------------------------------------- sensor
 def _sensor(**kw):
+    kw.setdefault("logical_deadline_hours", 72)  # the fixture's requests arrived a day ago
     return IcebergErasureDeadlineSensor(task_id="deadline", requests_table="db.requests", poke_interval=1, **kw)
+
+
+def test_deadline_sensor_logical_deadline_and_refusal(erasure_lake, capfd):
+    with pytest.raises(IcebergErasureDeadlineExceededError, match=r"past the logical deadline \(12 hours\): R-1"):
+        _sensor(logical_deadline_hours=12).poke(fake_context())
+    capfd.readouterr()
+    assert _sensor(logical_deadline_hours=26).poke(fake_context()) is True
+    out = capfd.readouterr()
+    assert "at risk of missing the logical deadline: R-1" in out.out + out.err
+    with pytest.raises(IcebergValidationError, match="logical_deadline_hours=800 is longer than the physical"):
+        _sensor(logical_deadline_hours=800, deadline_days=30).poke(fake_context())
 
 
 def test_deadline_sensor_passes_when_nothing_overdue(erasure_lake):
@@ -134,7 +146,7 @@ def test_deadline_sensor_fails_on_overdue_request(erasure_lake):
     with pytest.raises(IcebergErasureDeadlineExceededError, match="R-OLD") as err:
         _sensor(deadline_days=30).poke(fake_context())
     assert person(5) not in str(err.value)
-    assert _sensor(deadline_days="45").poke(fake_context()) is True
+    assert _sensor(deadline_days="45", logical_deadline_hours=24 * 40).poke(fake_context()) is True
     with pytest.raises(IcebergValidationError):
         _sensor(deadline_days="soon").poke(fake_context())
 

@@ -136,7 +136,7 @@ def test_outcomes_and_request_status():
     assert es.verification_outcome(**{**base, "held_rows": 3}) == "incomplete"
     for key in ("rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits"):
         assert es.verification_outcome(**{**base, key: 1}) == "failed"
-    assert es.request_status(["verified", "verified"], 2) == "done"
+    assert es.request_status(["verified", "verified"], 2) == "erased"
     assert es.request_status(["verified"], 2) == "pending"
     assert es.request_status(["verified", "incomplete"], 2) == "blocked"
     assert es.request_status(["failed", "verified"], 2) == "pending"

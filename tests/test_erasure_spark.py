@@ -105,7 +105,7 @@ def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
     assert by_req["R-3"]["rows_deleted"] == 0 and by_req["R-1"]["rows_deleted"] > 0
     assert json.loads(by_req["R-1"]["refs_dropped"]) == ["release-1"]
     statuses = {r["request_id"]: r["status"] for r in rows_of(env, "db.requests")}
-    assert statuses == {"R-1": "done", "R-2": "done", "R-3": "done"}
+    assert statuses == {"R-1": "erased", "R-2": "erased", "R-3": "erased"}
 
     # no subject value (nor the salt) in XCom, evidence, ledger, or any log line
     ledger = env.read_governance_rows("ledger", event_id=result["job_run_id"])

@@ -1,9 +1,10 @@
-"""Deadline check for erasure requests (GDPR: one month; PIPEDA and Law 25: 30 days)."""
+"""Deadline check for erasure requests: a logical deadline (hours) and a physical one
+(GDPR: one month; PIPEDA and Law 25: 30 days)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -11,8 +12,7 @@ from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_iceberg_provider._validation import validate_table
-from airflow_iceberg_provider.erasure_policy import STATUS_DONE, overdue_requests
-from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.erasure_policy import FINAL_STATUSES, deadline_report, validate_deadlines
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 if TYPE_CHECKING:
@@ -20,27 +20,46 @@ if TYPE_CHECKING:
 
 
 class IcebergErasureDeadlineExceededError(AirflowFailException):
-    """At least one erasure request is past its legal deadline and not done."""
+    """At least one erasure request is past its logical or physical deadline."""
 
 
 class IcebergErasureDeadlineSensor(BaseSensorOperator):
     """
-    Fail when any erasure request older than the deadline is not ``done``.
+    Fail when an erasure request is past either deadline; warn about those at risk.
 
-    Reads only ``request_id``, ``received_at`` and ``status`` of the requests table
-    (never the subject keys), through pyiceberg: no JVM.
+    * **logical deadline** (``logical_deadline_hours``, 24 by default): a request still
+      ``pending`` (or ``blocked``) that long after ``received_at`` is overdue — its rows are
+      still visible;
+    * **physical deadline** (``deadline_days``, 30 by default): a request not ``erased``
+      that long after ``received_at`` is overdue.
+
+    A logical deadline longer than the physical one is refused. Requests past
+    ``warn_fraction`` of either deadline are logged as at risk (by request id). Requests
+    whose evidence says their key matched no row in any table (``rows_found = 0``) are
+    logged as a warning: a typo, or a difference in case or whitespace.
+
+    Reads only ``request_id``, ``received_at`` and ``status`` of the requests table and
+    ``request_id``/``rows_found`` of the evidence (never a subject key), through
+    pyiceberg: no JVM.
 
     With ``wait_for_completion=False`` (default) it is a check: it succeeds at the first
     poke unless a request is overdue. With ``wait_for_completion=True`` it waits until
-    every request is ``done`` and fails as soon as one passes its deadline.
+    every request is erased and fails as soon as one passes a deadline.
 
     :param requests_table: ``namespace.table`` of erasure requests (templated).
-    :param deadline_days: legal deadline in days from ``received_at`` (templated); 30 by default.
+    :param deadline_days: physical deadline in days from ``received_at`` (templated); 30 by default.
+    :param logical_deadline_hours: logical deadline in hours (templated); 24 by default.
+    :param warn_fraction: share of a deadline after which a request is reported at risk.
     :param wait_for_completion: keep poking until no request is open.
     :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection (templated).
     """
 
-    template_fields: Sequence[str] = ("requests_table", "deadline_days", "iceberg_catalog_conn_id")
+    template_fields: Sequence[str] = (
+        "requests_table",
+        "deadline_days",
+        "logical_deadline_hours",
+        "iceberg_catalog_conn_id",
+    )
     ui_color = "#f6d5d5"
 
     def __init__(
@@ -48,6 +67,8 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
         *,
         requests_table: str,
         deadline_days: float | str = 30,
+        logical_deadline_hours: float | str = 24,
+        warn_fraction: float = 0.8,
         wait_for_completion: bool = False,
         iceberg_catalog_conn_id: str = IcebergCatalogHook.default_conn_name,
         **kwargs: Any,
@@ -55,6 +76,8 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.requests_table = requests_table
         self.deadline_days = deadline_days
+        self.logical_deadline_hours = logical_deadline_hours
+        self.warn_fraction = warn_fraction
         self.wait_for_completion = wait_for_completion
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
 
@@ -62,32 +85,53 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
     def hook(self) -> IcebergCatalogHook:
         return IcebergCatalogHook(self.iceberg_catalog_conn_id)
 
-    def _deadline(self) -> timedelta:
-        try:
-            days = -1.0 if isinstance(self.deadline_days, bool) else float(self.deadline_days)
-        except (TypeError, ValueError):
-            days = -1.0
-        if not 0 < days <= 36500:  # also refuses NaN and infinity
-            raise IcebergValidationError(
-                f"deadline_days={self.deadline_days!r} is invalid; pass a positive number of days, at most 36500 (30 for PIPEDA / "
-                "Law 25; GDPR allows one month)."
-            )
-        return timedelta(days=days)
-
     def poke(self, context: Context) -> bool:
         table = validate_table(self.requests_table, "requests_table").dotted
-        deadline = self._deadline()
+        logical, physical = validate_deadlines(self.logical_deadline_hours, self.deadline_days)
         rows = self.hook.erasure_request_states(table)
-        now = datetime.now(UTC)
-        overdue = overdue_requests(rows, now=now, deadline=deadline)
+        report = deadline_report(
+            rows, now=datetime.now(UTC), logical=logical, physical=physical, warn_fraction=self.warn_fraction
+        )
+        self._warn(report, rows)
+        overdue = report["logical_overdue"] + report["physical_overdue"]
         if overdue:
-            oldest = overdue[0]
-            ids = ", ".join(r["request_id"] for r in overdue[:20]) + (" …" if len(overdue) > 20 else "")
+            parts = []
+            for kind, limit in (
+                ("logical", f"{logical.total_seconds() / 3600:g} hours"),
+                ("physical", f"{physical.days} days"),
+            ):
+                late = report[f"{kind}_overdue"]
+                if late:
+                    ids = ", ".join(r["request_id"] for r in late[:20]) + (" …" if len(late) > 20 else "")
+                    parts.append(f"{len(late)} past the {kind} deadline ({limit}): {ids}")
             raise IcebergErasureDeadlineExceededError(
-                f"{len(overdue)} erasure request(s) in {table} are older than {deadline.days} days and not done "
-                f"(oldest {oldest['request_id']} received {oldest['received_at']:%Y-%m-%d}, status "
-                f"{oldest['status']}): {ids}. Run the erasure, or resolve blocked requests (legal holds)."
+                f"Erasure requests in {table} are overdue — " + "; ".join(parts) + ". Run the logical erasure "
+                "(phase='logical') or the purge (phase='purge' / maintenance erasure_purge), or resolve blocked "
+                "requests (legal holds)."
             )
-        open_requests = [r for r in rows if r.get("status") != STATUS_DONE]
-        self.log.info("%d erasure request(s) open in %s, none past %s days", len(open_requests), table, deadline.days)
+        open_requests = [r for r in rows if r.get("status") not in FINAL_STATUSES]
+        self.log.info("%d erasure request(s) open in %s, none past a deadline", len(open_requests), table)
         return not (self.wait_for_completion and open_requests)
+
+    def _warn(self, report: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]]) -> None:
+        for kind in ("logical", "physical"):
+            risk = report[f"{kind}_at_risk"]
+            if risk:
+                self.log.warning(
+                    "%d erasure request(s) at risk of missing the %s deadline: %s",
+                    len(risk),
+                    kind,
+                    ", ".join(r["request_id"] for r in risk[:20]),
+                )
+        found: dict[str, int] = {}
+        for e in self.hook.read_governance_rows("erasure_evidence"):
+            found[e["request_id"]] = found.get(e["request_id"], 0) + int(e.get("rows_found") or 0)
+        ids = {r["request_id"] for r in rows}
+        unmatched = sorted(r for r, n in found.items() if n == 0 and r in ids)
+        if unmatched:
+            self.log.warning(
+                "%d erasure request(s) matched no row in any table (rows_found = 0): %s. A typo, or a difference "
+                "in case or whitespace? Matching is exact; check these requests' keys.",
+                len(unmatched),
+                ", ".join(unmatched[:20]),
+            )

@@ -1,0 +1,225 @@
+"""Event trigger for ``AssetWatcher``: an erasure request comes within a margin of its deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.triggers.base import TriggerEvent
+
+from airflow_iceberg_provider._validation import validate_table
+from airflow_iceberg_provider.exceptions import (
+    IcebergCatalogUnavailableError,
+    IcebergTableNotFoundError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.maintenance_policy import parse_duration
+from airflow_iceberg_provider.spark_jobs import erasure_sql
+from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
+
+#: statuses after which a request no longer has to meet a deadline of each kind. ``logical``: the rows
+#: are deleted (merge-on-read) but may still sit in old files; ``physical``: no file holds them.
+#: Read from the erasure lifecycle (``logically_erased`` -> ``erased``; ``done`` is the older name).
+FINAL_STATUSES: tuple[str, ...] = tuple(getattr(erasure_sql, "FINAL_STATUSES", (erasure_sql.STATUS_DONE,)))
+LOGICAL_STATUS: str = getattr(erasure_sql, "STATUS_LOGICAL", "logically_erased")
+MET_BY = {
+    "logical": (LOGICAL_STATUS, *FINAL_STATUSES),
+    "physical": FINAL_STATUSES,
+}
+DEADLINE_KINDS = tuple(MET_BY)
+DEFAULT_DEADLINES = {"physical": "30d"}  # PIPEDA / Law 25: 30 days; GDPR: one month
+MAX_DEADLINE = timedelta(days=36500)
+
+
+def to_duration(value: Any, param: str) -> timedelta:
+    """A duration: seconds (number), ``"36h"``, ``"30d"``, ISO ``"P30D"`` or a ``timedelta``."""
+    if isinstance(value, bool):
+        raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. '30d', '36h' or seconds.")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. '30d', '36h' or seconds.")
+        return timedelta(seconds=value)
+    return parse_duration(value, param)
+
+
+def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta], timedelta]:
+    """``({kind: deadline}, margin)``; kinds are ``logical`` and ``physical``; 0 <= margin < every deadline."""
+    if not isinstance(deadlines, Mapping) or not deadlines:
+        raise IcebergValidationError(
+            f"deadlines={deadlines!r} is invalid; pass a mapping of deadline kind to duration from received_at, "
+            "e.g. {'logical': '48h', 'physical': '30d'}."
+        )
+    out = {}
+    for kind, value in deadlines.items():
+        if kind not in DEADLINE_KINDS:
+            raise IcebergValidationError(
+                f"deadlines has unknown kind {kind!r}; use {list(DEADLINE_KINDS)} (logical: rows deleted; "
+                "physical: no file holds them)."
+            )
+        td = to_duration(value, f"deadlines[{kind!r}]")
+        if not timedelta(0) < td <= MAX_DEADLINE:
+            raise IcebergValidationError(
+                f"deadlines[{kind!r}]={value!r} is invalid; pass a positive duration of at most 36500 days."
+            )
+        out[kind] = td
+    m = to_duration(margin, "margin")
+    if m < timedelta(0) or any(m >= td for td in out.values()):
+        raise IcebergValidationError(
+            f"margin={margin!r} is invalid; it must be >= 0 and shorter than every deadline "
+            f"({', '.join(f'{k}={v}' for k, v in out.items())}), e.g. margin='3d' for a 30-day deadline."
+        )
+    return out, m
+
+
+def approaching(
+    rows: Iterable[Mapping[str, Any]], *, now: datetime, deadlines: Mapping[str, timedelta], margin: timedelta
+) -> list[dict[str, Any]]:
+    """Open requests within ``margin`` of (or past) a deadline: one item per request and kind, earliest first."""
+    out = []
+    for row in rows:
+        received = row.get("received_at")
+        if received is None:
+            continue
+        if received.tzinfo is None:
+            received = received.replace(tzinfo=UTC)
+        for kind, deadline in deadlines.items():
+            if row.get("status") in MET_BY[kind]:
+                continue
+            due = received + deadline
+            if now >= due - margin:
+                out.append(
+                    {
+                        "request_id": row["request_id"],
+                        "deadline": kind,
+                        "due_at": due,
+                        "received_at": received,
+                        "status": row.get("status"),
+                        "overdue": now >= due,
+                    }
+                )
+    return sorted(out, key=lambda r: (r["due_at"], r["request_id"], r["deadline"]))
+
+
+def fired_key(item: Mapping[str, Any]) -> str:
+    return f"{item['request_id']}|{item['deadline']}"
+
+
+class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
+    """
+    Fire once per erasure request and deadline kind when the request gets within ``margin`` of it.
+
+    Deadline kinds (durations from ``received_at``): ``logical`` — met once the request is
+    ``logically_erased`` (rows deleted, possibly still in old files) or erased; ``physical`` —
+    met once it is ``erased`` (``done`` in older tables). Default: ``{"physical": "30d"}``.
+
+    Reads ``request_id``, ``received_at`` and ``status`` only (never the subject keys) through
+    :meth:`IcebergCatalogHook.erasure_request_states`, and only when the requests table's
+    metadata pointer moved; between commits, time alone is re-checked against the rows in
+    memory. Which (request, kind) pairs were reported is kept per asset in the asset state
+    store, so a restarted triggerer does not report them again; pairs whose request met the
+    deadline are forgotten.
+
+    Event payload: ``kind="erasure_deadline"``, ``requests_table``, ``request_id`` (an opaque
+    ticket id), ``deadline`` (kind), ``due_at``, ``received_at`` (ISO-8601), ``status``,
+    ``overdue`` (already past the deadline when reported), ``margin_seconds``.
+
+    :param requests_table: ``namespace.table`` of erasure requests.
+    :param deadlines: ``{kind: duration}``; durations like ``"48h"``, ``"30d"``, ISO ``"P30D"`` or seconds.
+    :param margin: how long before the deadline to fire (``"3d"``; default 2 days).
+    :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection.
+    :param poll_interval: seconds between polls.
+    """
+
+    state_kind = "erasure_deadline"
+
+    def __init__(
+        self,
+        *,
+        requests_table: str,
+        deadlines: Mapping[str, Any] | None = None,
+        margin: Any = "2d",
+        iceberg_catalog_conn_id: str = "iceberg_catalog_default",
+        poll_interval: float = 300.0,
+    ) -> None:
+        super().__init__()
+        self.requests_table = validate_table(requests_table, "requests_table").dotted
+        self._deadlines, self._margin = validate_deadlines(
+            DEFAULT_DEADLINES if deadlines is None else deadlines, margin
+        )
+        self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
+        self.poll_interval = validate_poll_interval(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "requests_table": self.requests_table,
+                "deadlines": {k: v.total_seconds() for k, v in self._deadlines.items()},
+                "margin": self._margin.total_seconds(),
+                "iceberg_catalog_conn_id": self.iceberg_catalog_conn_id,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    def state_parts(self) -> tuple[Any, ...]:
+        return (self.iceberg_catalog_conn_id, self.requests_table, self.serialize()[1]["deadlines"])
+
+    def _read(self, hook: Any, known: str | None) -> tuple[str | None, list[dict[str, Any]] | None]:
+        location = hook.metadata_location(self.requests_table)
+        if location is None or location == known:
+            return location, None
+        try:
+            return location, hook.erasure_request_states(self.requests_table)
+        except IcebergTableNotFoundError:
+            return None, None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        store = self.resolve_store()
+        hook = self.hook()
+        key = self.state_key
+        fired: dict[str, str] = {}
+        for value in (await store.load(key)).values():  # union: never report a pair twice
+            if isinstance(value, Mapping):
+                fired.update(value.get("fired") or {})
+        known: str | None = None
+        rows: list[dict[str, Any]] = []
+        while True:
+            try:
+                location, fresh = await asyncio.to_thread(self._read, hook, known)
+            except IcebergCatalogUnavailableError as err:
+                self.log.warning("Catalog unavailable while polling %s (%s); retrying", self.requests_table, err)
+                location, fresh = known, None
+            if fresh is not None:
+                rows, known = fresh, location
+                due = {fired_key(i) for i in approaching(rows, now=datetime.max.replace(tzinfo=UTC),
+                                                         deadlines=self._deadlines, margin=self._margin)}  # fmt: skip
+                stale = [k for k in fired if k not in due]  # met (or gone): forget it
+                if stale:
+                    for k in stale:
+                        fired.pop(k)
+                    await store.save(key, {"fired": dict(fired)})
+            now = datetime.now(UTC)
+            for item in approaching(rows, now=now, deadlines=self._deadlines, margin=self._margin):
+                k = fired_key(item)
+                if k in fired:
+                    continue
+                yield TriggerEvent(self._event(item))
+                fired[k] = item["due_at"].isoformat()
+                await self.save_delivered(store, key, {"fired": dict(fired)})
+            await asyncio.sleep(self.poll_interval)
+
+    def _event(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "kind": "erasure_deadline",
+            "requests_table": self.requests_table,
+            "request_id": item["request_id"],
+            "deadline": item["deadline"],
+            "due_at": item["due_at"].isoformat(),
+            "received_at": item["received_at"].isoformat(),
+            "status": item["status"],
+            "overdue": bool(item["overdue"]),
+            "margin_seconds": self._margin.total_seconds(),
+        }

@@ -161,6 +161,17 @@ def test_unsafe_changes_are_refused_and_leave_metadata_unchanged(items, context,
     assert len(refused) == 1 and "Nothing was changed" in refused[0]["details"]
 
 
+def test_a_change_pyiceberg_refuses_is_refused_cleanly(lake, context):
+    IcebergCreateTableOperator(
+        task_id="c", table="db.plain", columns={"ts": "timestamptz", "ts_day": "string"}
+    ).execute(context)
+    location = lake.metadata_location("db.plain")
+    op = IcebergAlterTableOperator(task_id="a", table="db.plain", add_partition_fields=["days(ts)"])
+    with pytest.raises(IcebergRefusedError, match=r"pyiceberg refused .*name that exists in schema: ts_day"):
+        op.execute(context)  # pyiceberg would name the field ts_day, which is a column
+    assert lake.metadata_location("db.plain") == location
+
+
 @pytest.mark.parametrize(
     ("attr", "value", "message"),
     [

@@ -18,7 +18,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergRefusedError
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitVerificationError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.table_evolution import (
     PARTITION_KINDS,
@@ -108,7 +112,15 @@ def apply_table_changes(hook: IcebergCatalogHook, ident: TableIdent, request: Ta
         tbl = hook.load_table(ident)
         changes = plan_table(tbl, request)
         if changes:
-            _apply(tbl, changes)
+            try:
+                _apply(tbl, changes)
+            except ValueError as err:  # pyiceberg's own checks (e.g. a partition name that is a column)
+                if isinstance(err, IcebergValidationError):
+                    raise
+                raise IcebergRefusedError(
+                    f"pyiceberg refused the changes to {ident} ({describe(changes)}): {err}. Adjust the request; "
+                    "nothing was changed."
+                ) from err
         return changes
 
     changes = hook.retry_commit(attempt, what=ident.dotted)

@@ -269,3 +269,16 @@ def test_create_refuses_other_format_version_and_bad_on_mismatch(lake, context):
     assert lake.metadata_location("db.orders") == location
     with pytest.raises(IcebergValidationError, match=r"on_mismatch='replace' is invalid; use 'fail' or 'update'"):
         create(on_mismatch="replace")
+
+
+def test_concurrent_changes_replan_after_a_lost_commit(items):
+    """Four operators add different columns at once: compare-and-swap losers re-plan and all land."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(i: int) -> dict:
+        return alter(add_columns={f"c{i}": "string"}).execute(fake_context(task_id=f"t{i}"))
+
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(run, range(4)))
+    assert [o["outcome"] for o in outs] == ["changed"] * 4
+    assert {"c0", "c1", "c2", "c3"} <= set(items.load_table("db.items").schema().column_names)

@@ -12,10 +12,10 @@ from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 from airflow_iceberg_provider.operators.wap import (
     IcebergWapAuditOperator,
     IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
     iceberg_asset,
 )
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 
 def _merge(defaults: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -42,6 +42,8 @@ def wap_task_group(
     branch_prefix: str = "wap",
     from_ref: str = "main",
     on_conflict: str = "fail",
+    on_rerun: str = "fail",
+    replace_where: str | None = None,
     drop_branch: bool = True,
     tag: str | None = None,
     asset: Asset | bool | None = True,
@@ -73,7 +75,16 @@ def wap_task_group(
         ``None``/``False`` for none.
     :param catalog_name: catalog name used in the default Asset URI (the connection's
         ``catalog_name``; ``lakehouse`` by default).
-    :param on_conflict: publish behaviour when ``main`` moved: ``"fail"`` or ``"cherrypick"``.
+    :param on_conflict: publish behaviour when ``main`` moved: ``"fail"`` or ``"cherrypick"``
+        (``"cherrypick"`` lets concurrent runs of a backfill publish one after the other).
+    :param on_rerun: what a run does when its interval (DAG, group, data interval) is already
+        on ``main`` (a cleared run, a re-triggered logical date, a re-processed backfill day):
+        ``"fail"`` (default: refuse before writing, naming the earlier publish), ``"skip"``
+        (write nothing, no Asset event, a ``noop`` ledger row) or ``"replace"`` (remove what the
+        earlier publish added, then write: ``main`` ends with exactly the new rows).
+    :param replace_where: with ``on_rerun="replace"`` and ``sql=``, a read-only predicate
+        selecting exactly the interval's rows (templated); without it the data files of the
+        earlier publish's append snapshots are removed. See the README's re-run table.
     :param drop_branch: drop the branch after a successful publish (default ``True``).
     :param tag: optional tag for the published snapshot (templated), e.g. ``"daily-{{ ds }}"``.
     :param write_kwargs: / ``audit_kwargs`` / ``publish_kwargs``: extra operator arguments.
@@ -105,6 +116,8 @@ def wap_task_group(
             sql=sql,
             sql_args=sql_args,
             params_for_job=params_for_job,
+            on_rerun=on_rerun,
+            replace_where=replace_where,
             **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, write_kwargs),
         )
         audit = IcebergWapAuditOperator(
@@ -125,6 +138,7 @@ def wap_task_group(
             audited_snapshot_id=_xcom(audit.task_id, "snapshot_id"),
             base_snapshot_id=base_x,
             on_conflict=on_conflict,
+            on_rerun=on_rerun,
             drop_branch=drop_branch,
             tag=tag,
             outlets=outlets,

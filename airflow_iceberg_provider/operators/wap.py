@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import assets
@@ -34,17 +33,16 @@ from airflow_iceberg_provider._validation import (
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergCommitVerificationError,
-    IcebergPublishConflictError,
     IcebergRefNotFoundError,
     IcebergRefusedError,
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
-from airflow_iceberg_provider.ids import id_str, with_string_ids
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
 from airflow_iceberg_provider.spark_jobs import audit_checks
-from airflow_iceberg_provider.ui.links import GovernanceAuditLink, GovernancePublishLink
+from airflow_iceberg_provider.ui.links import GovernanceAuditLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
@@ -134,17 +132,14 @@ def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int 
 
 
 def change_metrics(snapshots: Sequence[Any]) -> dict[str, int]:
-    """Added/deleted records and files summed over snapshot summaries, plus the net rows added."""
-    out = {key: 0 for key in _SUMMARY_KEYS}
-    for snap in snapshots:
-        for key, summary_key in _SUMMARY_KEYS.items():
-            out[key] += int(snap.summary.get(summary_key, 0) or 0)
-    # net live rows added: copy-on-write rewrites (re-added + deleted) cancel out, position deletes count
-    out["net_added_records"] = (
-        out["added_records"] - out["deleted_records"] - out["added_position_deletes"] + out["removed_position_deletes"]
-    )
-    out["snapshots"] = len(snapshots)
-    return out
+    """Added/deleted records and files summed over snapshot summaries, plus the net rows added.
+
+    One definition: :func:`airflow_iceberg_provider._wap_logic.change_metrics` (rows removed by an
+    ``on_rerun="replace"`` step are ``replaced_records``, not subtracted from ``net_added_records``).
+    """
+    from airflow_iceberg_provider._wap_logic import change_metrics as _change_metrics
+
+    return _change_metrics(snapshots)
 
 
 def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -> int | None:
@@ -283,209 +278,6 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
             "wap_enabled_now": enabled_now,
         }
         return with_string_ids(result)
-
-
-class IcebergWapWriteOperator(IcebergSparkBaseOperator):
-    """
-    Write to a WAP branch with Spark: a PySpark application or SQL statements.
-
-    The job runs with ``spark.wap.branch=<branch>``, so every write to the table
-    (INSERT, INSERT OVERWRITE, MERGE, UPDATE, DELETE, ``writeTo().append()``) lands on
-    the branch, never on ``main``. Afterwards the catalog must show the branch advanced
-    from its base to a descendant; added/deleted records and files come from the
-    snapshot summaries.
-
-    Retry safety: if the branch already carries commits beyond its base (an earlier
-    try of this run), it is reset to the base first (compare-and-swap, no JVM), so a
-    retried write never duplicates rows.
-
-    :param table: ``namespace.table`` (templated).
-    :param branch: the WAP branch (templated); default derived from the DAG run.
-    :param base_snapshot_id: snapshot the branch was cut from (templated; e.g. the create
-        task's XCom). Default: where the branch meets ``main``'s history, or ``main``'s head.
-    :param application: path of a PySpark application (templated); it receives the spec as
-        :class:`~airflow_iceberg_provider.operators.spark.IcebergSparkSubmitOperator` does.
-    :param sql: one SQL statement or a list of them (templated); ``{table}`` stands for the
-        quoted ``catalog.namespace.table``. Exactly one of ``application`` / ``sql``.
-    :param sql_args: named parameters for the statements (``:name`` markers) (templated).
-    :param params_for_job: JSON parameters for the application (templated), in the spec file.
-    :param expected_operations: accepted snapshot operations on the branch.
-    :return: ``{"branch", "base_snapshot_id", "snapshot_id", "added_records", ...,
-        "reset_from_snapshot_id"}``
-    """
-
-    template_fields: Sequence[str] = (
-        *IcebergSparkBaseOperator.template_fields,
-        "branch",
-        "base_snapshot_id",
-        "application",
-        "sql",
-        "sql_args",
-        "params_for_job",
-    )
-    template_ext: Sequence[str] = (".sql",)
-    ui_color = "#cfe8fc"
-
-    def __init__(
-        self,
-        *,
-        branch: str | None = None,
-        base_snapshot_id: int | str | None = None,
-        application: str | None = None,
-        sql: str | Sequence[str] | None = None,
-        sql_args: Mapping[str, Any] | None = None,
-        params_for_job: Mapping[str, Any] | None = None,
-        expected_operations: Sequence[str] = SNAPSHOT_OPERATIONS,
-        branch_prefix: str = "wap",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if (application is None) == (sql is None):
-            raise IcebergValidationError(
-                f"Pass exactly one of application= (a PySpark script) or sql= (statements) to {type(self).__name__}."
-            )
-        bad = [op for op in expected_operations if op not in SNAPSHOT_OPERATIONS]
-        if bad or not expected_operations:
-            raise IcebergValidationError(
-                f"expected_operations={list(expected_operations)!r} is invalid; use a non-empty subset of "
-                f"{list(SNAPSHOT_OPERATIONS)}."
-            )
-        _refuse_wap_conf(self.spark_conf)
-        self.branch = branch
-        self.base_snapshot_id = base_snapshot_id
-        self.application = application
-        self.sql = sql
-        self.sql_args = sql_args if sql_args is not None else {}  # validated once rendered
-        self.params_for_job = params_for_job if params_for_job is not None else {}
-        self.expected_operations = tuple(expected_operations)
-        self.branch_prefix = branch_prefix
-
-    def _statements(self) -> list[str]:
-        items = [self.sql] if isinstance(self.sql, str) else list(self.sql or [])
-        out = [s.strip().rstrip(";").strip() for s in items if isinstance(s, str)]
-        if len(out) != len(items) or not out or not all(out):
-            raise IcebergValidationError("sql must be a non-empty statement or a list of non-empty statements.")
-        return out
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        branch = resolve_branch(self.branch, context, self.branch_prefix)
-        _refuse_wap_conf(self.spark_conf)
-        statements = self._statements() if self.sql is not None else None
-        for name, value in (("params_for_job", self.params_for_job), ("sql_args", self.sql_args)):
-            if not isinstance(value, Mapping):
-                raise IcebergValidationError(f"{name}={value!r:.80} is not a mapping; pass a dict of JSON values.")
-        try:
-            json.dumps(self.params_for_job)
-            json.dumps(self.sql_args)
-        except (TypeError, ValueError) as err:
-            raise IcebergValidationError(f"params_for_job / sql_args must be JSON-serialisable: {err}") from err
-        hook, table = self.catalog_hook, self.ident.dotted
-        tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
-        tbl, _ = ensure_wap_enabled(hook, tbl, table)
-        main_before = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        existing = hook.refs(tbl).get(branch)
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        if base is None:
-            base = merge_base(hook, tbl, existing.snapshot_id, main_before) if existing else main_before
-        reset_from = self._reset_to_base(tbl, branch, existing, base)
-        spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
-        conf = wap_write_conf(branch, self.spark_conf)
-        self.log.info("Writing to %s@%s (base %s; main at %s)", table, branch, base, main_before)
-        if statements is not None:
-            run, _ = self.run_spark_job(
-                context, "wap_write", {**spec, "statements": statements, "sql_args": self.sql_args}, extra_conf=conf
-            )
-        else:
-            spec["params"] = self.params_for_job
-            spec["snapshot_properties"] = {
-                f"airflow.{k.replace('_', '-')}": v for k, v in airflow_identity(context).items() if v
-            }
-            plan = self.spark_hook.plan(
-                str(self.application), spec=spec, extra_conf=conf, name=f"airflow-{self.task_id}"
-            )
-            run = self.spark_hook.submit(plan)
-        tbl = hook.load_table(table)
-        main_after = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        if main_after != main_before:
-            self.log.warning(
-                "main of %s moved from %s to %s during the write (another writer?)", table, main_before, main_after
-            )
-        try:
-            head = self.verify_new_commit(ref=branch, before_snapshot_id=base, operations=self.expected_operations)
-        except (IcebergCommitVerificationError, IcebergRefNotFoundError) as err:
-            hint = (
-                f" main moved from {main_before} to {main_after} meanwhile: did the job write to main explicitly "
-                "(e.g. a `branch_main` identifier)?"
-                if main_after != main_before
-                else ""
-            )
-            raise IcebergCommitVerificationError(f"{err}{hint}") from err
-        metrics = change_metrics(branch_snapshots(hook, tbl, head.snapshot_id, base))
-        if statements is None and not hook.read_governance_rows("ledger", event_id=run.job_run_id):
-            hook.record_ledger(
-                operation="wap_write",
-                table=table,
-                ref=branch,
-                status="succeeded",
-                context=context,
-                snapshot_before=base,
-                snapshot_after=head.snapshot_id,
-                metrics=metrics,
-                details={"application": str(self.application)},
-                started_at=run.started_at,
-                event_id=run.job_run_id,
-            )
-        result = {
-            "table": table,
-            "branch": branch,
-            "base_snapshot_id": base,
-            "snapshot_id": head.snapshot_id,
-            "reset_from_snapshot_id": reset_from,
-            "job_run_id": run.job_run_id,
-            "seconds": round(run.seconds, 3),
-            **metrics,
-        }
-        self.log.info("Verified WAP write on %s@%s: %s", table, branch, result)
-        return with_string_ids(result)
-
-    def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
-        """Discard an earlier try's commits on the branch; make sure the branch starts at ``base``."""
-        hook, table = self.catalog_hook, self.ident.dotted
-        if existing is not None and existing.type != "branch":
-            raise IcebergRefusedError(f"{table} has a tag named {branch!r}; WAP needs a branch. Nothing was changed.")
-        if existing is not None and existing.snapshot_id == base:
-            return None
-        if existing is None:
-            if base is not None:  # pin the branch to its base before Spark would cut it from the current main
-                hook.set_ref(tbl, branch, base)
-            return None
-        if base is not None and not hook.is_ancestor(tbl, base, existing.snapshot_id):
-            raise IcebergRefusedError(
-                f"Branch {branch!r} of {table} is at {existing.snapshot_id}, which does not descend from the base "
-                f"{base}; refusing to reset it. Pass the right base_snapshot_id or a new branch name."
-            )
-        self.log.warning(
-            "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "
-            "the retried write does not duplicate rows",
-            branch,
-            table,
-            existing.snapshot_id,
-            base,
-        )
-        if base is None:
-            hook.remove_ref(tbl, branch)
-        else:
-            hook.set_ref(
-                tbl,
-                branch,
-                base,
-                expected_snapshot_id=existing.snapshot_id,
-                max_ref_age_ms=existing.max_ref_age_ms,
-                max_snapshot_age_ms=existing.max_snapshot_age_ms,
-                min_snapshots_to_keep=existing.min_snapshots_to_keep,
-            )
-        return existing.snapshot_id
 
 
 class IcebergWapAuditOperator(IcebergSparkBaseOperator):
@@ -765,283 +557,6 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         return summary
 
 
-class IcebergWapPublishOperator(IcebergSparkBaseOperator):
-    """
-    Publish an audited WAP branch: fast-forward ``main`` to exactly the audited snapshot.
-
-    The fast-forward is an ancestry check plus a compare-and-swap of ``main`` through
-    the catalog (no JVM). The operator refuses when the branch moved after the audit,
-    when the snapshot has no passing audit in ``governance.audit_results``
-    (``require_audit``), and, by default, when ``main`` moved since the branch was cut
-    (:class:`~airflow_iceberg_provider.exceptions.IcebergPublishConflictError`). With
-    ``on_conflict="cherrypick"`` the branch's *append* snapshots are replayed onto
-    ``main`` with Spark's ``cherrypick_snapshot`` instead (other operations are refused).
-    A retried publish whose snapshot is already on ``main`` succeeds as a no-op.
-
-    On success it emits an Asset event on its Asset outlets (``iceberg://<catalog>/<ns>/<table>``,
-    see :func:`iceberg_asset`) whose ``extra`` carries the published snapshot id.
-
-    :param table: ``namespace.table`` (templated).
-    :param branch: the audited branch (templated); default derived from the DAG run.
-    :param audited_snapshot_id: the snapshot the audit passed (templated, e.g. the audit task's
-        XCom); default the branch head (which then must carry a passing audit).
-    :param base_snapshot_id: the branch's base (templated; default where it meets ``main``).
-    :param on_conflict: ``"fail"`` (default) or ``"cherrypick"``.
-    :param drop_branch: remove the branch after a successful publish.
-    :param require_audit: refuse snapshots without a passing audit record (default ``True``).
-    :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``.
-    """
-
-    template_fields: Sequence[str] = (
-        *IcebergSparkBaseOperator.template_fields,
-        "branch",
-        "audited_snapshot_id",
-        "base_snapshot_id",
-        "tag",
-    )
-    ui_color = "#d4f1e3"
-    operator_extra_links = (GovernancePublishLink(),)
-
-    def __init__(
-        self,
-        *,
-        branch: str | None = None,
-        audited_snapshot_id: int | str | None = None,
-        base_snapshot_id: int | str | None = None,
-        on_conflict: str = "fail",
-        drop_branch: bool = False,
-        require_audit: bool = True,
-        tag: str | None = None,
-        branch_prefix: str = "wap",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if on_conflict not in ON_CONFLICT:
-            raise IcebergValidationError(f"on_conflict={on_conflict!r} is invalid; use one of {list(ON_CONFLICT)}.")
-        _refuse_wap_conf(self.spark_conf)
-        self.branch = branch
-        self.audited_snapshot_id = audited_snapshot_id
-        self.base_snapshot_id = base_snapshot_id
-        self.on_conflict = on_conflict
-        self.drop_branch = drop_branch
-        self.require_audit = require_audit
-        self.tag = tag
-        self.branch_prefix = branch_prefix
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        started = datetime.now(UTC)
-        branch = resolve_branch(self.branch, context, self.branch_prefix)
-        audited = optional_snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
-        tag = validate_ref(self.tag, "tag", allow_main=False) if self.tag not in (None, "", "None") else None
-        hook, table = self.catalog_hook, self.ident.dotted
-        tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
-        main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        existing = hook.refs(tbl).get(branch)
-        if existing is not None and existing.type != "branch":
-            raise IcebergRefusedError(f"{table} ref {branch!r} is a tag, not a WAP branch. Nothing was changed.")
-        if audited is None:
-            if existing is None:
-                raise IcebergRefNotFoundError(f"{table} has no branch {branch!r} to publish.")
-            audited = existing.snapshot_id
-        hook.snapshot(tbl, snapshot_id=audited)  # raises IcebergRefNotFoundError when unknown
-        if existing is not None and existing.snapshot_id != audited:
-            raise IcebergRefusedError(
-                f"Branch {branch!r} of {table} moved after its audit: it is at {existing.snapshot_id}, the audit "
-                f"passed snapshot {audited}. Refusing to publish unaudited commits; re-run the audit. Nothing was "
-                "changed."
-            )
-        main_chain = hook.ancestor_ids(tbl, main_head) if main_head is not None else []
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        if base is None:
-            base = merge_base(hook, tbl, audited, main_head)
-        snaps = branch_snapshots(hook, tbl, audited, base) if audited not in main_chain else []
-        if self.require_audit:
-            self._require_passed_audit(branch, audited)
-        method, published = "noop", audited
-        since_base = main_chain[: main_chain.index(base)] if base in main_chain else main_chain
-        picked_already = _cherry_picked(hook, tbl, since_base)
-        if audited in main_chain or (snaps and all(s.snapshot_id in picked_already for s in snaps)):
-            published = audited if audited in main_chain else main_head
-            self.log.info(
-                "Snapshot %s of %s@%s is already published on main (head %s): no-op", audited, table, branch, main_head
-            )
-        elif main_head is None or hook.is_ancestor(tbl, main_head, audited):
-            hook.fast_forward(tbl, to_snapshot_id=audited, expected_snapshot_id=main_head)
-            method = "fast_forward"
-            self.log.info("Fast-forwarded %s main %s -> %s", table, main_head, audited)
-        elif self.on_conflict == "fail":
-            raise IcebergPublishConflictError(
-                f"Cannot publish {table} branch {branch!r}: main moved since the branch was cut (main is at "
-                f"{main_head}, the branch was cut at {base}), so main cannot be fast-forwarded to the audited snapshot "
-                f"{audited} without losing the other commit(s). main and the branch are unchanged. Re-run the pipeline "
-                "on a fresh branch, or publish with on_conflict='cherrypick' to replay append-only changes."
-            )
-        else:
-            published = self._cherrypick(context, tbl, snaps, picked_already, main_head)
-            method = "cherrypick"
-        metrics = change_metrics(snaps)
-        tbl = hook.load_table(table)
-        if hook.ref_snapshot_id(tbl, MAIN_BRANCH) != published and method != "noop":
-            raise IcebergCommitVerificationError(
-                f"After publishing, main of {table} is at {hook.ref_snapshot_id(tbl, MAIN_BRANCH)}, not {published}."
-            )
-        dropped = bool(self.drop_branch and hook.remove_ref(tbl, branch))
-        tagged = self._tag(tbl, tag, published) if tag else None
-        if method == "noop":
-            self._recover_ledger_row(context, tbl, branch, audited, published, tag, started)
-        else:
-            hook.record_ledger(
-                operation="wap_publish",
-                table=table,
-                ref=MAIN_BRANCH,
-                status="succeeded",
-                context=context,
-                snapshot_before=main_head,
-                snapshot_after=published,
-                metrics={"published_added_records": metrics["net_added_records"], **metrics},
-                details={"branch": branch, "method": method, "audited_snapshot_id": id_str(audited), "tag": tag},
-                started_at=started,
-            )
-        self._emit_asset_event(context, published, audited, branch)
-        result = {
-            "table": table,
-            "branch": branch,
-            "published_snapshot_id": published,
-            "audited_snapshot_id": audited,
-            "previous_main_snapshot_id": main_head,
-            "method": method,
-            "published": method != "noop",
-            "branch_dropped": dropped,
-            "tag": tagged,
-            **metrics,
-        }
-        return with_string_ids(result)
-
-    def _recover_ledger_row(
-        self,
-        context: Context,
-        tbl: Table,
-        branch: str,
-        audited: int,
-        published: int,
-        tag: str | None,
-        started: datetime,
-    ) -> None:
-        """Write the ``wap_publish`` ledger row an earlier try could not write after moving ``main``.
-
-        A try that fast-forwarded ``main`` and then died (worker killed, catalog or storage
-        failure while appending the ledger row) leaves the publish without its audit-trail
-        row, and every retry is a no-op. The retry therefore checks the ledger and writes
-        the missing row once, marked ``recovered``.
-        """
-        hook, table = self.catalog_hook, self.ident.dotted
-        for row in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table):
-            details = json.loads(row.get("details") or "{}")
-            if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
-                return
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        metrics: dict[str, Any] = {}
-        if base is not None and base != audited and hook.is_ancestor(tbl, base, audited):
-            change = change_metrics(branch_snapshots(hook, tbl, audited, base))
-            metrics = {"published_added_records": change["net_added_records"], **change}
-        self.log.warning(
-            "Snapshot %s of %s is on main but the ledger has no wap_publish row for it (an earlier try died after "
-            "publishing); recording it now",
-            audited,
-            table,
-        )
-        hook.record_ledger(
-            operation="wap_publish",
-            table=table,
-            ref=MAIN_BRANCH,
-            status="succeeded",
-            context=context,
-            snapshot_before=base,
-            snapshot_after=published,
-            metrics=metrics,
-            details={"branch": branch, "method": "recovered", "audited_snapshot_id": id_str(audited), "tag": tag},
-            started_at=started,
-        )
-
-    def _require_passed_audit(self, branch: str, snapshot_id: int) -> None:
-        hook, table = self.catalog_hook, self.ident.dotted
-        rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=snapshot_id)
-        if not rows:
-            raise IcebergRefusedError(
-                f"Snapshot {snapshot_id} of {table} (branch {branch!r}) has no audit record in "
-                f"{hook.governance_namespace}.audit_results; refusing to publish unaudited data. Run "
-                "IcebergWapAuditOperator first (or set require_audit=False deliberately). Nothing was changed."
-            )
-        latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
-        failed = [r["check_name"] for r in rows if r["event_id"] == latest and not r["passed"]]
-        if failed:
-            raise IcebergRefusedError(
-                f"The latest audit of snapshot {snapshot_id} of {table} (event_id={latest}) failed checks {failed}; "
-                "refusing to publish. Nothing was changed."
-            )
-
-    def _cherrypick(
-        self, context: Context, tbl: Table, snaps: list[Any], picked_already: set[int], main_head: int | None
-    ) -> int:
-        hook, table = self.catalog_hook, self.ident.dotted
-        not_append = [(s.snapshot_id, s.operation) for s in snaps if s.operation != "append"]
-        if not_append:
-            raise IcebergPublishConflictError(
-                f"main of {table} moved since the branch was cut and the branch holds non-append snapshots "
-                f"{not_append}; cherry-picking only replays appends safely (overwrites/deletes could undo the other "
-                "writer's rows). main and the branch are unchanged; re-run the pipeline on a fresh branch."
-            )
-        todo = [s.snapshot_id for s in snaps if s.snapshot_id not in picked_already]
-        self.log.info("main of %s moved (now %s); cherry-picking %s", table, main_head, todo)
-        spec = self.job_spec(context, "wap_publish_cherrypick", ref=MAIN_BRANCH, snapshot_ids=todo)
-        self.run_spark_job(context, "wap_cherrypick", spec)
-        tbl = hook.load_table(table)
-        head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        chain = hook.ancestor_ids(tbl, head) if head is not None else []
-        done = _cherry_picked(hook, tbl, chain) | set(chain)
-        missing = [sid for sid in todo if sid not in done]
-        if missing or (main_head is not None and main_head not in chain):
-            raise IcebergCommitVerificationError(
-                f"Cherry-pick job finished but main of {table} (head {head}) does not contain snapshots {missing} "
-                "descending from the previous head."
-            )
-        return int(head)  # type: ignore[arg-type]
-
-    def _tag(self, tbl: Table, tag: str, snapshot_id: int) -> str:
-        hook, table = self.catalog_hook, self.ident.dotted
-        tbl = hook.load_table(table)
-        existing = hook.refs(tbl).get(tag)
-        if existing is not None:
-            if existing.type == "tag" and existing.snapshot_id == snapshot_id:
-                return tag
-            raise IcebergRefusedError(
-                f"{table} already has a {existing.type} {tag!r} at {existing.snapshot_id}; refusing to move it to the "
-                f"published snapshot {snapshot_id} (the publish itself succeeded). Choose another tag name."
-            )
-        hook.set_ref(tbl, tag, snapshot_id, ref_type="tag")
-        return tag
-
-    def _emit_asset_event(self, context: Context, published: int, audited: int, branch: str) -> None:
-        from airflow.sdk import Asset
-
-        assets = [o for o in (self.outlets or []) if isinstance(o, Asset)]
-        events = context.get("outlet_events") if hasattr(context, "get") else None
-        if not assets or events is None:
-            return
-        expected = iceberg_asset_uri(self.ident.dotted, self.catalog_hook.catalog_name)
-        for asset in assets:
-            if asset.uri.startswith("iceberg://") and asset.uri != expected:
-                self.log.warning("Outlet %s does not match this table's asset URI %s", asset.uri, expected)
-            events[asset].extra = {
-                "table": self.ident.dotted,
-                "snapshot_id": id_str(published),
-                "audited_snapshot_id": id_str(audited),
-                "branch": branch,
-                "catalog": self.catalog_hook.catalog_name,
-            }
-
-
 def _cherry_picked(hook: IcebergCatalogHook, tbl: Table, chain: Sequence[int]) -> set[int]:
     """Source snapshot ids already replayed onto ``chain`` (``source-snapshot-id`` in the summaries)."""
     out: set[int] = set()
@@ -1052,11 +567,22 @@ def _cherry_picked(hook: IcebergCatalogHook, tbl: Table, chain: Sequence[int]) -
     return out
 
 
+def __getattr__(name: str) -> Any:
+    """The write and publish operators live in ``wap_write`` / ``wap_publish`` (#15); still importable here."""
+    if name == "IcebergWapWriteOperator":
+        from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+        return IcebergWapWriteOperator
+    if name == "IcebergWapPublishOperator":
+        from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+        return IcebergWapPublishOperator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "IcebergWapAuditOperator",
     "IcebergWapCreateBranchOperator",
-    "IcebergWapPublishOperator",
-    "IcebergWapWriteOperator",
     "iceberg_asset",
     "iceberg_asset_uri",
 ]

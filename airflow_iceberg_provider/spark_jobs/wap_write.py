@@ -4,19 +4,112 @@ Submitted with ``spark.wap.branch=<branch>`` (the Airflow side also made sure th
 table has ``write.wap.enabled=true``, without which Iceberg silently ignores the
 conf and writes to ``main``). Spec: ``table``, ``ref`` (the branch), ``statements``
 (SQL strings; ``{table}`` is replaced by the quoted ``catalog.namespace.table``),
-``sql_args`` (named parameters, bound with ``spark.sql(stmt, args=...)``).
+``sql_args`` (named parameters, bound with ``spark.sql(stmt, args=...)``),
+``commit_properties`` (the Airflow identity, stamped on every commit's snapshot summary)
+and, for ``on_rerun="replace"`` by predicate, ``replace``: ``{"where", "expected_rows",
+"files", "properties"}``.
+
+The replacement runs first, on the branch: one read checks that ``where`` matches exactly
+``expected_rows`` rows (the earlier publish's) and none outside the earlier publish's
+``files`` (when known); only then ``DELETE FROM ... WHERE`` removes them. A predicate that
+would remove other rows, or leave some of the earlier rows, fails the job before any write.
 
 INSERT, INSERT OVERWRITE, MERGE INTO, UPDATE and DELETE all commit to the branch.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from iceberg_job_runtime import JobContext, run_job
+#: Iceberg's per-thread commit properties (what ``CommitMetadata.withCommitProperties`` sets):
+#: every Spark SQL commit of the thread copies them into its snapshot summary.
+COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
 
 
-def write(ctx: JobContext) -> dict[str, Any]:
+class ReplaceRefused(RuntimeError):
+    """The replace_where predicate does not select exactly the earlier publish's rows."""
+
+
+def replace_check_sql(table: str, where: str, n_files: int) -> tuple[str, dict[str, str]]:
+    """One read: rows ``where`` matches on the branch, and how many of them lie outside the earlier files.
+
+    :return: the query and its parameter names (``:f0``, ``:f1``... bound to the file paths).
+    """
+    names = [f"f{i}" for i in range(n_files)]
+    outside = f"count_if(NOT (_file IN ({', '.join(':' + n for n in names)})))" if names else "CAST(NULL AS BIGINT)"
+    return f"SELECT count(*) AS matched, {outside} AS outside FROM {table} WHERE ({where})", dict.fromkeys(names, "")
+
+
+def replace_verdict(matched: int, outside: int | None, expected: int, where: str) -> str | None:
+    """Why the predicate must not be used (``None`` when it selects exactly the earlier publish's rows)."""
+    if outside:
+        return (
+            f"replace_where ({where}) also matches {outside} rows that the earlier publish of this interval did "
+            "not add (other intervals' rows); refusing to delete them. Nothing was written. Narrow the predicate "
+            "to this interval."
+        )
+    if matched != expected:
+        return (
+            f"replace_where ({where}) matches {matched} rows on the branch, but the earlier publish of this "
+            f"interval added {expected}; it would {'remove rows outside the interval' if matched > expected else 'leave some of its rows behind'}. "
+            "Nothing was written. Fix the predicate so it selects exactly this interval's rows."
+        )
+    return None
+
+
+@contextlib.contextmanager
+def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
+    """Stamp ``properties`` on every Iceberg commit this thread makes inside the block.
+
+    Sets the thread-local that Iceberg's public ``CommitMetadata.withCommitProperties``
+    sets (PySpark pins each Python thread to one JVM thread, and a SQL write commits on
+    the calling thread), and clears it afterwards.
+    """
+    if not properties:
+        yield
+        return
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    field = jvm.java.lang.Class.forName(COMMIT_METADATA_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
+    field.setAccessible(True)
+    local = field.get(None)
+    values = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        values.put(str(key), str(value))
+    local.set(values)
+    try:
+        yield
+    finally:
+        local.remove()
+
+
+def replace_by_predicate(spark: Any, table: str, replace: Mapping[str, Any], base_props: Mapping[str, str]) -> dict:
+    """Check, then delete the earlier publish's rows on the branch (``spark.wap.branch`` is set)."""
+    where, files = replace["where"], list(replace.get("files") or [])
+    query, params = replace_check_sql(table, where, len(files))
+    row = spark.sql(query, args={name: files[i] for i, name in enumerate(params)}).collect()[0]
+    matched, outside = int(row["matched"]), row["outside"]
+    why = replace_verdict(matched, None if outside is None else int(outside), int(replace["expected_rows"]), where)
+    if why:
+        raise ReplaceRefused(why)
+    with commit_properties(spark, {**base_props, **(replace.get("properties") or {})}):
+        spark.sql(f"DELETE FROM {table} WHERE ({where})").collect()
+    return {"replaced_rows": matched, "replace_method": "predicate"}
+
+
+def run_statements(spark: Any, table: str, statements: Sequence[str], args: Mapping[str, Any] | None) -> None:
+    for i, statement in enumerate(statements):
+        text = statement.replace("{table}", table)
+        print(f"[wap_write] statement {i + 1}/{len(statements)}")
+        if args:
+            spark.sql(text, args=dict(args)).collect()
+        else:
+            spark.sql(text).collect()
+
+
+def write(ctx: Any) -> dict[str, Any]:
     spec = ctx.spec
     spark = ctx.spark
     branch = spec["ref"]
@@ -28,17 +121,17 @@ def write(ctx: JobContext) -> dict[str, Any]:
     table = ctx.table()
     spark.sql(f"REFRESH TABLE {table}")
     ctx.snapshot_before = ctx.ref_snapshot(ref=branch)
-    args = spec.get("sql_args") or None
-    for i, statement in enumerate(spec["statements"]):
-        text = statement.replace("{table}", table)
-        print(f"[wap_write] statement {i + 1}/{len(spec['statements'])}")
-        if args:
-            spark.sql(text, args=args).collect()
-        else:
-            spark.sql(text).collect()
+    props = spec.get("commit_properties") or {}
+    out: dict[str, Any] = {"statements": len(spec["statements"])}
+    if spec.get("replace"):
+        out.update(replace_by_predicate(spark, table, spec["replace"], props))
+    with commit_properties(spark, props):
+        run_statements(spark, table, spec["statements"], spec.get("sql_args") or None)
     ctx.snapshot_after = ctx.ref_snapshot(ref=branch)
-    return {"statements": len(spec["statements"])}
+    return out
 
 
 if __name__ == "__main__":
+    from iceberg_job_runtime import run_job
+
     run_job(write)

@@ -1,0 +1,432 @@
+"""The write step of write-audit-publish: Spark writes to the run's branch, stamped and re-run safe.
+
+Moved out of :mod:`airflow_iceberg_provider.operators.wap` (which still exports it) for #15.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider._validation import MAIN_BRANCH
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitVerificationError,
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+    IcebergSparkJobError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.hooks import _wap_files
+from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators.wap import (
+    SNAPSHOT_OPERATIONS,
+    _refuse_wap_conf,
+    branch_snapshots,
+    ensure_wap_enabled,
+    merge_base,
+    optional_snapshot_id,
+    refuse_unsupported_format,
+    resolve_branch,
+    wap_write_conf,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pyiceberg.table import Table
+
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+
+def plan_rerun_from_catalog(
+    hook: IcebergCatalogHook,
+    table: str,
+    identity: rerun.RunIdentity,
+    mode: str,
+    replace_where: str | None = None,
+) -> tuple[Table, rerun.RerunPlan, float]:
+    """Load the table once and decide (``_wap_logic.plan_rerun``); the ledger only if history expired.
+
+    :return: the loaded table, the plan and the check's cost in milliseconds.
+    """
+    started = time.perf_counter()
+    tbl = hook.load_table(table)
+    chain, by_id = hook.ref_chain(tbl, MAIN_BRANCH), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
+    plan = rerun.plan_rerun(mode, identity, chain, by_id, table=table, replace_where=replace_where)
+    if plan.action == "read_ledger":
+        rows = hook.read_governance_rows("ledger", operation="wap_publish", table_name=table)
+        plan = rerun.plan_rerun(
+            mode, identity, chain, by_id, table=table, replace_where=replace_where, ledger_rows=rows
+        )
+    return tbl, plan, (time.perf_counter() - started) * 1000
+
+
+def stop_for_rerun(
+    op: IcebergSparkBaseOperator,
+    context: Context,
+    tbl: Table,
+    branch: str,
+    plan: rerun.RerunPlan,
+    operation: str,
+    *,
+    drop_branch: bool = True,
+) -> None:
+    """``refuse``: raise, naming the earlier publish; ``skip``: ``noop`` ledger row, then skip the task.
+
+    Either way the run's branch is dropped when it holds nothing unpublished (it sits on
+    ``main``'s history), so the table is left as it was before the run.
+    """
+    from airflow.exceptions import AirflowSkipException
+
+    hook, table = op.catalog_hook, op.ident.dotted
+    ref = hook.refs(tbl).get(branch)
+    main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+    if (
+        ref is not None
+        and ref.type == "branch"
+        and main_head is not None
+        and hook.is_ancestor(tbl, ref.snapshot_id, main_head)
+    ):
+        hook.remove_ref(tbl, branch)
+    hook.record_ledger(
+        operation=operation,
+        table=table,
+        ref=branch,
+        status="noop" if plan.action == "skip" else "refused",
+        context=context,
+        snapshot_before=main_head,
+        snapshot_after=main_head,
+        details=with_string_ids({"on_rerun": plan.mode, "rerun": plan.to_dict(), "wap_interval": plan.interval_key}),
+    )
+    if plan.action == "skip":
+        op.log.info("%s", plan.message)
+        raise AirflowSkipException(plan.message)
+    raise IcebergRefusedError(plan.message)
+
+
+class IcebergWapWriteOperator(IcebergSparkBaseOperator):
+    """
+    Write to a WAP branch with Spark: a PySpark application or SQL statements.
+
+    The job runs with ``spark.wap.branch=<branch>``, so every write to the table
+    (INSERT, INSERT OVERWRITE, MERGE, UPDATE, DELETE, ``writeTo().append()``) lands on
+    the branch, never on ``main``. Afterwards the catalog must show the branch advanced
+    from its base to a descendant; added/deleted records and files come from the
+    snapshot summaries.
+
+    Every commit of a SQL write carries the run's Airflow identity in its snapshot summary
+    (``airflow.dag-id``, ``run-id``, ``task-id``, ``try-number``, ``logical-date``,
+    ``data-interval-start``/``-end`` and ``airflow.wap-interval``, the interval key); an
+    application receives the same properties as ``spec["snapshot_properties"]`` and should
+    apply them (``writer.option("snapshot-property." + k, v)``).
+
+    Re-runs (#15): before writing, one catalog read decides whether this interval was
+    already published to ``main`` (``_wap_logic.plan_rerun``). ``on_rerun="fail"`` (default)
+    refuses, naming the earlier publish's snapshot and run; ``"skip"`` records a ``noop``
+    ledger row and skips (the audit and publish are skipped, no Asset event);
+    ``"replace"`` first removes on the branch what the earlier publish added (the rows of
+    ``replace_where``, checked to be exactly its rows, or the data files its append
+    snapshots added), then writes.
+
+    Retry safety: if the branch already carries commits beyond its base (an earlier
+    try of this run), it is reset to the base first (compare-and-swap, no JVM), so a
+    retried write never duplicates rows.
+
+    :param table: ``namespace.table`` (templated).
+    :param branch: the WAP branch (templated); default derived from the DAG run.
+    :param base_snapshot_id: snapshot the branch was cut from (templated; e.g. the create
+        task's XCom). Default: where the branch meets ``main``'s history, or ``main``'s head.
+    :param application: path of a PySpark application (templated); it receives the spec as
+        :class:`~airflow_iceberg_provider.operators.spark.IcebergSparkSubmitOperator` does.
+    :param sql: one SQL statement or a list of them (templated); ``{table}`` stands for the
+        quoted ``catalog.namespace.table``. Exactly one of ``application`` / ``sql``.
+    :param sql_args: named parameters for the statements (``:name`` markers) (templated).
+    :param params_for_job: JSON parameters for the application (templated), in the spec file.
+    :param expected_operations: accepted snapshot operations on the branch.
+    :param on_rerun: ``"fail"`` (default), ``"skip"`` or ``"replace"``: what a run does when
+        its interval (DAG, task group, data interval) is already on ``main``.
+    :param replace_where: with ``on_rerun="replace"``, a read-only predicate selecting exactly
+        the interval's rows (templated; validated like the audit's SQL fragments), e.g.
+        ``"order_ts >= TIMESTAMP '{{ data_interval_start }}' AND order_ts < TIMESTAMP
+        '{{ data_interval_end }}'"``. SQL writes only.
+    :return: ``{"branch", "base_snapshot_id", "snapshot_id", "added_records", ...,
+        "reset_from_snapshot_id", "rerun"}``
+    """
+
+    template_fields: Sequence[str] = (
+        *IcebergSparkBaseOperator.template_fields,
+        "branch",
+        "base_snapshot_id",
+        "application",
+        "sql",
+        "sql_args",
+        "params_for_job",
+        "replace_where",
+    )
+    template_ext: Sequence[str] = (".sql",)
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        branch: str | None = None,
+        base_snapshot_id: int | str | None = None,
+        application: str | None = None,
+        sql: str | Sequence[str] | None = None,
+        sql_args: Mapping[str, Any] | None = None,
+        params_for_job: Mapping[str, Any] | None = None,
+        expected_operations: Sequence[str] = SNAPSHOT_OPERATIONS,
+        branch_prefix: str = "wap",
+        on_rerun: str = "fail",
+        replace_where: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (application is None) == (sql is None):
+            raise IcebergValidationError(
+                f"Pass exactly one of application= (a PySpark script) or sql= (statements) to {type(self).__name__}."
+            )
+        bad = [op for op in expected_operations if op not in SNAPSHOT_OPERATIONS]
+        if bad or not expected_operations:
+            raise IcebergValidationError(
+                f"expected_operations={list(expected_operations)!r} is invalid; use a non-empty subset of "
+                f"{list(SNAPSHOT_OPERATIONS)}."
+            )
+        _refuse_wap_conf(self.spark_conf)
+        self.on_rerun = rerun.validate_on_rerun(on_rerun)
+        if replace_where is not None and application is not None:
+            raise IcebergValidationError(
+                "replace_where applies to sql= writes (the provider's job deletes the rows before the statements); "
+                "an application must remove the interval's rows itself. Remove replace_where or use sql=."
+            )
+        if isinstance(replace_where, str) and "{{" not in replace_where:
+            rerun.validate_replace_where(replace_where)  # static predicates fail at parse time
+        self.replace_where = replace_where
+        self.branch = branch
+        self.base_snapshot_id = base_snapshot_id
+        self.application = application
+        self.sql = sql
+        self.sql_args = sql_args if sql_args is not None else {}  # validated once rendered
+        self.params_for_job = params_for_job if params_for_job is not None else {}
+        self.expected_operations = tuple(expected_operations)
+        self.branch_prefix = branch_prefix
+
+    def _statements(self) -> list[str]:
+        items = [self.sql] if isinstance(self.sql, str) else list(self.sql or [])
+        out = [s.strip().rstrip(";").strip() for s in items if isinstance(s, str)]
+        if len(out) != len(items) or not out or not all(out):
+            raise IcebergValidationError("sql must be a non-empty statement or a list of non-empty statements.")
+        return out
+
+    def _validated_inputs(self) -> list[str] | None:
+        _refuse_wap_conf(self.spark_conf)
+        statements = self._statements() if self.sql is not None else None
+        for name, value in (("params_for_job", self.params_for_job), ("sql_args", self.sql_args)):
+            if not isinstance(value, Mapping):
+                raise IcebergValidationError(f"{name}={value!r:.80} is not a mapping; pass a dict of JSON values.")
+        try:
+            json.dumps(self.params_for_job)
+            json.dumps(self.sql_args)
+        except (TypeError, ValueError) as err:
+            raise IcebergValidationError(f"params_for_job / sql_args must be JSON-serialisable: {err}") from err
+        return statements
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        branch = resolve_branch(self.branch, context, self.branch_prefix)
+        statements = self._validated_inputs()
+        where = rerun.validate_replace_where(self.replace_where)
+        hook, table = self.catalog_hook, self.ident.dotted
+        identity = rerun.RunIdentity.from_context(context)
+        tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where)
+        self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
+        refuse_unsupported_format(tbl, table)
+        if plan.action in ("refuse", "skip"):
+            stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
+        tbl, _ = ensure_wap_enabled(hook, tbl, table)
+        main_before = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        existing = hook.refs(tbl).get(branch)
+        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        if base is None:
+            base = merge_base(hook, tbl, existing.snapshot_id, main_before) if existing else main_before
+        reset_from = self._reset_to_base(tbl, branch, existing, base)
+        props = rerun.summary_properties(identity)
+        replaced = self._replace_files(branch, base, plan, identity) if plan.action == "replace" else {}
+        run = self._submit(context, branch, base, statements, props, plan, identity)
+        head, metrics = self._verified_change(branch, base, main_before)
+        self._record(context, branch, base, head, metrics, run, plan)
+        result = {
+            "table": table,
+            "branch": branch,
+            "base_snapshot_id": base,
+            "snapshot_id": head,
+            "reset_from_snapshot_id": reset_from,
+            "job_run_id": run.job_run_id,
+            "seconds": round(run.seconds, 3),
+            "rerun": {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced},
+            **metrics,
+        }
+        self.log.info("Verified WAP write on %s@%s: %s", table, branch, result)
+        return with_string_ids(result)
+
+    def _replace_files(
+        self, branch: str, base: int | None, plan: rerun.RerunPlan, identity: rerun.RunIdentity
+    ) -> dict[str, Any]:
+        """Check the branch holds the earlier publish; remove its files now (``files``) or list them for the job."""
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        earlier = plan.earlier
+        published = earlier.published_snapshot_id if earlier else None
+        if base is None or published is None or not hook.is_ancestor(tbl, published, base):
+            raise IcebergRefusedError(
+                f"{plan.message} But branch {branch!r} was cut at {base}, before that publish reached main, so the "
+                "replacement cannot be applied to it. Nothing was changed. Clear the whole DAG run so the branch is "
+                "cut again from main."
+            )
+        if plan.method != "files":
+            return {}  # the job checks and deletes the predicate's rows
+        props = rerun.summary_properties(identity, replaces=published)
+        removed = _wap_files.remove_files_on_branch(hook, tbl, branch, plan.remove_snapshot_ids, props)
+        self.log.info("Replace: removed %s from %s@%s (earlier publish %s)", removed, table, branch, published)
+        return {"replaced_files": removed["files"], "replaced_rows": removed["rows"]}
+
+    def _submit(
+        self,
+        context: Context,
+        branch: str,
+        base: int | None,
+        statements: list[str] | None,
+        props: dict[str, str],
+        plan: rerun.RerunPlan,
+        identity: rerun.RunIdentity,
+    ) -> Any:
+        spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
+        conf = wap_write_conf(branch, self.spark_conf)
+        self.log.info("Writing to %s@%s (base %s)", self.ident.dotted, branch, base)
+        if statements is None:
+            spec.update(params=self.params_for_job, snapshot_properties=props)
+            plan_ = self.spark_hook.plan(
+                str(self.application), spec=spec, extra_conf=conf, name=f"airflow-{self.task_id}"
+            )
+            return self.spark_hook.submit(plan_)
+        spec.update(statements=statements, sql_args=self.sql_args, commit_properties=props)
+        if plan.method == "predicate":
+            replaces = plan.earlier.published_snapshot_id if plan.earlier else None
+            spec["replace"] = {
+                "where": plan.replace_where,
+                "expected_rows": plan.expected_rows,
+                "files": self._replace_files_for_job(plan),
+                "properties": rerun.summary_properties(identity, replaces=replaces),
+            }
+        try:
+            return self.run_spark_job(context, "wap_write", spec, extra_conf=conf)[0]
+        except IcebergSparkJobError as err:
+            if "ReplaceRefused" in str(err):
+                raise IcebergRefusedError(f"on_rerun='replace' refused before any write: {err}") from err
+            raise
+
+    def _replace_files_for_job(self, plan: rerun.RerunPlan) -> list[str]:
+        tbl = self.catalog_hook.load_table(self.ident.dotted)
+        return [f.file_path for f in _wap_files.files_added_by(tbl, plan.remove_snapshot_ids)]
+
+    def _verified_change(self, branch: str, base: int | None, main_before: int | None) -> tuple[int, dict[str, int]]:
+        """The branch head the write produced (checked through the catalog) and its change metrics."""
+        hook, table = self.catalog_hook, self.ident.dotted
+        tbl = hook.load_table(table)
+        main_after = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+        if main_after != main_before:
+            self.log.warning(
+                "main of %s moved from %s to %s during the write (another writer?)", table, main_before, main_after
+            )
+        try:
+            head = self.verify_new_commit(ref=branch, before_snapshot_id=base, operations=self.expected_operations)
+        except (IcebergCommitVerificationError, IcebergRefNotFoundError) as err:
+            hint = (
+                f" main moved from {main_before} to {main_after} meanwhile: did the job write to main explicitly "
+                "(e.g. a `branch_main` identifier)?"
+                if main_after != main_before
+                else ""
+            )
+            raise IcebergCommitVerificationError(f"{err}{hint}") from err
+        snaps = branch_snapshots(hook, tbl, head.snapshot_id, base)
+        unstamped = [s.snapshot_id for s in snaps if rerun.KEY_INTERVAL not in s.summary]
+        if unstamped:
+            self.log.warning(
+                "Snapshots %s on %s@%s carry no airflow.wap-interval summary property (an application that did not "
+                "apply spec['snapshot_properties']?): re-runs of this interval are then found through the ledger only.",
+                unstamped[:5],
+                table,
+                branch,
+            )
+        return head.snapshot_id, rerun.change_metrics(snaps)
+
+    def _record(
+        self,
+        context: Context,
+        branch: str,
+        base: int | None,
+        head: int,
+        metrics: dict[str, int],
+        run: Any,
+        plan: rerun.RerunPlan,
+    ) -> None:
+        """Ledger row of an application write (a SQL write's job wrote its own row)."""
+        hook = self.catalog_hook
+        if self.sql is not None or hook.read_governance_rows("ledger", event_id=run.job_run_id):
+            return
+        hook.record_ledger(
+            operation="wap_write",
+            table=self.ident.dotted,
+            ref=branch,
+            status="succeeded",
+            context=context,
+            snapshot_before=base,
+            snapshot_after=head,
+            metrics=metrics,
+            details={"application": str(self.application), "wap_interval": plan.interval_key},
+            started_at=run.started_at,
+            event_id=run.job_run_id,
+        )
+
+    def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
+        """Discard an earlier try's commits on the branch; make sure the branch starts at ``base``."""
+        hook, table = self.catalog_hook, self.ident.dotted
+        if existing is not None and existing.type != "branch":
+            raise IcebergRefusedError(f"{table} has a tag named {branch!r}; WAP needs a branch. Nothing was changed.")
+        if existing is not None and existing.snapshot_id == base:
+            return None
+        if existing is None:
+            if base is not None:  # pin the branch to its base before Spark would cut it from the current main
+                hook.set_ref(tbl, branch, base)
+            return None
+        if base is not None and not hook.is_ancestor(tbl, base, existing.snapshot_id):
+            raise IcebergRefusedError(
+                f"Branch {branch!r} of {table} is at {existing.snapshot_id}, which does not descend from the base "
+                f"{base}; refusing to reset it. Pass the right base_snapshot_id or a new branch name."
+            )
+        self.log.warning(
+            "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "
+            "the retried write does not duplicate rows",
+            branch,
+            table,
+            existing.snapshot_id,
+            base,
+        )
+        if base is None:
+            hook.remove_ref(tbl, branch)
+        else:
+            hook.set_ref(
+                tbl,
+                branch,
+                base,
+                expected_snapshot_id=existing.snapshot_id,
+                max_ref_age_ms=existing.max_ref_age_ms,
+                max_snapshot_age_ms=existing.max_snapshot_age_ms,
+                min_snapshots_to_keep=existing.min_snapshots_to_keep,
+            )
+        return existing.snapshot_id
+
+
+__all__ = ["IcebergWapWriteOperator", "plan_rerun_from_catalog", "stop_for_rerun"]

@@ -100,7 +100,7 @@ TRIGGERS = [
     ),  # fmt: skip
     IcebergTableHealthEventTrigger(table="db.orders", actions=["rewrite_data_files"], poll_interval=7),
     IcebergErasureDeadlineEventTrigger(
-        requests_table="gov.requests", deadlines={"logical": "48h", "physical": "P30D"}, margin="36h"
+        requests_table="gov.requests", deadlines={"logical": "48h", "physical": "P30D"}, margin={"physical": "36h"}
     ),
 ]
 
@@ -121,7 +121,10 @@ def test_snapshot_ids_serialize_as_decimal_strings():
     _, kwargs = TRIGGERS[0].serialize()
     assert kwargs["after_snapshot_id"] == str(2**63 - 1)
     _, kwargs = TRIGGERS[2].serialize()
-    assert kwargs["deadlines"] == {"logical": 172800.0, "physical": 2592000.0} and kwargs["margin"] == 129600.0
+    assert kwargs["deadlines"] == {"logical": 172800.0, "physical": 2592000.0} and kwargs["margin"] == {
+        "logical": 0.0,
+        "physical": 129600.0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -145,6 +148,11 @@ def test_snapshot_ids_serialize_as_decimal_strings():
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={"physical": -5}), "physical"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin="31d"), "margin"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin=True), "margin"),
+        (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin={"logical": "1h"}), "margin"),
+        (
+            lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={"logical": "48h"}, margin="2d"),
+            "logical deadline of 2d",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_naming_the_parameter(make, names):
@@ -393,7 +401,7 @@ def test_approaching_rule_per_kind():
         {"request_id": "r5", "received_at": None, "status": "pending"},
     ]
     got = approaching(rows, now=now, deadlines={"logical": timedelta(hours=48), "physical": timedelta(days=30)},
-                      margin=timedelta(days=1))  # fmt: skip
+                      margins={"logical": timedelta(days=1), "physical": timedelta(days=1)})  # fmt: skip
     assert [(g["request_id"], g["deadline"], g["overdue"]) for g in got] == [
         ("r1", "logical", True), ("r1", "physical", False), ("r2", "physical", False),
     ]  # fmt: skip
@@ -412,8 +420,9 @@ def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tm
     store = JsonFileWatermarks(tmp_path / "dl.json")
     # r2's logical deadline (48 h) comes within the margin about 1.5 s from now, with no commit
     margin = timedelta(hours=48) - (datetime.now(UTC) - now) - timedelta(seconds=1.5)
+    margins = {"logical": margin.total_seconds(), "physical": "2d"}
     trigger = IcebergErasureDeadlineEventTrigger(
-        requests_table=table, deadlines={"logical": "48h", "physical": "30d"}, margin=margin.total_seconds(),
+        requests_table=table, deadlines={"logical": "48h", "physical": "30d"}, margin=margins,
         poll_interval=FAST,
     )  # fmt: skip
 

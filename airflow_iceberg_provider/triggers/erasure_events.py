@@ -45,8 +45,11 @@ def to_duration(value: Any, param: str) -> timedelta:
     return parse_duration(value, param)
 
 
-def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta], timedelta]:
-    """``({kind: deadline}, margin)``; kinds are ``logical`` and ``physical``; 0 <= margin < every deadline."""
+def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta], dict[str, timedelta]]:
+    """``({kind: deadline}, {kind: margin})``; kinds ``logical`` / ``physical``; 0 <= margin < its deadline.
+
+    ``margin`` is one duration for every kind or a mapping ``{kind: duration}``.
+    """
     if not isinstance(deadlines, Mapping) or not deadlines:
         raise IcebergValidationError(
             f"deadlines={deadlines!r} is invalid; pass a mapping of deadline kind to duration from received_at, "
@@ -65,17 +68,33 @@ def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta
                 f"deadlines[{kind!r}]={value!r} is invalid; pass a positive duration of at most 36500 days."
             )
         out[kind] = td
-    m = to_duration(margin, "margin")
-    if m < timedelta(0) or any(m >= td for td in out.values()):
-        raise IcebergValidationError(
-            f"margin={margin!r} is invalid; it must be >= 0 and shorter than every deadline "
-            f"({', '.join(f'{k}={v}' for k, v in out.items())}), e.g. margin='3d' for a 30-day deadline."
-        )
-    return out, m
+    if isinstance(margin, Mapping):
+        extra = sorted(set(margin) - set(out))
+        if extra:
+            raise IcebergValidationError(f"margin names kinds {extra} that deadlines does not have; drop them.")
+        margins = {k: to_duration(margin.get(k, 0), f"margin[{k!r}]") for k in out}
+    else:
+        margins = {k: to_duration(margin, "margin") for k in out}
+    for kind, m in margins.items():
+        if not timedelta(0) <= m < out[kind]:
+            raise IcebergValidationError(
+                f"margin={margin!r} is invalid for the {kind} deadline of {_human(out[kind])}: a margin must be >= 0 "
+                "and shorter than its deadline; pass one per kind, e.g. margin={'logical': '12h', 'physical': '3d'}."
+            )
+    return out, margins
+
+
+def _human(td: timedelta) -> str:
+    secs = td.total_seconds()
+    return f"{secs / 86400:g}d" if secs >= 86400 else f"{secs / 3600:g}h"
 
 
 def approaching(
-    rows: Iterable[Mapping[str, Any]], *, now: datetime, deadlines: Mapping[str, timedelta], margin: timedelta
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    now: datetime,
+    deadlines: Mapping[str, timedelta],
+    margins: Mapping[str, timedelta],
 ) -> list[dict[str, Any]]:
     """Open requests within ``margin`` of (or past) a deadline: one item per request and kind, earliest first."""
     out = []
@@ -89,7 +108,7 @@ def approaching(
             if row.get("status") in MET_BY[kind]:
                 continue
             due = received + deadline
-            if now >= due - margin:
+            if now >= due - margins[kind]:
                 out.append(
                     {
                         "request_id": row["request_id"],
@@ -128,7 +147,8 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
 
     :param requests_table: ``namespace.table`` of erasure requests.
     :param deadlines: ``{kind: duration}``; durations like ``"48h"``, ``"30d"``, ISO ``"P30D"`` or seconds.
-    :param margin: how long before the deadline to fire (``"3d"``; default 2 days).
+    :param margin: how long before the deadline to fire: one duration, or ``{kind: duration}``
+        (default 2 days; must be shorter than the deadline).
     :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection.
     :param poll_interval: seconds between polls.
     """
@@ -146,7 +166,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     ) -> None:
         super().__init__()
         self.requests_table = validate_table(requests_table, "requests_table").dotted
-        self._deadlines, self._margin = validate_deadlines(
+        self._deadlines, self._margins = validate_deadlines(
             DEFAULT_DEADLINES if deadlines is None else deadlines, margin
         )
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
@@ -158,7 +178,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
             {
                 "requests_table": self.requests_table,
                 "deadlines": {k: v.total_seconds() for k, v in self._deadlines.items()},
-                "margin": self._margin.total_seconds(),
+                "margin": {k: v.total_seconds() for k, v in self._margins.items()},
                 "iceberg_catalog_conn_id": self.iceberg_catalog_conn_id,
                 "poll_interval": self.poll_interval,
             },
@@ -195,14 +215,14 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
             if fresh is not None:
                 rows, known = fresh, location
                 due = {fired_key(i) for i in approaching(rows, now=datetime.max.replace(tzinfo=UTC),
-                                                         deadlines=self._deadlines, margin=self._margin)}  # fmt: skip
+                                                         deadlines=self._deadlines, margins=self._margins)}  # fmt: skip
                 stale = [k for k in fired if k not in due]  # met (or gone): forget it
                 if stale:
                     for k in stale:
                         fired.pop(k)
                     await store.save(key, {"fired": dict(fired)})
             now = datetime.now(UTC)
-            for item in approaching(rows, now=now, deadlines=self._deadlines, margin=self._margin):
+            for item in approaching(rows, now=now, deadlines=self._deadlines, margins=self._margins):
                 k = fired_key(item)
                 if k in fired:
                     continue
@@ -221,5 +241,5 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
             "received_at": item["received_at"].isoformat(),
             "status": item["status"],
             "overdue": bool(item["overdue"]),
-            "margin_seconds": self._margin.total_seconds(),
+            "margin_seconds": self._margins[item["deadline"]].total_seconds(),
         }

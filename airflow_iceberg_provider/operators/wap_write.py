@@ -76,16 +76,17 @@ def stop_for_rerun(
 ) -> None:
     """``refuse``: raise, naming the earlier publish; ``skip``: ``noop`` ledger row, then skip the task.
 
-    Either way the run's branch is dropped when it holds nothing unpublished (it sits on
-    ``main``'s history), so the table is left as it was before the run.
+    Either way (with ``drop_branch``) the run's branch is dropped when it holds nothing
+    unpublished (it sits on ``main``'s history), so the table is left as it was before the run.
     """
-    from airflow.exceptions import AirflowSkipException
+    from airflow.sdk.exceptions import AirflowSkipException
 
     hook, table = op.catalog_hook, op.ident.dotted
     ref = hook.refs(tbl).get(branch)
     main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
     if (
-        ref is not None
+        drop_branch
+        and ref is not None
         and ref.type == "branch"
         and main_head is not None
         and hook.is_ancestor(tbl, ref.snapshot_id, main_head)

@@ -60,7 +60,7 @@ def timeline_svg(data: Mapping[str, Any], *, highlight: str | None = None, width
         out.append(
             f'<line x1="{rx}" x2="{rx}" y1="{label_y + 2}" y2="{height - 28}" stroke="{REF_COLORS[kind]}"{dash}/>'
         )
-        prefix = "⚖ " if kind == "hold" else "⎇ " if kind == "branch" else "🏷 "
+        prefix = "⚖ hold " if kind == "hold" else "⎇ " if kind == "branch" else "◆ tag "
         anchor = "end" if rx > width - 160 else "start"
         out.append(
             f'<text class="ref ref-{kind}" x="{rx + (-3 if anchor == "end" else 3)}" y="{label_y}" '

@@ -282,3 +282,10 @@ def test_concurrent_changes_replan_after_a_lost_commit(items):
         outs = list(pool.map(run, range(4)))
     assert [o["outcome"] for o in outs] == ["changed"] * 4
     assert {"c0", "c1", "c2", "c3"} <= set(items.load_table("db.items").schema().column_names)
+
+
+def test_missing_table_is_named(lake, context):
+    from airflow_iceberg_provider.exceptions import IcebergTableNotFoundError
+
+    with pytest.raises(IcebergTableNotFoundError, match=r"Table db\.items does not exist"):
+        alter(add_columns={"x": "string"}).execute(context)

@@ -140,6 +140,25 @@ ERASURE_EVIDENCE = GovernanceTable(
 
 GOVERNANCE_TABLES = {t.name: t for t in (LEDGER, AUDIT_RESULTS, ERASURE_EVIDENCE)}
 
+#: The time column readers filter on (``read_governance_rows(..., since=, until=)``).
+TIME_COLUMNS = {"ledger": "finished_at", "audit_results": "evaluated_at", "erasure_evidence": "finished_at"}
+
+#: Properties every governance table gets (set at creation; added where missing on first use).
+#: They get one small commit per task, hundreds a day: keep the metadata log bounded, merge
+#: manifests as they accumulate, and let the maintenance plan expire day-old snapshots (an
+#: append-only table loses no row when its old snapshots expire) and compact toward 64 MiB files.
+GOVERNANCE_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "16",
+    "write.target-file-size-bytes": str(64 * 1024 * 1024),
+    "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
+    "history.expire.min-snapshots-to-keep": "5",
+    "airflow-iceberg.maintenance.min-input-files": "20",
+}
+
 
 def pyiceberg_schema(table: GovernanceTable):  # -> pyiceberg.schema.Schema
     """Build the pyiceberg schema for a governance table."""

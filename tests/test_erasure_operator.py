@@ -172,3 +172,31 @@ def _schema(columns):
     from airflow_iceberg_provider.operators.table import parse_columns
 
     return parse_columns(columns)
+
+
+# ----------------------------------------------------------------- phases (#13)
+def test_phase_refusals_leave_metadata_unchanged(erasure_lake, tmp_path):
+    _refused(erasure_lake, _op(phase="compact"), IcebergValidationError, "phase='compact' is not an erasure phase")
+    # R-1 is pending: nothing logically erased, nothing to purge (no JVM started)
+    _refused(erasure_lake, _op(phase="purge"), IcebergValidationError, "phase='logical' first")
+    _refused(erasure_lake, _op(phase="purge", request_ids=["R-9"]), IcebergValidationError, "nothing to purge")
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"request_id": "R-1", "subject_key": "x"}\n')
+    os.chmod(path, 0o600)
+    op = _op(phase="purge", requests_table=None, subjects_file=str(path))
+    _refused(erasure_lake, op, IcebergValidationError, "phase='purge' needs requests_table")
+
+
+def test_maintenance_plan_erasure_purge_option_skips_when_nothing_is_logically_erased(erasure_lake):
+    from airflow_iceberg_provider.operators.erasure import run_erasure_purge
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+
+    opts = {"requests_table": "db.requests", "subject_columns": "customer_id"}
+    plan = IcebergMaintenancePlanOperator(task_id="nightly", table="db.people", erasure_purge=opts)
+    before = erasure_lake.metadata_location("db.people")
+    assert run_erasure_purge(plan, fake_context(), plan.erasure_purge) == {"purged": False}
+    assert erasure_lake.metadata_location("db.people") == before
+    with pytest.raises(IcebergValidationError, match="runs phase='purge' only"):
+        run_erasure_purge(plan, fake_context(), {**opts, "phase": "full"})
+    with pytest.raises(IcebergValidationError, match="erasure_purge needs at least"):
+        run_erasure_purge(plan, fake_context(), {"requests_table": "db.requests"})

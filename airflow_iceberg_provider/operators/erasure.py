@@ -334,3 +334,41 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
             "seconds": round(seconds, 3),
         }
+
+
+def run_erasure_purge(parent: IcebergSparkBaseOperator, context: Context, options: dict[str, Any]) -> dict[str, Any]:
+    """The purge phase on behalf of another operator (``IcebergMaintenancePlanOperator(erasure_purge=...)``).
+
+    ``options`` are :class:`IcebergErasureOperator` arguments (``subject_columns``,
+    ``requests_table``, ``ref_policy``, ``tables_in_scope``, ``salt_conn_id``…); the table,
+    catalog and Spark settings come from ``parent``. Nothing logically erased: no job, and
+    ``{"purged": False}`` (a nightly run with nothing to purge is not an error).
+    """
+    opts = dict(options or {})
+    if "phase" in opts and opts.pop("phase") != PHASE_PURGE:
+        raise IcebergValidationError("erasure_purge runs phase='purge' only; drop the 'phase' key.")
+    if not opts.get("requests_table") or not opts.get("subject_columns"):
+        raise IcebergValidationError(
+            "erasure_purge needs at least {'requests_table': 'ns.requests', 'subject_columns': 'customer_id'}."
+        )
+    req = validate_table(opts["requests_table"], "erasure_purge.requests_table").dotted
+    try:
+        purge_candidates(parent.catalog_hook.erasure_request_states(req), validate_request_ids(opts.get("request_ids")))
+    except IcebergValidationError:
+        parent.log.info("erasure_purge: no logically erased request in %s, nothing to purge", req)
+        return {"purged": False}
+    op = IcebergErasureOperator(
+        task_id=f"{parent.task_id}.erasure_purge",
+        table=parent.table,
+        iceberg_catalog_conn_id=parent.iceberg_catalog_conn_id,
+        governance_namespace=parent.governance_namespace,
+        spark_conn_id=parent.spark_conn_id,
+        jars=parent.jars,
+        packages=parent.packages,
+        spark_conf=parent.spark_conf,
+        driver_memory=parent.driver_memory,
+        executor_memory=parent.executor_memory,
+        phase=PHASE_PURGE,
+        **opts,
+    )
+    return {"purged": True, **op.execute(context)}

@@ -716,6 +716,9 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param orphan_dry_run: list orphans only (default ``True``).
     :param actions: the actions the plan may choose from (default all).
     :param force: run every allowed, applicable action regardless of thresholds (templated).
+    :param erasure_purge: run the erasure purge first (#13): ``IcebergErasureOperator`` arguments, e.g.
+        ``{"requests_table": "ns.requests", "subject_columns": "customer_id"}``; skipped when nothing is
+        logically erased (see ``operators.erasure.run_erasure_purge``).
     """
 
     template_fields: Sequence[str] = (
@@ -744,9 +747,11 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         partial_progress: bool | None = None,
         actions: Sequence[str] | None = None,
         force: bool | str = False,
+        erasure_purge: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.erasure_purge = erasure_purge
         if isinstance(retain_last, int):
             validate_retain_last(retain_last)
         if older_than_floor is not None:
@@ -799,8 +804,12 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         return decision, health, expiry
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_iceberg_provider.operators.erasure import run_erasure_purge
+
+        erasure = run_erasure_purge(self, context, self.erasure_purge) if self.erasure_purge else None
         decision, health, expiry = self.plan()
         base = {
+            "erasure_purge": erasure,
             "table": self.ident.dotted,
             "health_before": health_summary(health),
             "skipped": decision.skipped,

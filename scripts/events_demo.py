@@ -1,0 +1,193 @@
+"""Event-driven scheduling, for real: a triggerer runs the asset watchers, a scheduler starts DAG runs.
+
+Used by ``make demo`` (``DEMO["driver"]`` of ``example_dags/example_iceberg_events.py``), by
+``bench/trigger_poll.py`` (commit -> DAG run latency) and by the ``airflow`` tests of the event
+triggers. :class:`AirflowProcesses` wraps one ``AIRFLOW_HOME``: ``airflow dags reserialize``
+(registers the watchers of unpaused DAGs), ``airflow triggerer`` / ``airflow scheduler`` /
+``airflow api-server`` as child processes stopped by pid, and read-only queries of its metadata
+database (asset events, DAG runs, the asset state store).
+
+The demo: the watcher DAGs are unpaused and registered, a triggerer + scheduler + API server
+start (poll interval 1 s, ``AIP_EVENTS_POLL_SECONDS``), then
+
+1. one pyiceberg append to ``events.orders`` -> a commit event -> ``iceberg_events_consumer`` runs;
+2. small appends until the table crosses its policy (``airflow-iceberg.maintenance.min-input-files=4``)
+   -> one health event -> ``iceberg_events_maintenance`` runs the plan (one Spark job compacts);
+3. the healed table stays quiet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+class AirflowProcesses:
+    """Airflow CLI processes on one AIRFLOW_HOME (SQLite metadata DB), started and stopped by pid."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.home = Path(env["AIRFLOW_HOME"])
+        self.log_dir = log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["airflow", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"airflow {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def start(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(["airflow", name, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        return proc
+
+    def stop(self, name: str, timeout: float = 60) -> int | None:
+        """SIGTERM (graceful: the triggerer finishes its loop), then SIGKILL after ``timeout``."""
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(10)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            self.stop(name)
+
+    # ------------------------------------------------------------------ metadata DB (read only)
+    def query(self, sql: str, *params: Any) -> list[tuple]:
+        with sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=30) as db:
+            return db.execute(sql, params).fetchall()
+
+    def asset_events(self, asset_prefix: str = "") -> list[dict[str, Any]]:
+        rows = self.query(
+            "SELECT a.name, e.extra, e.timestamp FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE a.name LIKE ? ORDER BY e.id",
+            asset_prefix + "%",
+        )
+        return [{"asset": n, "extra": json.loads(x or "{}"), "timestamp": t} for n, x, t in rows]
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        rows = self.query(
+            "SELECT run_id, state, run_type, queued_at, start_date, end_date FROM dag_run WHERE dag_id = ? ORDER BY id",
+            dag_id,
+        )
+        keys = ("run_id", "state", "run_type", "queued_at", "start_date", "end_date")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def state_store(self) -> dict[str, dict[str, Any]]:
+        rows = self.query(
+            "SELECT a.name, s.key, s.value, s.last_updated_by_kind FROM asset_state_store s "
+            "JOIN asset a ON a.id = s.asset_id ORDER BY a.name"
+        )
+        return {f"{n} {k}": {"value": json.loads(v), "by": by} for n, k, v, by in rows}
+
+    def running_watchers(self) -> int:
+        return self.query("SELECT count(*) FROM trigger WHERE triggerer_id IS NOT NULL")[0][0]
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def payloads(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["extra"].get("payload", {}) for e in events]
+
+
+# ---------------------------------------------------------------------------------- the demo
+EVENT_DAGS = ("iceberg_events_consumer", "iceberg_events_maintenance", "iceberg_events_erasure_escalation")
+
+
+def demo() -> int:
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from example_dags.example_iceberg_events import TABLE
+    from tests.conftest import create_orders_table, orders_batch
+
+    env = {**os.environ, "AIP_EVENTS_POLL_SECONDS": os.environ.get("AIP_EVENTS_POLL_SECONDS", "1")}
+    env["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"] = "False"
+    work = Path(os.environ.get("AIP_WORK", ROOT / ".work"))
+    af = AirflowProcesses(env, work / "demo-logs" / "events")
+    hook = IcebergCatalogHook()
+    if hook.table_exists(TABLE):
+        hook.catalog.drop_table(TABLE)
+    create_orders_table(hook, TABLE, partition_by=(), properties={"airflow-iceberg.maintenance.min-input-files": "4"})
+    hook.load_table(TABLE).append(orders_batch(0, 50))
+    t0 = time.monotonic()
+    for dag_id in EVENT_DAGS:
+        af.cli("dags", "unpause", dag_id)
+    af.cli("dags", "reserialize")  # watchers are registered for unpaused DAGs
+    before = {d: len(af.dag_runs(d)) for d in EVENT_DAGS}
+    try:
+        af.start("api-server", "--port", os.environ.get("AIP_DEMO_API_PORT", "8080"))
+        af.start("scheduler")
+        af.start("triggerer")
+        wait_for("the watchers to run", lambda: af.running_watchers() >= 3, 180)
+        wait_for("the commit watcher's start mark", lambda: any("commit" in k for k in af.state_store()), 60)
+        print(f"    triggerer, scheduler and API server up in {time.monotonic() - t0:.0f}s", flush=True)
+
+        hook.load_table(TABLE).append(orders_batch(1000, 50))
+        sid = str(hook.ref_snapshot_id(TABLE))
+        committed = time.monotonic()
+        run = wait_for(
+            "the consumer DAG run",
+            lambda: af.dag_runs("iceberg_events_consumer")[before["iceberg_events_consumer"] :],
+            120,
+        )[0]
+        print(f"OK  commit {sid} -> commit event -> DAG run {run['run_id']} ({run['run_type']}) in "
+              f"{time.monotonic() - committed:.1f}s", flush=True)  # fmt: skip
+
+        for i in range(2):  # 3 data files + 2 = the table's min-input-files=4 crossed
+            hook.load_table(TABLE).append(orders_batch(2000 + 100 * i, 20))
+        crossed = time.monotonic()
+        health = wait_for("the health event", lambda: payloads(af.asset_events("iceberg_health.")), 120)[0]
+        print(f"OK  table crossed its policy -> health event ({health['actions']}: "
+              f"{health['reasons'].get('rewrite_data_files')}) in {time.monotonic() - crossed:.1f}s", flush=True)  # fmt: skip
+        plan = wait_for(
+            "the maintenance plan to finish",
+            lambda: [
+                r for r in af.dag_runs("iceberg_events_maintenance")[before["iceberg_events_maintenance"] :]
+                if r["state"] in ("success", "failed")
+            ],
+            600,
+            every=2,
+        )[0]  # fmt: skip
+        print(f"{'OK ' if plan['state'] == 'success' else 'BAD'} maintenance plan DAG run {plan['run_id']}: "
+              f"{plan['state']}; data files now {hook.health(TABLE).data_files}", flush=True)  # fmt: skip
+        time.sleep(5)
+        quiet = len(af.asset_events("iceberg_health."))
+        print(f"{'OK ' if quiet == 1 else 'BAD'} healed table: {quiet} health event in total (quiet after the plan)")
+        consumer = af.dag_runs("iceberg_events_consumer")[before["iceberg_events_consumer"] :]
+        print(f"    consumer runs: {[r['state'] for r in consumer]}; "
+              f"commit events: {[p['snapshot_id'] for p in payloads(af.asset_events('iceberg_commits.'))]}")  # fmt: skip
+        return 0 if plan["state"] == "success" and quiet == 1 else 1
+    finally:
+        af.stop_all()
+        for dag_id in EVENT_DAGS:  # do not leave watchers registered in the shared AIRFLOW_HOME
+            af.cli("dags", "pause", dag_id)
+
+
+if __name__ == "__main__":
+    sys.exit(demo())

@@ -31,7 +31,7 @@ from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 
 TYPES = ("boolean", "int", "long", "float", "double", "date", "timestamp", "timestamptz", "string", "binary")
-_DECIMAL = re.compile(r"^decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)$")
+_DECIMAL = re.compile(r"^decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)\Z")
 _COL = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
 _UNARY = {
     "identity": "identity",
@@ -47,15 +47,15 @@ _UNARY = {
     "date_hour": "hour",
     "void": "void",
 }
-_TRANSFORM_UNARY = re.compile(rf"^([A-Za-z_]+)\(\s*({_COL})\s*\)$")
-_TRANSFORM_BRACKET = re.compile(rf"^(bucket|truncate)\[\s*(\d+)\s*\]\(\s*({_COL})\s*\)$", re.IGNORECASE)
+_TRANSFORM_UNARY = re.compile(rf"^([A-Za-z_]+)\(\s*({_COL})\s*\)\Z")
+_TRANSFORM_BRACKET = re.compile(rf"^(bucket|truncate)\[\s*(\d+)\s*\]\(\s*({_COL})\s*\)\Z", re.IGNORECASE)
 _TRANSFORM_SPARK = re.compile(
-    rf"^(bucket|truncate)\(\s*(?:(\d+)\s*,\s*({_COL})|({_COL})\s*,\s*(\d+))\s*\)$", re.IGNORECASE
+    rf"^(bucket|truncate)\(\s*(?:(\d+)\s*,\s*({_COL})|({_COL})\s*,\s*(\d+))\s*\)\Z", re.IGNORECASE
 )
-_TRANSFORM_BARE = re.compile(rf"^{_COL}$")
-_SORT_TERM = re.compile(r"^(.*?)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?$", re.IGNORECASE | re.DOTALL)
+_TRANSFORM_BARE = re.compile(rf"^{_COL}\Z")
+_SORT_TERM = re.compile(r"^(.*?)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\Z", re.IGNORECASE | re.DOTALL)
 _WRITE_ORDERED_BY = re.compile(r"^\s*WRITE\s+ORDERED\s+BY\s+", re.IGNORECASE)
-_METRICS_MODE = re.compile(r"^(none|counts|full|truncate\((\d{1,4})\))$", re.IGNORECASE)
+_METRICS_MODE = re.compile(r"^(none|counts|full|truncate\((\d{1,4})\))\Z", re.IGNORECASE)
 TRANSFORM_HELP = (
     "use col, identity(col), year|month|day|hour(col), bucket[N](col), truncate[N](col) or Spark DDL's "
     "years|months|days|hours(col), bucket(N, col), truncate(N, col)"

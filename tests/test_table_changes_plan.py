@@ -256,3 +256,45 @@ def test_names_after_renames_and_adds_are_what_later_arguments_see():
         plan(rename_columns={"sku": "item"}, sort_order="sku")
     with pytest.raises(IcebergRefusedError, match="is added by this change; add it with type"):
         plan(add_columns={"n": "int"}, widen_columns={"n": "long"})
+
+
+# ------------------------------------------------------------------ hostile inputs
+def _hostile():
+    from tests.hostile_inputs import COLUMNS, SQL_FRAGMENTS
+
+    return [pytest.param(v, id=label) for label, v in [*COLUMNS, *SQL_FRAGMENTS]]
+
+
+@pytest.mark.parametrize("value", _hostile())
+@pytest.mark.parametrize(
+    "argument",
+    [
+        lambda v: {"add_columns": {v: "string"}},
+        lambda v: {"rename_columns": {"sku": v}},
+        lambda v: {"widen_columns": {v: "long"}},
+        lambda v: {"add_partition_fields": [f"days({v})"]},
+        lambda v: {"add_partition_fields": [v]},
+        lambda v: {"drop_partition_fields": [f"bucket(4, {v})"]},
+        lambda v: {"sort_order": f"{v} DESC"},
+        lambda v: {"metrics_modes": {v: "none"}},
+        lambda v: {"metrics_modes": {"sku": v}},
+        lambda v: {"bloom_filter_columns": [v]},
+    ],
+)
+def test_hostile_values_are_refused_or_only_plain_names_get_through(argument, value):
+    import re
+
+    try:
+        req = build_request(**argument(value))
+    except IcebergValidationError:
+        return
+    names = [
+        *req.add_columns,
+        *req.rename_columns.values(),
+        *req.widen_columns,
+        *(tf.column for tf in req.add_partition_fields),
+        *(s.transform.column for s in req.sort_order or ()),
+        *(k.rsplit(".", 1)[-1] for k in req.properties),
+    ]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", n) for n in names), names
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", d.strip()) or "(" in d for d in req.drop_partition_fields)

@@ -67,6 +67,8 @@ def main(argv: list[str]) -> int:
                 f"(expected {expect}) in {seconds:.1f}s  log: {log_dir / f'{dag_id}-{i}.log'}",
                 flush=True,
             )
+        if module.DEMO.get("driver"):  # needs long-running Airflow processes (e.g. a triggerer)
+            failures += subprocess.call([sys.executable, str(ROOT / module.DEMO["driver"])]) != 0
         hook = IcebergCatalogHook()
         for table in module.DEMO.get("tables", []):
             if not hook.table_exists(table):

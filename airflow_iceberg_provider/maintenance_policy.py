@@ -27,6 +27,8 @@ from airflow_iceberg_provider.governance import is_legal_hold
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     ACTIONS,
+    COMPUTE_STATS,
+    EXECUTION_ORDER,
     STRATEGIES,
     MaintenanceSqlError,
     check_sort_order,
@@ -615,6 +617,8 @@ class MaintenancePolicy:
     orphan_dry_run: bool = True
     partial_progress: bool = False
     actions: tuple[str, ...] = ACTIONS
+    #: regenerate Puffin table statistics when they do not describe the current snapshot
+    compute_stats: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -642,6 +646,7 @@ def resolve_policy(
     orphan_dry_run: Any = True,
     partial_progress: Any = None,
     actions: Sequence[str] | None = None,
+    compute_stats: Any = None,
 ) -> MaintenancePolicy:
     """Merge operator arguments (win) with table properties (Iceberg's and ``airflow-iceberg.maintenance.*``).
 
@@ -698,6 +703,7 @@ def resolve_policy(
         orphan_dry_run=_as_bool(orphan_dry_run, "orphan_dry_run"),
         partial_progress=_as_bool(pick(partial_progress, "partial-progress", False), "partial_progress"),
         actions=acts,
+        compute_stats=_as_bool(pick(compute_stats, "compute-stats", False), "compute_stats"),
     )
 
 
@@ -874,6 +880,21 @@ def decide(
                     + (", dry run)" if policy.orphan_dry_run else ")"),
                 )
             )
-    order = {name: i for i, name in enumerate(ACTIONS)}
+    # statistics -----------------------------------------------------------------
+    findings["statistics_fresh"] = health.statistics_fresh
+    rewrites = [a.action for a in actions if a.action in ("rewrite_data_files", "rewrite_position_delete_files")]
+    if policy.compute_stats and health.snapshot_id is not None and (health.statistics_fresh is False or rewrites):
+        actions.append(
+            PlannedAction(
+                COMPUTE_STATS,
+                {},
+                "table statistics describe an older snapshot"
+                if not rewrites
+                else f"{' and '.join(rewrites)} will produce a new snapshot",
+            )
+        )
+    elif policy.compute_stats:
+        skipped[COMPUTE_STATS] = "table statistics describe the current snapshot"
+    order = {name: i for i, name in enumerate(EXECUTION_ORDER)}
     actions.sort(key=lambda a: order[a.action])
     return MaintenanceDecision(actions=actions, skipped=skipped, findings=findings)

@@ -459,3 +459,26 @@ def test_policy_refuses_bad_parameters(kwargs, error, match):
 def test_policy_refuses_bad_table_property_with_its_name():
     with pytest.raises(IcebergValidationError, match=re.escape("history.expire.min-snapshots-to-keep='many'")):
         resolve_policy({"history.expire.min-snapshots-to-keep": "many"}, now=NOW)
+
+
+# ------------------------------------------------------------------ #16: statistics only when stale
+def test_statistics_are_planned_only_when_a_policy_asks_and_they_are_stale():
+    from airflow_iceberg_provider.maintenance_policy import COMPUTE_STATS, resolve_policy
+
+    healthy = [part(f"day={i}", 1) for i in range(4)]
+    off = decide(health(statistics_fresh=False), policy(), properties={}, layout=healthy)
+    assert off.healthy and COMPUTE_STATS not in off.skipped  # not asked
+    fresh = decide(health(statistics_fresh=True), policy(compute_stats=True), properties={}, layout=healthy)
+    assert fresh.healthy and "current snapshot" in fresh.skipped[COMPUTE_STATS]
+    stale = decide(health(statistics_fresh=False), policy(compute_stats=True), properties={}, layout=healthy)
+    assert [a.action for a in stale.actions] == [COMPUTE_STATS] and "older snapshot" in stale.actions[0].reason
+    # a compaction in the same plan makes fresh statistics stale: recompute after it, before expiry
+    h = health(data_files=200, small_files=200, statistics_fresh=True)
+    d = decide(h, policy(compute_stats=True), properties={}, layout=[part("p", 200)])
+    assert [a.action for a in d.actions] == ["rewrite_data_files", COMPUTE_STATS]
+    empty = decide(health(snapshot_id=None, data_files=0, statistics_fresh=None), policy(compute_stats=True),
+                   properties={}, layout=[])  # fmt: skip
+    assert empty.healthy
+    props = {"airflow-iceberg.maintenance.compute-stats": "true"}
+    assert resolve_policy(props, now=NOW).compute_stats is True
+    assert resolve_policy(props, now=NOW, compute_stats=False).compute_stats is False

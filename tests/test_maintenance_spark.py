@@ -202,3 +202,25 @@ def test_pinned_hold_survives_a_real_expiry_under_a_table_ref_age(module_lake):
     assert (hold.snapshot_id, hold.max_ref_age_ms) == (ids[1], LEGAL_HOLD_MAX_REF_AGE_MS)
     assert ids[1] in {s.snapshot_id for s in hook.list_snapshots("db.holdage")}
     assert all(local(p).exists() for p in held_files)
+
+
+def test_plan_regenerates_statistics_only_when_stale(module_lake):
+    """#16: compute_table_stats runs when the Puffin statistics do not describe the current snapshot."""
+    hook = module_lake
+    create_orders_table(hook, "db.stats", partition_by=())
+    append_batches(hook, "db.stats", 2)
+    assert hook.health("db.stats").statistics_fresh is False
+
+    out = IcebergMaintenancePlanOperator(
+        task_id="plan", table="db.stats", compute_stats=True, actions=["rewrite_manifests"]
+    ).execute(fake_context())
+
+    assert [a["action"] for a in out["actions"]] == ["compute_table_stats"] and out["spark_job"] is True
+    tbl = hook.load_table("db.stats")
+    (stats,) = tbl.metadata.statistics
+    assert stats.snapshot_id == tbl.current_snapshot().snapshot_id and local(stats.statistics_path).exists()
+    assert {b.properties.get("ndv") is not None for b in stats.blob_metadata} == {True}
+    again = IcebergMaintenancePlanOperator(
+        task_id="plan", table="db.stats", compute_stats=True, actions=["rewrite_manifests"]
+    ).execute(fake_context())
+    assert again["healthy"] is True and again["spark_job"] is False  # fresh: no JVM

@@ -24,6 +24,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.catalog import airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
+    COMPUTE_STATS,
     DEFAULT_EXPIRY_FLOOR,
     ORPHAN_DEFAULT_AGE,
     ExpiryPreview,
@@ -246,6 +247,15 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
             missing_refs = sorted(set(refs_before) - set(tbl.metadata.refs) - set(expiry.refs_expired))
             if missing_refs:
                 raise IcebergCommitVerificationError(f"refs {missing_refs} of {self.ident} vanished during expiry.")
+        elif action == COMPUTE_STATS:
+            current = tbl.current_snapshot()
+            fresh = [st for st in tbl.metadata.statistics if current and st.snapshot_id == current.snapshot_id]
+            reported = out.get("statistics_file")
+            if not fresh or (reported and reported not in {f.statistics_path for f in fresh}):
+                raise IcebergCommitVerificationError(
+                    f"compute_table_stats on {self.ident} reported {out} but the table has no statistics file for "
+                    f"its current snapshot {current.snapshot_id if current else None}."
+                )
         elif action == "remove_orphan_files":
             paths = list((row.get("details") or {}).get("orphan_files") or [])[:200]
             dry = bool(out.get("dry_run"))
@@ -715,6 +725,9 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param orphan_older_than: orphan minimum age (>= 24 h, default 3 days).
     :param orphan_dry_run: list orphans only (default ``True``).
     :param actions: the actions the plan may choose from (default all).
+    :param compute_stats: regenerate Puffin table statistics (``compute_table_stats``) when they do not
+        describe the current snapshot, or when a rewrite in this plan will make them stale (default
+        property ``airflow-iceberg.maintenance.compute-stats``, else off).
     :param force: run every allowed, applicable action regardless of thresholds (templated).
     :param erasure_purge: run the erasure purge first (#13): ``IcebergErasureOperator`` arguments, e.g.
         ``{"requests_table": "ns.requests", "subject_columns": "customer_id"}``; skipped when nothing is
@@ -746,6 +759,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         orphan_dry_run: bool = True,
         partial_progress: bool | None = None,
         actions: Sequence[str] | None = None,
+        compute_stats: bool | None = None,
         force: bool | str = False,
         erasure_purge: dict[str, Any] | None = None,
         **kwargs: Any,
@@ -770,6 +784,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "orphan_dry_run": orphan_dry_run,
             "partial_progress": partial_progress,
             "actions": actions,
+            "compute_stats": compute_stats,
         }
         self.expire_older_than = expire_older_than
         self.retain_last = retain_last

@@ -104,6 +104,11 @@ def expire_snapshots(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, An
     return _counts("expire_snapshots", run_procedure(ctx, "expire_snapshots", table, args))
 
 
+def compute_table_stats(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    rows = run_procedure(ctx, "compute_table_stats", table, args)
+    return {"statistics_file": rows[0].get("statistics_file") if rows else None}
+
+
 def rewrite_data_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
     return _counts("rewrite_data_files", run_procedure(ctx, "rewrite_data_files", table, args))
 
@@ -140,6 +145,7 @@ def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str,
 
 
 ACTION_FUNCTIONS = {
+    "compute_table_stats": compute_table_stats,
     "expire_snapshots": expire_snapshots,
     "rewrite_data_files": rewrite_data_files,
     "rewrite_manifests": rewrite_manifests,

@@ -33,6 +33,19 @@ ACTIONS = (
     "remove_orphan_files",
 )
 
+#: Opt-in step (a policy asks for it): Puffin table statistics (NDV sketches) for the current snapshot.
+COMPUTE_STATS = "compute_table_stats"
+#: Execution order of everything a plan may run: statistics after the rewrites (they describe the
+#: snapshot the rewrites produce), before expiry.
+EXECUTION_ORDER = (
+    "rewrite_data_files",
+    "rewrite_position_delete_files",
+    "rewrite_manifests",
+    COMPUTE_STATS,
+    "expire_snapshots",
+    "remove_orphan_files",
+)
+
 #: Output columns of each procedure (Iceberg 1.10), i.e. the counts a run reports.
 PROCEDURE_OUTPUTS = {
     "expire_snapshots": (
@@ -295,7 +308,15 @@ def remove_orphan_files_sql(
     )
 
 
+def compute_table_stats_sql(catalog: str, table: str, *, snapshot_id: int | None = None) -> str:
+    """``CALL system.compute_table_stats``: NDV sketches of every column into a Puffin file (current snapshot)."""
+    return _call(
+        catalog, "compute_table_stats", table, [("snapshot_id", sql_int(snapshot_id) if snapshot_id else None)]
+    )
+
+
 _BUILDERS = {
+    COMPUTE_STATS: compute_table_stats_sql,
     "expire_snapshots": expire_snapshots_sql,
     "rewrite_data_files": rewrite_data_files_sql,
     "rewrite_manifests": rewrite_manifests_sql,

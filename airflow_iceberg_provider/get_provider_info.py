@@ -22,6 +22,94 @@ def _section(kind: str) -> list[dict[str, Any]]:
     return [{"integration-name": "Governed Apache Iceberg", "python-modules": modules}] if modules else []
 
 
+#: Where the Providers page links (also ``[project.urls] Documentation`` in pyproject.toml, which
+#: Airflow reads from the installed package's metadata; without it the page links to a
+#: non-existent page on airflow.apache.org).
+DOCUMENTATION_URL = "https://github.com/airflow-iceberg-provider/airflow-iceberg-provider#readme"
+
+#: What each catalog type needs (the hook refuses a connection without it, naming the field).
+REQUIRED_FIELDS = {
+    "sql": ("Catalog URI (host)", "Warehouse"),
+    "rest": ("Catalog URI (host)",),
+    "glue": ("Warehouse",),
+    "hive": ("Catalog URI (host)",),
+}
+
+_TYPE_HELP = (
+    "Required. sql: SQLite/PostgreSQL/MySQL catalog database, needs Catalog URI and Warehouse. "
+    "rest: Iceberg REST catalog (Polaris, Nessie, Lakekeeper, S3 Tables), needs Catalog URI. "
+    "glue: AWS Glue, needs Warehouse. hive: Hive Metastore, needs Catalog URI."
+)
+
+#: The connection form's extra fields (Airflow 3 renders them from this JSON schema; a type
+#: without "null" makes the field required).
+CONN_FIELDS: dict[str, Any] = {
+    "catalog_type": {
+        "label": "Catalog type",
+        "schema": {"type": "string", "enum": ["sql", "rest", "glue", "hive"], "default": "sql"},
+        "description": _TYPE_HELP,
+    },
+    "catalog_name": {
+        "label": "Catalog name",
+        "schema": {"type": ["string", "null"], "default": "lakehouse"},
+        "description": "Same name on the Spark and pyiceberg side (letters, digits, underscores).",
+    },
+    "warehouse": {
+        "label": "Warehouse",
+        "schema": {"type": ["string", "null"]},
+        "description": (
+            "Table root URI. Required for sql and glue (e.g. file:///data/wh or s3://bucket/wh); "
+            "for rest and hive optional (the catalog server decides, e.g. a Polaris catalog name)."
+        ),
+    },
+    "governance_namespace": {
+        "label": "Governance namespace",
+        "schema": {"type": ["string", "null"], "default": "governance"},
+        "description": "Namespace of the ledger, audit-results and evidence tables.",
+    },
+    "properties": {
+        "label": "Catalog / FileIO properties (JSON)",
+        "schema": {"type": ["object", "null"]},
+        "description": (
+            "Iceberg catalog and FileIO properties passed to both engines, e.g. "
+            '{"s3.endpoint": "http://minio:9000", "s3.path-style-access": "true"}. '
+            "REST with OAuth2: put the client id in Login and the client secret in Password (sent as "
+            "credential=<id>:<secret>), or only a bearer token in Password (sent as token); the token "
+            'endpoint and scope go here: {"oauth2-server-uri": "https://idp/oauth/tokens", '
+            '"scope": "PRINCIPAL_ROLE:ALL"}. Keys naming a secret (secret, password, token, credential) '
+            "are masked in logs and passed to Spark only through a 0600 properties file."
+        ),
+    },
+    "spark_properties": {
+        "label": "Spark-only catalog properties (JSON)",
+        "schema": {"type": ["object", "null"]},
+        "description": (
+            "Catalog properties for the Spark side only, added under spark.sql.catalog.<name>., e.g. "
+            '{"cache-enabled": "false"} or {"io-impl": "org.apache.iceberg.aws.s3.S3FileIO"}. '
+            "pyiceberg does not see them. Leave empty if unsure."
+        ),
+    },
+}
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["schema", "port"],
+    "relabeling": {
+        "host": "Catalog URI",
+        "login": "Login: DB user (sql) / OAuth client id (rest) / access key id (glue)",
+        "password": "Password: DB password (sql) / client secret or token (rest) / secret key (glue)",
+    },
+    "placeholders": {
+        "host": "sqlite:////abs/catalog.db | postgresql+psycopg2://db:5432/iceberg | "
+        "http://rest:8181/api/catalog | thrift://hms:9083 (empty for glue)",
+        "login": "sql: db user | rest: OAuth client id (empty for a bearer token) | glue: AWS access key id",
+        "password": "sql: db password | rest: client secret, or the bearer token | glue: AWS secret key",
+        "warehouse": "file:///abs/warehouse or s3://bucket/warehouse (required for sql and glue)",
+        "properties": '{"oauth2-server-uri": "https://idp/oauth/tokens", "scope": "PRINCIPAL_ROLE:ALL"}',
+        "spark_properties": '{"cache-enabled": "false"}',
+    },
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-iceberg-provider",
@@ -31,6 +119,7 @@ def get_provider_info() -> dict[str, Any]:
             "rollback, snapshot expiry and compaction, and verified GDPR/PIPEDA row-level erasure."
         ),
         "versions": [__version__],
+        "documentation-url": DOCUMENTATION_URL,
         "integrations": [
             {
                 "integration-name": "Governed Apache Iceberg",
@@ -75,49 +164,8 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook",
                 "hook-name": "Iceberg Catalog (governed lakehouse)",
                 "connection-type": "iceberg_catalog",
-                "conn-fields": {
-                    "catalog_type": {
-                        "label": "Catalog type",
-                        "schema": {"type": ["string", "null"], "enum": ["sql", "rest", "glue", "hive"]},
-                        "description": "sql (SQLite/PostgreSQL/MySQL via JDBC), rest, glue or hive.",
-                    },
-                    "catalog_name": {
-                        "label": "Catalog name",
-                        "schema": {"type": ["string", "null"], "default": "lakehouse"},
-                        "description": "Same name on the Spark and pyiceberg side.",
-                    },
-                    "warehouse": {
-                        "label": "Warehouse",
-                        "schema": {"type": ["string", "null"]},
-                        "description": "Table root URI, e.g. file:///data/wh or s3://bucket/wh.",
-                    },
-                    "governance_namespace": {
-                        "label": "Governance namespace",
-                        "schema": {"type": ["string", "null"], "default": "governance"},
-                        "description": "Namespace of the ledger, audit-results and evidence tables.",
-                    },
-                    "properties": {
-                        "label": "Catalog / FileIO properties (JSON)",
-                        "schema": {"type": ["object", "null"]},
-                        "description": 'Passed to both engines, e.g. {"s3.endpoint": "http://..."}.',
-                    },
-                    "spark_properties": {
-                        "label": "Spark-only catalog properties (JSON)",
-                        "schema": {"type": ["object", "null"]},
-                    },
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port"],
-                    "relabeling": {
-                        "host": "Catalog URI",
-                        "login": "User / client id / access key id",
-                        "password": "Password / client secret / token",
-                    },
-                    "placeholders": {
-                        "host": "sqlite:////abs/catalog.db | postgresql+psycopg2://db:5432/iceberg | "
-                        "http://rest:8181 | thrift://hms:9083",
-                    },
-                },
+                "conn-fields": CONN_FIELDS,
+                "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
             }
         ],
     }

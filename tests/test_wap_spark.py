@@ -162,9 +162,11 @@ def test_incremental_audit_reads_only_appended_rows_and_equals_a_full_audit(orde
     assert hook.ref_snapshot_id(T) == base, "a failed audit never touches main"
 
 
-def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders):
+def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders, caplog, capfd):
     hook = orders
     ctx = fake_context(dag_id="wap_test", run_id="run_bad")
+    pushed: dict[str, object] = {}
+    ctx["ti"].xcom_push = lambda key, value: pushed.__setitem__(key, json.loads(json.dumps(value)))
     main_before = hook.ref_snapshot_id(T)
     created = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)
     branch = created["branch"]
@@ -178,11 +180,44 @@ def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders):
     ).execute(ctx)
     assert written["added_records"] == 105 and hook.ref_snapshot_id(T) == main_before
     audit = IcebergWapAuditOperator(task_id="audit", table=T, branch=branch, **CHECKS)
+    caplog.set_level("INFO")
     with pytest.raises(IcebergAuditFailedError) as err:
         audit.execute(ctx)
     message = str(err.value)
     assert "amount.min: observed -" in message and "order_id.unique_check: observed 5.0" in message
     assert "table.ca_positive" in message and "main was not touched" in message
+    assert "audit completed: 3 of 6 checks failed" in message
+    # the result reached XCom before the task failed: every check's observed value and condition
+    result = pushed["return_value"]
+    assert (result["passed"], result["checks"], result["failed"]) == (False, 6, 3)
+    assert result["outcome"] == "audit completed: 3 of 6 checks failed"
+    assert result["snapshot_id"] == written["snapshot_id"]  # a decimal string, exact in a browser
+    assert len(result["results"]) == 6 and all(
+        {"check", "observed", "condition", "passed"} <= set(r) for r in result["results"]
+    )
+    failed_checks = {f["check"]: f for f in result["failed_checks"]}
+    assert sorted(failed_checks) == ["amount.min", "order_id.unique_check", "table.ca_positive"]
+    assert failed_checks["order_id.unique_check"]["observed"] == 5.0
+    assert failed_checks["amount.min"]["observed"] < 0 and failed_checks["amount.min"]["expected"] == ">= 0"
+    # log levels (the task log's "[level] message" lines): each failed check at ERROR, PASS at INFO,
+    # the table of failed checks (observed vs expected) and the outcome at WARNING
+    printed = capfd.readouterr()
+    text = caplog.text + printed.out + printed.err
+    lines = text.splitlines()
+    failed_lines = sorted(line.split("] ", 1)[1].split(":")[0] for line in lines if "] FAIL " in line)
+    assert failed_lines == ["FAIL amount.min", "FAIL order_id.unique_check", "FAIL table.ca_positive"], failed_lines
+    assert all("[error" in line for line in lines if "] FAIL " in line)
+    assert all("[info" in line for line in lines if "] PASS " in line) and sum("] PASS " in x for x in lines) == 3
+    start = next(i for i, line in enumerate(lines) if "] Failed checks of" in line)
+    assert "[warning" in lines[start]
+    table = "\n".join(lines[start + 1 : start + 6])
+    assert [c.strip() for c in table.splitlines()[0].split("|")] == ["check", "observed", "expected"]
+    rows = {r.split("|")[0].strip(): [c.strip() for c in r.split("|")[1:]] for r in table.splitlines()[2:5]}
+    assert rows["order_id.unique_check"] == ["5", "== 0"] and rows["amount.min"][1] == ">= 0"
+    assert "audit completed: 3 of 6 checks failed" in lines[start + 6]
+    job_lines = [line for line in lines if "[iceberg-job] wap_audit" in line]
+    assert job_lines and all("audit completed: 3 of 6 checks failed" in line for line in job_lines), job_lines
+    assert not [line for line in job_lines if "succeeded" in line]
     assert hook.ref_snapshot_id(T) == main_before
     assert str(hook.ref_snapshot_id(T, branch)) == written["snapshot_id"], "the branch is kept for inspection"
     rows = hook.read_governance_rows("audit_results", ref=branch)

@@ -19,6 +19,7 @@ Asset URI form: ``iceberg://<catalog>/<namespace>/<table>`` (see :func:`iceberg_
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_i
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
-from airflow_iceberg_provider.spark_jobs import audit_checks
+from airflow_iceberg_provider.spark_jobs import audit_checks, audit_report
 from airflow_iceberg_provider.ui.links import GovernanceAuditLink
 
 if TYPE_CHECKING:
@@ -51,8 +52,15 @@ if TYPE_CHECKING:
 AUDIT_CHECKS_MODULE = SPARK_JOBS_DIR / "audit_checks.py"
 AUDIT_ENGINE_MODULE = SPARK_JOBS_DIR / "audit_engine.py"
 #: modules the wap_audit job imports (shipped with --py-files)
-AUDIT_MODULES = (str(AUDIT_CHECKS_MODULE), str(AUDIT_ENGINE_MODULE), str(SPARK_JOBS_DIR / "arrow_sql.py"))
+AUDIT_MODULES = (
+    str(AUDIT_CHECKS_MODULE),
+    str(AUDIT_ENGINE_MODULE),
+    str(SPARK_JOBS_DIR / "arrow_sql.py"),
+    str(SPARK_JOBS_DIR / "audit_report.py"),
+)
 WAP_ENABLED = {"write.wap.enabled": "true"}
+#: the XCom key of a task's return value (a failed audit pushes its result under it before failing)
+XCOM_RETURN_KEY = "return_value"
 SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
 ON_CONFLICT = ("fail", "cherrypick")
 _SUMMARY_KEYS = {
@@ -296,7 +304,11 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     (ref, snapshot id, base, run, check, value, verdict). Any failing check fails the task
     with :class:`~airflow_iceberg_provider.exceptions.IcebergAuditFailedError` (no retry:
     a retry cannot fix data), listing each failed check and its observed value; ``main`` is
-    not touched and the branch is kept for inspection.
+    not touched and the branch is kept for inspection. Before failing, the task pushes the same
+    result it returns on success to XCom (``return_value``: every check's observed value and
+    condition, plus ``failed_checks``), logs each failed check at ERROR and a table of the failed
+    checks (observed vs expected) with the outcome (``audit completed: 2 of 11 checks failed``)
+    at WARNING. Snapshot ids in the result are decimal strings (:mod:`airflow_iceberg_provider.ids`).
 
     :param table: ``namespace.table`` (templated).
     :param branch: the branch to audit (templated); default derived from the DAG run.
@@ -323,8 +335,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         rows straight from their Parquet files and evaluate the checks itself (no Spark job;
         exact Spark semantics for the SQL subset of ``spark_jobs/arrow_sql.py``, anything else
         is left to Spark). ``False``: a Spark job always reads them.
-    :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "checks", "results",
-        "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
+    :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "outcome", "checks", "failed",
+        "failed_checks", "results", "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
         ``"driver"`` when the appended Parquet files were read by the Spark driver itself, no
         Spark job; ``"spark"`` when a Spark job read them; ``None`` without incremental checks)
     """
@@ -454,6 +466,39 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
+        snapshot_id, base, main_head = self._audited_snapshot(tbl, branch)
+        snapshots = branch_snapshots(hook, tbl, snapshot_id, base)
+        change = change_metrics(snapshots)
+        values, skipped = self._change_values(checks, change, tbl)
+        base_values = self._reusable_base_values(checks, table, base, snapshots, tbl)
+        spec = self.job_spec(
+            context,
+            "wap_audit",
+            ref=branch,
+            snapshot_id=snapshot_id,
+            base_snapshot_id=base,
+            checks=[c.to_dict() for c in checks],
+            change_values=values,
+            skipped=skipped,
+            audit_table=hook.governance_table("audit_results"),
+            incremental_base=base if base_values else None,
+            base_values=base_values,
+            driver_read=self.driver_read,
+        )
+        self.log.info(
+            "Auditing %s@%s snapshot %s (base %s) with %d checks", table, branch, snapshot_id, base, len(checks)
+        )
+        run, ledger = self.run_spark_job(context, "wap_audit", spec, extra_py_files=AUDIT_MODULES)
+        results = self._recorded_results(checks, run.job_run_id, branch)
+        summary = self._summary(branch, snapshot_id, base, main_head, results, run.job_run_id, ledger, change)
+        self._report(context, summary, ledger["metrics"])
+        if summary["failed"]:
+            raise IcebergAuditFailedError(self._failure_message(summary, spec["audit_table"]))
+        return summary
+
+    def _audited_snapshot(self, tbl: Table, branch: str) -> tuple[int, int | None, int | None]:
+        """``(snapshot to audit, the branch's base, main's head)``; the snapshot must be on the branch."""
+        hook, table = self.catalog_hook, self.ident.dotted
         existing = hook.refs(tbl).get(branch)
         if existing is None or existing.type != "branch":
             raise IcebergRefNotFoundError(
@@ -469,92 +514,107 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         if base is None:
             base = merge_base(hook, tbl, snapshot_id, main_head)
-        snapshots = branch_snapshots(hook, tbl, snapshot_id, base)
-        change = change_metrics(snapshots)
+        return snapshot_id, base, main_head
+
+    def _change_values(
+        self, checks: Sequence[audit_checks.Check], change: Mapping[str, int], tbl: Table
+    ) -> tuple[dict[str, float | None], dict[str, str]]:
+        """Observed values of the change-set checks (from snapshot summaries), and the ones that cannot apply."""
         values: dict[str, float | None] = {"change.added_rows": change["net_added_records"]}
         skipped: dict[str, str] = {}
         if any(c.check_type == "added_rows_ratio" for c in checks):
-            baseline = previous_published_added(hook, tbl, table)
+            baseline = previous_published_added(self.catalog_hook, tbl, self.ident.dotted)
             if baseline:
                 values["change.added_rows_ratio"] = change["net_added_records"] / baseline
             else:
                 skipped["change.added_rows_ratio"] = "no previous published change to compare with"
-        audit_table = hook.governance_table("audit_results")
-        base_values = self._reusable_base_values(checks, table, base, snapshots, tbl)
-        spec = self.job_spec(
-            context,
-            "wap_audit",
-            ref=branch,
-            snapshot_id=snapshot_id,
-            base_snapshot_id=base,
-            checks=[c.to_dict() for c in checks],
-            change_values=values,
-            skipped=skipped,
-            audit_table=audit_table,
-            incremental_base=base if base_values else None,
-            base_values=base_values,
-            driver_read=self.driver_read,
-        )
-        self.log.info(
-            "Auditing %s@%s snapshot %s (base %s) with %d checks", table, branch, snapshot_id, base, len(checks)
-        )
-        run, ledger = self.run_spark_job(context, "wap_audit", spec, extra_py_files=AUDIT_MODULES)
-        rows = hook.read_governance_rows("audit_results", event_id=run.job_run_id)
-        order = {c.name: i for i, c in enumerate(checks)}
-        rows.sort(key=lambda r: order.get(r["check_name"], len(order)))
-        if sorted(r["check_name"] for r in rows) != sorted(order):
+        return values, skipped
+
+    def _recorded_results(
+        self, checks: Sequence[audit_checks.Check], job_run_id: str, branch: str
+    ) -> list[dict[str, Any]]:
+        """Every check's verdict as the job recorded it in ``audit_results`` (one row per check, or the task fails)."""
+        table = self.ident.dotted
+        rows = self.catalog_hook.read_governance_rows("audit_results", event_id=job_run_id)
+        names = [c.name for c in checks]
+        if sorted(r["check_name"] for r in rows) != sorted(names):
             raise IcebergCommitVerificationError(
                 f"The audit job for {table}@{branch} recorded {len(rows)} result rows for {len(checks)} checks "
-                f"(event_id={run.job_run_id}); the audit cannot be trusted, so the task fails."
+                f"(event_id={job_run_id}); the audit cannot be trusted, so the task fails."
             )
-        results = [
+        return audit_report.results_in_order(rows, names)
+
+    def _summary(
+        self,
+        branch: str,
+        snapshot_id: int,
+        base: int | None,
+        main_head: int | None,
+        results: list[dict[str, Any]],
+        job_run_id: str,
+        ledger: Mapping[str, Any],
+        change: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """The XCom value: every check's observed value and condition, the failed ones, ids as strings."""
+        failed = audit_report.failed_checks(results)
+        metrics = ledger["metrics"]
+        return with_string_ids(
             {
-                "check": r["check_name"],
-                "observed": r["observed_value"],
-                "condition": r["condition"],
-                "passed": bool(r["passed"]),
+                "table": self.ident.dotted,
+                "branch": branch,
+                "snapshot_id": snapshot_id,
+                "base_snapshot_id": base,
+                "main_snapshot_id": main_head,
+                "passed": not failed,
+                "outcome": audit_report.completion_line(len(results), len(failed)),
+                "checks": len(results),
+                "failed": len(failed),
+                "failed_checks": failed,
+                "results": results,
+                "job_run_id": job_run_id,
+                "queries": metrics.get("queries"),
+                "incremental_checks": metrics.get("from_change_set", 0),
+                "metadata_checks": metrics.get("from_metadata", 0),
+                "appended_read_by": metrics.get("appended_read_by"),
+                **change,
             }
-            for r in rows
-        ]
-        failed = [r for r in results if not r["passed"]]
-        summary = {
-            "table": table,
-            "branch": branch,
-            "snapshot_id": snapshot_id,
-            "base_snapshot_id": base,
-            "main_snapshot_id": main_head,
-            "passed": not failed,
-            "checks": len(results),
-            "failed": len(failed),
-            "results": results,
-            "job_run_id": run.job_run_id,
-            "queries": ledger["metrics"].get("queries"),
-            "incremental_checks": ledger["metrics"].get("from_change_set", 0),
-            "metadata_checks": ledger["metrics"].get("from_metadata", 0),
-            "appended_read_by": ledger["metrics"].get("appended_read_by"),
-            **change,
-        }
-        if ledger["metrics"].get("incremental_fallback"):
-            self.log.warning(
-                "Incremental audit fell back to a full scan: %s", ledger["metrics"]["incremental_fallback"]
-            )
-        for r in results:
-            self.log.info(
-                "  %s %s: observed %s, expected %s",
-                "PASS" if r["passed"] else "FAIL",
-                r["check"],
-                r["observed"],
-                r["condition"],
-            )
-        if failed:
-            lines = "\n".join(f"  - {r['check']}: observed {r['observed']}, expected {r['condition']}" for r in failed)
-            raise IcebergAuditFailedError(
-                f"Audit of {table} branch {branch!r} snapshot {snapshot_id} failed {len(failed)} of {len(results)} "
-                f"checks:\n{lines}\nmain was not touched (still at {main_head}); the branch is kept for inspection "
-                f"(SELECT ... FROM {hook.catalog_name}.{table} VERSION AS OF '{branch}'). Results are in "
-                f"{audit_table} (event_id={run.job_run_id}). A retry cannot fix data: fix the data and re-run."
-            )
-        return summary
+        )
+
+    def _report(self, context: Context, summary: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+        """Log the verdicts (failed checks at ERROR, their table and the outcome at WARNING).
+
+        A failed audit also pushes ``summary`` to XCom (key ``return_value``, as a passed audit
+        returns it) *before* the task fails, so the observed values are in the UI even where task
+        logs are not served.
+        """
+        if metrics.get("incremental_fallback"):
+            self.log.warning("Incremental audit fell back to a full scan: %s", metrics["incremental_fallback"])
+        for r in summary["results"]:
+            level = logging.INFO if r["passed"] else logging.ERROR
+            verdict = "PASS" if r["passed"] else "FAIL"
+            self.log.log(level, "%s %s: observed %s, expected %s", verdict, r["check"], r["observed"], r["condition"])
+        where = f"{summary['table']}@{summary['branch']} snapshot {summary['snapshot_id']}"
+        if not summary["failed"]:
+            self.log.info("%s: %s", where, summary["outcome"])
+            return
+        table = audit_report.failure_table(summary["results"])
+        self.log.warning("Failed checks of %s:\n%s\n%s", where, table, summary["outcome"])
+        ti = context.get("ti") if hasattr(context, "get") else None
+        if ti is not None and hasattr(ti, "xcom_push"):
+            ti.xcom_push(key=XCOM_RETURN_KEY, value=dict(summary))
+
+    def _failure_message(self, summary: Mapping[str, Any], audit_table: str) -> str:
+        hook, table, branch = self.catalog_hook, summary["table"], summary["branch"]
+        lines = "\n".join(
+            f"  - {f['check']}: observed {f['observed']}, expected {f['expected']}" for f in summary["failed_checks"]
+        )
+        return (
+            f"Audit of {table} branch {branch!r} snapshot {summary['snapshot_id']}: {summary['outcome']}:\n{lines}\n"
+            f"main was not touched (still at {summary['main_snapshot_id']}); the branch is kept for inspection "
+            f"(SELECT ... FROM {hook.catalog_name}.{table} VERSION AS OF '{branch}'). Results are in "
+            f"{audit_table} (event_id={summary['job_run_id']}) and in this task's XCom. A retry cannot fix data: "
+            "fix the data and re-run."
+        )
 
 
 def _cherry_picked(hook: IcebergCatalogHook, tbl: Table, chain: Sequence[int]) -> set[int]:

@@ -60,6 +60,8 @@ class JobContext:
         self.snapshot_before: int | None = None
         self.snapshot_after: int | None = None
         self.status = "succeeded"
+        #: what the completion line says instead of the status (e.g. "audit completed: 2 of 11 checks failed")
+        self.outcome: str | None = None
         self.details: dict[str, Any] = {}
 
     def table(self, dotted: str | None = None) -> str:
@@ -120,7 +122,7 @@ def run_job(fn: Callable[[JobContext], dict[str, Any] | None], argv: list[str] |
         ctx = JobContext(spec, spark)
         metrics = fn(ctx) or {}
         ctx.write_ledger(metrics)
-        print(f"[iceberg-job] {spec.get('job')} {ctx.status}: {json.dumps(metrics, default=str)}")
+        print(f"[iceberg-job] {spec.get('job')} {ctx.outcome or ctx.status}: {json.dumps(metrics, default=str)}")
     except Exception as err:  # report, record, exit non-zero
         message = f"{type(err).__name__}: {err}"
         print(f"[iceberg-job] failed: {message}", file=sys.stderr)

@@ -11,8 +11,9 @@ The audited relation is ``<table> VERSION AS OF <snapshot_id>``, so a concurrent
 write to the branch cannot change what is being audited. How each check's value is
 obtained (appended rows only, Iceberg metadata, or a scan folded with the other checks)
 is decided by ``audit_engine``. One row per check is appended to the audit-results
-table; the job itself succeeds whatever the verdicts (the Airflow side reads the rows
-and fails the task if any check failed).
+table; the job itself completes whatever the verdicts (the Airflow side reads the rows
+and fails the task if any check failed), and its completion line says so:
+``audit completed: 2 of 11 checks failed`` (:mod:`audit_report`), never "succeeded".
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from iceberg_job_runtime import JobContext, run_job
 def audit(ctx: JobContext) -> dict[str, Any]:
     import audit_checks as ac
     from audit_engine import CHANGE_SET, METADATA, AuditEngine
+    from audit_report import completion_line
 
     spec = ctx.spec
     spark = ctx.spark
@@ -69,6 +71,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
         audit_table
     ).append()
     failed = [r["check_name"] for r in results if not r["passed"]]
+    ctx.outcome = completion_line(len(results), len(failed))  # not "succeeded": the data may have failed
     ctx.snapshot_before = spec.get("base_snapshot_id")
     ctx.snapshot_after = snapshot_id
     ctx.details = {

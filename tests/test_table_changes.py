@@ -87,9 +87,7 @@ def test_each_change_is_applied_once_and_is_a_noop_on_rerun(items, context, name
     again = alter(**kwargs).execute(context)
     assert again == {"table": "db.items", "outcome": "noop", "changes": []}
     assert items.metadata_location("db.items") == after
-    assert [r["status"] for r in ledger(items)] == ["succeeded", "noop"] or sorted(
-        r["status"] for r in ledger(items)
-    ) == ["noop", "succeeded"]
+    assert sorted(r["status"] for r in ledger(items)) == ["noop", "succeeded"]
 
 
 def test_everything_at_once_is_one_commit_and_data_stays_readable(items, context):

@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -186,3 +188,46 @@ def fill_lake(hook) -> dict[str, Any]:
         ],
     )
     return {"table": table, "base": base, "published": published, "audited": audited, "bad": bad}
+
+
+USERS = {"admin": "admin-pw-1234", "viewer": "viewer-pw-1234"}
+
+
+@contextlib.contextmanager
+def airflow_api_client(tmp, **conns: str):
+    """Airflow's own API app (``create_app("core")``, plugin mounted, SimpleAuthManager) and user tokens.
+
+    :param conns: connection id -> connection JSON, set as ``AIRFLOW_CONN_*`` for the duration.
+    """
+    from fastapi.testclient import TestClient
+
+    from airflow_iceberg_provider.ui.reader import clear_caches
+
+    (tmp / "pw.json").write_text(json.dumps(USERS))
+    env = {
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "pw.json"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "ui-test-jwt-secret-" + "x" * 48,
+        **{f"AIRFLOW_CONN_{k.upper()}": v for k, v in conns.items()},
+    }
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    clear_caches()
+    try:
+        from airflow.api_fastapi.app import create_app
+
+        client = TestClient(create_app("core"))
+        tokens = {}
+        for user, pw in USERS.items():
+            resp = client.post("/auth/token", json={"username": user, "password": pw})
+            assert resp.status_code == 201, resp.text
+            tokens[user] = resp.json()["access_token"]
+        yield client, tokens
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        clear_caches()

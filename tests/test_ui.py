@@ -7,63 +7,32 @@ the provider's operators and governance writers (``_ui_helpers.fill_lake``).
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from _ui_helpers import SALT, SUBJECTS, fill_lake
+from _ui_helpers import SALT, SUBJECTS, airflow_api_client, fill_lake
 from conftest import catalog_conn_json
 
 from airflow_iceberg_provider.ui import views
 
-USERS = {"admin": "admin-pw-1234", "viewer": "viewer-pw-1234"}
-ENV = {
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
-    "AIRFLOW__API_AUTH__JWT_SECRET": "ui-test-jwt-secret-" + "x" * 48,
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-}
-
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    from fastapi.testclient import TestClient
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-    from airflow_iceberg_provider.ui.reader import clear_caches
 
     tmp = tmp_path_factory.mktemp("ui")
     (tmp / "wh").mkdir()
     (tmp / "wh2").mkdir()
-    (tmp / "pw.json").write_text(json.dumps(USERS))
-    env = {
-        **ENV,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "pw.json"),
-        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": catalog_conn_json(tmp / "catalog.db", tmp / "wh"),
-        "AIRFLOW_CONN_EMPTY_CATALOG": catalog_conn_json(tmp / "empty.db", tmp / "wh2"),
+    conns = {
+        "iceberg_catalog_default": catalog_conn_json(tmp / "catalog.db", tmp / "wh"),
+        "empty_catalog": catalog_conn_json(tmp / "empty.db", tmp / "wh2"),
     }
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    clear_caches()
-    hook = IcebergCatalogHook()
-    ids = fill_lake(hook)
-    from airflow.api_fastapi.app import create_app
-
-    client = TestClient(create_app("core"))
-    tokens = {}
-    for user, pw in USERS.items():
-        resp = client.post("/auth/token", json={"username": user, "password": pw})
-        assert resp.status_code == 201, resp.text
-        tokens[user] = resp.json()["access_token"]
-    yield SimpleNamespace(client=client, hook=hook, ids=ids, tokens=tokens, tmp=tmp)
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    clear_caches()
+    with airflow_api_client(tmp, **conns) as (client, tokens):
+        hook = IcebergCatalogHook()
+        ids = fill_lake(hook)
+        yield SimpleNamespace(client=client, hook=hook, ids=ids, tokens=tokens, tmp=tmp)
 
 
 def get(ui, url, user="viewer", **kw):

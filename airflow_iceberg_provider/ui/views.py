@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_iceberg_provider.erasure_policy import FINAL_STATUSES
 from airflow_iceberg_provider.governance import is_legal_hold
 
 #: Erasure deadlines shown for every open request (days from ``received_at``, or one calendar month).
@@ -21,7 +22,6 @@ DEADLINES: tuple[tuple[str, str], ...] = (
     ("PIPEDA / Law 25 (30 days)", "30d"),
     ("GDPR art. 12(3) (1 month)", "1m"),
 )
-DONE = "done"
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
@@ -289,7 +289,7 @@ def erasure_requests(
         rid = r.get("request_id")
         received = r.get("received_at")
         status = r.get("status") or "unknown"
-        is_open = status != DONE
+        is_open = status not in FINAL_STATUSES  # erased (or the legacy "done")
         ev = sorted(by_request.get(rid or "", []), key=lambda e: e.get("table_name") or "")
         deadlines = []
         if received is not None:

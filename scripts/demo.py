@@ -3,7 +3,9 @@
 Each ``example_dags/example_*.py`` declares a module-level ``DEMO`` dict:
 ``{"order": int, "runs": [{"conf": {...}, "expect": "success"|"failed"}], "tables": [...]}``
 and optionally ``summarize(hook) -> list[str]``. A run whose outcome differs from
-``expect`` fails the demo.
+``expect`` fails the demo. A run that is *meant* to fail gets an Airflow 3 DAG-run note
+(``note``, else built from ``label``) saying what was expected and why, so the red run in the
+UI reads as the demonstration it is, not as an incident.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,6 +42,36 @@ def run_dag(dag_id: str, conf: dict, date: str) -> tuple[str, float, str]:
     return state, time.monotonic() - t0, out
 
 
+def expected_failure_note(run: dict) -> str:
+    """The note of a run meant to fail: what was expected, why, and that nothing is wrong."""
+    why = run.get("note") or run.get("label") or "this run demonstrates a refusal"
+    return (
+        f"Expected to fail (demo): {why}. This failure is the safety check working, not an incident; "
+        "`make demo` fails if this run does NOT fail."
+    )
+
+
+def set_run_note(dag_id: str, out: str, note: str) -> str | None:
+    """Attach ``note`` to the DAG run ``airflow dags test`` just finished (Airflow 3 DAG-run notes).
+
+    The run id comes from Airflow's ``DagRun Finished: ... run_id=...`` line; the note is written
+    through Airflow's own model (the same row the UI's "Add note" edits). Returns the run id.
+    """
+    found = re.findall(r"DagRun Finished: dag_id=[^,]*, logical_date=[^,]*, run_id=([^,]+),", out)
+    if not found:
+        return None
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dag_run = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == found[-1]))
+        if dag_run is None:
+            return None
+        dag_run.note = note
+    return found[-1]
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
     modules = []
@@ -62,6 +95,12 @@ def main(argv: list[str]) -> int:
             expect = run.get("expect", "success")
             ok = state == expect
             failures += not ok
+            if expect == "failed":  # the UI shows the run as failed: say it was meant to
+                try:
+                    noted = set_run_note(dag_id, out, expected_failure_note(run))
+                except Exception as err:  # a note is a courtesy; never let it break the demo
+                    noted = f"not set: {err}"
+                print(f"    DAG-run note ({noted}): {expected_failure_note(run)}", flush=True)
             print(
                 f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
                 f"(expected {expect}) in {seconds:.1f}s  log: {log_dir / f'{dag_id}-{i}.log'}",

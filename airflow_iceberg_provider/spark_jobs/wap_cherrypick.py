@@ -26,7 +26,8 @@ def cherrypick(ctx: JobContext) -> dict[str, Any]:
         row = spark.sql(
             f"CALL `{ctx.catalog}`.system.cherrypick_snapshot(table => '{ns}.{name}', snapshot_id => {int(sid)})"
         ).collect()[0]
-        picked.append({"source": int(sid), "current": int(row["current_snapshot_id"])})
+        # ids as decimal strings: the ledger's details are read as JSON by browsers (float64)
+        picked.append({"source": str(int(sid)), "current": str(int(row["current_snapshot_id"]))})
     ctx.snapshot_after = ctx.ref_snapshot(ref="main")
     ctx.details = {"picked": picked}
     return {"cherry_picked": len(picked)}

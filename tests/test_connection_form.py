@@ -180,3 +180,14 @@ def test_without_the_registration_airflow_warns_and_a_short_real_secret_still_wa
     with caplog.at_level(logging.WARNING):
         masker.add_mask({"api_token": "abc"})  # a genuinely short secret: Airflow should still say so
     assert "too short (<5 chars)" in caplog.text
+
+
+def test_the_test_button_reports_a_missing_field_or_the_namespaces(monkeypatch, tmp_path):
+    """What ``AIRFLOW__CORE__TEST_CONNECTION=Enabled`` runs: config check, then list the namespaces."""
+    ok, message = _conn(monkeypatch, "glue_incomplete", extra={"catalog_type": "glue"}).test_connection()
+    assert not ok and "warehouse is missing" in message
+    (tmp_path / "wh").mkdir()
+    extra = {"catalog_type": "sql", "catalog_name": "lakehouse", "warehouse": f"file://{tmp_path / 'wh'}"}
+    hook = _conn(monkeypatch, "good", host=f"sqlite:///{tmp_path / 'c.db'}", extra=extra)
+    hook.ensure_namespace("sales")
+    assert hook.test_connection() == (True, "Connected to sql catalog 'lakehouse' (1 namespaces).")

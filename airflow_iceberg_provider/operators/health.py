@@ -49,12 +49,24 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
 
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "on_breach", *THRESHOLDS)
 
-    def __init__(self, *, on_breach: str = "fail", **kwargs: Any) -> None:
-        thresholds = {k: kwargs.pop(k) for k in list(kwargs) if k in THRESHOLDS}
+    def __init__(
+        self,
+        *,
+        on_breach: str = "fail",
+        max_files: int | str | None = None,
+        min_avg_file_size_bytes: int | str | None = None,
+        max_snapshots: int | str | None = None,
+        max_metadata_bytes: int | str | None = None,
+        max_metadata_log: int | str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.on_breach = on_breach
-        for name in THRESHOLDS:
-            setattr(self, name, thresholds.get(name))
+        self.max_files = max_files
+        self.min_avg_file_size_bytes = min_avg_file_size_bytes
+        self.max_snapshots = max_snapshots
+        self.max_metadata_bytes = max_metadata_bytes
+        self.max_metadata_log = max_metadata_log
         if "{{" not in str(on_breach):
             _validate_on_breach(on_breach)
 

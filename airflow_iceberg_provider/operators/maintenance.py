@@ -720,7 +720,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param retain_last: snapshots of main always kept (>= 1) (templated).
     :param min_snapshots_to_expire: expire only when at least this many snapshots would go (default 1).
     :param older_than_floor: refuse an expiry cutoff newer than ``now - floor``; default
-        ``[iceberg_provider] expiry_floor``, else 1 h.
+        ``[iceberg_provider] expiry_floor``, else 1 h (templated).
     :param remove_orphans: also remove orphan files (only alongside other actions, or with ``force``).
     :param orphan_older_than: orphan minimum age (>= 24 h, default 3 days).
     :param orphan_dry_run: list orphans only (default ``True``).
@@ -737,6 +737,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     template_fields: Sequence[str] = (
         *IcebergSparkBaseOperator.template_fields,
         "expire_older_than",
+        "older_than_floor",
         "retain_last",
         "force",
     )
@@ -768,7 +769,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         self.erasure_purge = erasure_purge
         if isinstance(retain_last, int):
             validate_retain_last(retain_last)
-        if older_than_floor is not None:
+        if older_than_floor is not None and "{{" not in str(older_than_floor):
             parse_duration(older_than_floor, "older_than_floor")
         self.policy_args: dict[str, Any] = {
             "target_file_size_bytes": target_file_size_bytes,
@@ -778,7 +779,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "delete_file_threshold": delete_file_threshold,
             "max_manifests": max_manifests,
             "min_snapshots_to_expire": min_snapshots_to_expire,
-            "older_than_floor": older_than_floor,
+            "older_than_floor": None,  # templated attribute, resolved in plan()
             "remove_orphans": remove_orphans,
             "orphan_older_than": orphan_older_than,
             "orphan_dry_run": orphan_dry_run,
@@ -787,6 +788,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "compute_stats": compute_stats,
         }
         self.expire_older_than = expire_older_than
+        self.older_than_floor = older_than_floor
         self.retain_last = retain_last
         self.force = force
 
@@ -802,7 +804,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             now=now,
             expire_older_than=self.expire_older_than if self.expire_older_than not in (None, "") else None,
             retain_last=self.retain_last if self.retain_last not in (None, "") else None,
-            **{**self.policy_args, "older_than_floor": expiry_floor(self.policy_args["older_than_floor"])},
+            **{**self.policy_args, "older_than_floor": expiry_floor(self.older_than_floor)},
         )
         health = hook.health(tbl, target_file_size=policy.target_file_size_bytes)
         layout = hook.file_layout(tbl, target_file_size=policy.target_file_size_bytes) if health.data_files > 1 else []

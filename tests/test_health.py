@@ -253,3 +253,21 @@ def _clickhouse_count(table_location: str) -> int:
     finally:
         os.chdir(cwd)
     return int(str(res).strip())
+
+
+def test_the_plan_runs_metadata_hygiene_first_and_refuses_bad_options(small_files):
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+
+    hook = small_files
+    kwargs = {"task_id": "plan", "table": "db.small", "spark_conn_id": "no_such_spark_conn", "min_input_files": 50}
+    out = IcebergMaintenancePlanOperator(**kwargs, metadata_hygiene={"previous_versions_max": 8}).execute(
+        fake_context()
+    )
+    assert out["healthy"] is True and out["metadata_hygiene"]["properties_set"] == {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "8",
+    }
+    before = hook.metadata_location("db.small")
+    with pytest.raises(IcebergValidationError, match="metadata_hygiene=.*must be True or a dict"):
+        IcebergMaintenancePlanOperator(**kwargs, metadata_hygiene={"versions": 8}).execute(fake_context())
+    assert hook.metadata_location("db.small") == before

@@ -216,3 +216,26 @@ def metadata_hygiene(
         started_at=started,
     )
     return result
+
+
+HYGIENE_OPTIONS = ("previous_versions_max", "older_than", "dry_run")
+
+
+def run_metadata_hygiene(hook: Any, table: str, options: Any, context: Any = None) -> dict[str, Any]:
+    """Metadata hygiene from a plan's ``metadata_hygiene={...}`` option (validated here, one home)."""
+    if options is True:
+        options = {}
+    if not isinstance(options, dict) or set(options) - set(HYGIENE_OPTIONS):
+        raise IcebergValidationError(
+            f"metadata_hygiene={options!r} must be True or a dict with keys from {HYGIENE_OPTIONS}, e.g. "
+            "{'previous_versions_max': 20}."
+        )
+    pvm = options.get("previous_versions_max")
+    return metadata_hygiene(
+        hook,
+        table,
+        previous_versions_max=None if pvm in (None, "") else int(pvm),
+        older_than=parse_duration(options.get("older_than", METADATA_LEFTOVER_DEFAULT_AGE), "older_than"),
+        dry_run=str(options.get("dry_run", False)).strip().lower() == "true",
+        context=context,
+    )

@@ -732,6 +732,9 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param erasure_purge: run the erasure purge first (#13): ``IcebergErasureOperator`` arguments, e.g.
         ``{"requests_table": "ns.requests", "subject_columns": "customer_id"}``; skipped when nothing is
         logically erased (see ``operators.erasure.run_erasure_purge``).
+    :param metadata_hygiene: bound the metadata log and delete leftover metadata files first (#16):
+        ``True`` or ``{"previous_versions_max": 20, "older_than": "1h", "dry_run": False}`` (see
+        ``operators.health.IcebergMetadataHygieneOperator``; catalog only, no JVM).
     """
 
     template_fields: Sequence[str] = (
@@ -763,10 +766,12 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         compute_stats: bool | None = None,
         force: bool | str = False,
         erasure_purge: dict[str, Any] | None = None,
+        metadata_hygiene: bool | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.erasure_purge = erasure_purge
+        self.metadata_hygiene = metadata_hygiene
         if isinstance(retain_last, int):
             validate_retain_last(retain_last)
         if older_than_floor is not None and "{{" not in str(older_than_floor):
@@ -822,11 +827,18 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_iceberg_provider.operators.erasure import run_erasure_purge
+        from airflow_iceberg_provider.operators.health import run_metadata_hygiene
 
         erasure = run_erasure_purge(self, context, self.erasure_purge) if self.erasure_purge else None
+        hygiene = (
+            run_metadata_hygiene(self.catalog_hook, self.ident.dotted, self.metadata_hygiene, context)
+            if self.metadata_hygiene
+            else None
+        )
         decision, health, expiry = self.plan()
         base = {
             "erasure_purge": erasure,
+            "metadata_hygiene": hygiene,
             "table": self.ident.dotted,
             "health_before": health_summary(health),
             "skipped": decision.skipped,

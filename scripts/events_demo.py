@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -103,6 +105,12 @@ class AirflowProcesses:
         return self.query("SELECT count(*) FROM trigger WHERE triggerer_id IS NOT NULL")[0][0]
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -126,8 +134,13 @@ def demo() -> int:
     from example_dags.example_iceberg_events import TABLE
     from tests.conftest import create_orders_table, orders_batch
 
+    port = free_port()
     env = {**os.environ, "AIP_EVENTS_POLL_SECONDS": os.environ.get("AIP_EVENTS_POLL_SECONDS", "1")}
-    env["AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK"] = "False"
+    env.update(  # the scheduler's task processes reach this demo's own API server, with a shared JWT secret
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__API_AUTH__JWT_SECRET=env.get("AIRFLOW__API_AUTH__JWT_SECRET") or secrets.token_hex(32),
+        AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
+    )
     work = Path(os.environ.get("AIP_WORK", ROOT / ".work"))
     af = AirflowProcesses(env, work / "demo-logs" / "events")
     hook = IcebergCatalogHook()
@@ -136,12 +149,13 @@ def demo() -> int:
     create_orders_table(hook, TABLE, partition_by=(), properties={"airflow-iceberg.maintenance.min-input-files": "4"})
     hook.load_table(TABLE).append(orders_batch(0, 50))
     t0 = time.monotonic()
-    for dag_id in EVENT_DAGS:
-        af.cli("dags", "unpause", dag_id)
-    af.cli("dags", "reserialize")  # watchers are registered for unpaused DAGs
+    env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"  # first demo: created unpaused
+    for dag_id in EVENT_DAGS:  # later demos: the previous one paused them
+        subprocess.run(["airflow", "dags", "unpause", dag_id], env=env, capture_output=True)
+    af.cli("dags", "reserialize")  # watchers are registered for unpaused DAGs only
     before = {d: len(af.dag_runs(d)) for d in EVENT_DAGS}
     try:
-        af.start("api-server", "--port", os.environ.get("AIP_DEMO_API_PORT", "8080"))
+        af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
         af.start("scheduler")
         af.start("triggerer")
         wait_for("the watchers to run", lambda: af.running_watchers() >= 3, 180)

@@ -185,7 +185,7 @@ class IcebergCommitEventTrigger(IcebergEventTriggerBase):
     # ------------------------------------------------------------------ the loop
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = self.resolve_store()
-        hook = self.hook()
+        hook = await asyncio.to_thread(self.hook)  # importing the hook module must not block the loop
         key = self.state_key
         stored = await store.load(key)
         mark = newest_watermark(stored)

@@ -198,7 +198,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = self.resolve_store()
-        hook = self.hook()
+        hook = await asyncio.to_thread(self.hook)  # importing the hook module must not block the loop
         key = self.state_key
         fired: dict[str, str] = {}
         for value in (await store.load(key)).values():  # union: never report a pair twice

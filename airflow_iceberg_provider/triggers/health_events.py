@@ -150,7 +150,7 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = self.resolve_store()
-        hook = self.hook()
+        hook = await asyncio.to_thread(self.hook)  # importing the hook module must not block the loop
         key = self.state_key
         state = merged_state(await store.load(key)) or {}
         unhealthy = bool(state.get("unhealthy"))

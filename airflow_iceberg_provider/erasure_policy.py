@@ -410,3 +410,26 @@ def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mappin
         for c in columns
         if str(properties.get(f"write.parquet.bloom-filter-enabled.column.{c}", "false")).lower() != "true"
     ]
+
+
+def lifecycle_lines(hook: Any, requests_table: str, table: str) -> list[str]:
+    """One line per request: status, received / logically erased / purged times, rows found, snapshots kept
+    (request ids and hashes only; for demos and runbooks)."""
+    if not hook.table_exists(requests_table):
+        return []
+    evidence = {e["request_id"]: e for e in hook.read_governance_rows("erasure_evidence", table_name=table)}
+
+    def t(v: Any) -> str:
+        return v.strftime("%Y-%m-%d %H:%M:%S") if v is not None else "-"
+
+    lines = []
+    for r in sorted(hook.erasure_request_states(requests_table), key=lambda r: r["request_id"]):
+        e = evidence.get(r["request_id"], {})
+        flag = "  [matched no row: check the key]" if e and not e.get("rows_found") else ""
+        lines.append(
+            f"lifecycle {r['request_id']}: received {t(r['received_at'])} -> logically erased "
+            f"{t(e.get('logical_erased_at'))} -> purged {t(e.get('purged_at'))}; status={r['status']} "
+            f"phase={e.get('phase') or '-'} rows_found={e.get('rows_found', '-')} "
+            f"snapshots_kept={e.get('snapshots_kept', '-')} hash={str(e.get('subject_hash') or '-')[:12]}{flag}"
+        )
+    return lines

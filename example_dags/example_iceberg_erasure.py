@@ -12,7 +12,7 @@
    so in the evidence);
 4. the evidence is printed — salted HMAC hashes only, never a subject — and the demo
    time-travels: the pre-erasure snapshot is gone and no retained snapshot or ref
-   returns the subjects; requests are ``done`` and the deadline check passes.
+   returns the subjects; requests are ``erased`` and the deadline check passes.
 
 The second demo run names a subject column that does not exist: the erasure is
 refused before any Spark job and nothing is changed.
@@ -130,7 +130,12 @@ with DAG(
         return len(rows)
 
     deadline_before = IcebergErasureDeadlineSensor(
-        task_id="deadline_check_before", requests_table=REQUESTS, deadline_days=30, poke_interval=5, timeout=60
+        task_id="deadline_check_before",
+        requests_table=REQUESTS,
+        deadline_days=30,
+        logical_deadline_hours=72,
+        poke_interval=5,
+        timeout=60,
     )
     erase_orders = IcebergErasureOperator(
         task_id="erase_orders",
@@ -184,6 +189,7 @@ with DAG(
         task_id="deadline_check_after",
         requests_table=REQUESTS,
         deadline_days=30,
+        logical_deadline_hours=72,
         wait_for_completion=True,
         poke_interval=5,
         timeout=60,

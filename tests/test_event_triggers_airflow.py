@@ -1,11 +1,13 @@
-"""The commit watcher run by a real ``airflow triggerer`` (own AIRFLOW_HOME, SQLite metadata DB).
+"""Watchers run by a real ``airflow triggerer`` (own AIRFLOW_HOME, SQLite metadata DB).
 
 Two assets watch the same table with identical trigger kwargs, so Airflow runs ONE trigger for
 both (``BaseEventTrigger.hash``) and every event becomes an asset event of each. The table is
 committed to from this process while the triggerer runs; the triggerer is stopped (SIGTERM)
 and restarted in the middle of the stream. Asserted from Airflow's own tables: every commit
 became exactly one asset event per asset, in order, and each asset's watermark sits in
-Airflow's asset state store, written by the watcher.
+Airflow's asset state store, written by the watcher. On the same triggerer a health watcher
+fires once on the pathology, stays quiet after the maintenance plan (one real Spark job) healed
+the table, and fires again when the table crosses its policy again.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from pathlib import Path
 import pytest
 
 from scripts.events_demo import AirflowProcesses, payloads, wait_for
-from tests.conftest import catalog_conn_json, create_orders_table, orders_batch
+from tests.conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
 from tests.test_example_dags import airflow_env
 
 DAG_FILE = """
 from airflow.sdk import DAG, Asset, AssetWatcher
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow_iceberg_provider.triggers.commit_events import IcebergCommitEventTrigger
+from airflow_iceberg_provider.triggers.health_events import IcebergTableHealthEventTrigger
 
 
 def watcher():  # identical kwargs: one trigger row serves both assets
@@ -33,12 +36,21 @@ def watcher():  # identical kwargs: one trigger row serves both assets
 for name in ("orders_a", "orders_b"):
     with DAG(dag_id=f"consume_{name}", schedule=[Asset(name=name, watchers=[watcher()])]):
         EmptyOperator(task_id="noop")
+
+health = IcebergTableHealthEventTrigger(table="db.orders", poll_interval=0.5)
+with DAG(dag_id="maintain_orders", schedule=[Asset(name="orders_health", watchers=[AssetWatcher(name="h", trigger=health)])]):
+    EmptyOperator(task_id="noop")
 """
 
 
 @pytest.mark.airflow
-def test_triggerer_restart_mid_stream_exactly_once_per_asset(tmp_path: Path):
+@pytest.mark.spark
+def test_triggerer_restart_mid_stream_exactly_once_per_asset_and_health_hysteresis(tmp_path: Path):
+    """...and, on the same triggerer, the health watcher: fires once when the table crosses its
+    policy (5 small files, default min-input-files), stays quiet after the maintenance plan
+    (a real Spark job) healed it, fires again when crossed again."""
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
     env = airflow_env(tmp_path)
     dags = tmp_path / "dags"
@@ -71,7 +83,7 @@ def test_triggerer_restart_mid_stream_exactly_once_per_asset(tmp_path: Path):
 
     try:
         af.cli("dags", "reserialize")
-        assert af.query("SELECT count(*) FROM trigger")[0][0] == 1, "one trigger for both assets"
+        assert af.query("SELECT count(*) FROM trigger")[0][0] == 2, "one commit trigger for both assets + health"
         af.start("triggerer")
         wait_for("both assets' start marks", lambda: len(af.state_store()) == 2, 120)
         commit(0)
@@ -88,9 +100,20 @@ def test_triggerer_restart_mid_stream_exactly_once_per_asset(tmp_path: Path):
         time.sleep(3)  # a duplicate would show up by now (poll every 0.5 s)
         assert delivered("orders_a") == made, logs()
         assert delivered("orders_b") == made, logs()
-        store = af.state_store()
+        store = {k: v for k, v in af.state_store().items() if "commit" in k}
         assert {k.split()[0] for k in store} == {"orders_a", "orders_b"}
         assert all(v["value"]["snapshot_id"] == made[-1] and v["by"] == "watcher" for v in store.values()), store
+        # health: 6 small files now; crossed at the 5th (after the restart), reported once
+        (crossed,) = payloads(af.asset_events("orders_health"))
+        assert crossed["actions"] == ["rewrite_data_files"] and crossed["health"]["data_files"] == 5, crossed
+        plan = IcebergMaintenancePlanOperator(task_id="plan", table="db.orders").execute(fake_context())
+        assert plan["spark_job"] is True and hook.health("db.orders").data_files == 1, plan
+        time.sleep(3)  # the plan's commits are seen; healed: quiet, re-armed
+        assert len(af.asset_events("orders_health")) == 1
+        for i in range(5, 9):  # 1 + 4 small files: crossed again
+            commit(i)
+        again = wait_for("the second health event", lambda: payloads(af.asset_events("orders_health"))[1:], 60)
+        assert again[0]["health"]["data_files"] == 5
         first = af.asset_events("orders_a")[0]["extra"]
         assert first["from_trigger"] is True and first["payload"]["operation"] == "append"
         print(f"commit -> asset event latency with poll_interval=0.5 s: {latency:.2f}s")

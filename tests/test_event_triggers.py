@@ -148,7 +148,13 @@ def test_snapshot_ids_serialize_as_decimal_strings():
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={"physical": -5}), "physical"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin="31d"), "margin"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin=True), "margin"),
-        (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin={"logical": "1h"}), "margin"),
+        (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, margin={"legal": "1h"}), "margin"),
+        (
+            lambda: IcebergErasureDeadlineEventTrigger(
+                requests_table=T, deadlines={"logical": "31d", "physical": "30d"}
+            ),
+            "logical deadline is longer",
+        ),
         (
             lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={"logical": "48h"}, margin="2d"),
             "logical deadline of 2d",
@@ -394,16 +400,18 @@ def _requests(lake, rows):
 def test_approaching_rule_per_kind():
     now = datetime(2026, 3, 1, tzinfo=UTC)
     rows = [
-        {"request_id": "r1", "received_at": now - timedelta(days=29), "status": "pending"},
-        {"request_id": "r2", "received_at": now - timedelta(days=29), "status": "logically_erased"},
+        {"request_id": "r1", "received_at": now - timedelta(days=29, hours=1), "status": "pending"},
+        {"request_id": "r2", "received_at": now - timedelta(days=29, hours=1), "status": "logically_erased"},
         {"request_id": "r3", "received_at": now - timedelta(hours=1), "status": "pending"},
-        {"request_id": "r4", "received_at": now - timedelta(days=40), "status": "done"},
+        {"request_id": "r4", "received_at": now - timedelta(days=40), "status": "done"},  # pre-#13 "erased"
         {"request_id": "r5", "received_at": None, "status": "pending"},
+        {"request_id": "r6", "received_at": now - timedelta(days=3), "status": "blocked"},  # a hold: not deleted
+        {"request_id": "r7", "received_at": now - timedelta(days=40), "status": "erased"},
     ]
     got = approaching(rows, now=now, deadlines={"logical": timedelta(hours=48), "physical": timedelta(days=30)},
                       margins={"logical": timedelta(days=1), "physical": timedelta(days=1)})  # fmt: skip
     assert [(g["request_id"], g["deadline"], g["overdue"]) for g in got] == [
-        ("r1", "logical", True), ("r1", "physical", False), ("r2", "physical", False),
+        ("r1", "logical", True), ("r6", "logical", True), ("r1", "physical", False), ("r2", "physical", False),
     ]  # fmt: skip
 
 

@@ -11,26 +11,23 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_iceberg_provider._validation import validate_table
+from airflow_iceberg_provider.erasure_policy import deadline_report
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
 from airflow_iceberg_provider.maintenance_policy import parse_duration
-from airflow_iceberg_provider.spark_jobs import erasure_sql
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
-#: statuses after which a request no longer has to meet a deadline of each kind. ``logical``: the rows
-#: are deleted (merge-on-read) but may still sit in old files; ``physical``: no file holds them.
-#: Read from the erasure lifecycle (``logically_erased`` -> ``erased``; ``done`` is the older name).
-FINAL_STATUSES: tuple[str, ...] = tuple(getattr(erasure_sql, "FINAL_STATUSES", (erasure_sql.STATUS_DONE,)))
-LOGICAL_STATUS: str = getattr(erasure_sql, "STATUS_LOGICAL", "logically_erased")
-MET_BY = {
-    "logical": (LOGICAL_STATUS, *FINAL_STATUSES),
-    "physical": FINAL_STATUSES,
-}
-DEADLINE_KINDS = tuple(MET_BY)
-DEFAULT_DEADLINES = {"physical": "30d"}  # PIPEDA / Law 25: 30 days; GDPR: one month
+#: ``logical``: the rows must be deleted (``logically_erased``); ``physical``: no file may hold them
+#: (``erased``). Which statuses still owe which deadline is the erasure lifecycle's rule
+#: (:func:`airflow_iceberg_provider.erasure_policy.deadline_report`, also used by the deadline sensor).
+DEADLINE_KINDS = ("logical", "physical")
+#: the deadline sensor's defaults: logical 24 h, physical 30 days (PIPEDA / Law 25; GDPR: one month)
+DEFAULT_DEADLINES = {"logical": "24h", "physical": "30d"}
+#: default margin: this share of each deadline
+DEFAULT_MARGIN_FRACTION = 0.1
 MAX_DEADLINE = timedelta(days=36500)
 
 
@@ -68,7 +65,14 @@ def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta
                 f"deadlines[{kind!r}]={value!r} is invalid; pass a positive duration of at most 36500 days."
             )
         out[kind] = td
-    if isinstance(margin, Mapping):
+    if "logical" in out and "physical" in out and out["logical"] > out["physical"]:
+        raise IcebergValidationError(
+            f"deadlines={dict(deadlines)!r}: the logical deadline is longer than the physical one; the logical "
+            "erasure comes first: lower deadlines['logical'] or raise deadlines['physical']."
+        )
+    if margin is None:
+        margins = {k: v * DEFAULT_MARGIN_FRACTION for k, v in out.items()}
+    elif isinstance(margin, Mapping):
         extra = sorted(set(margin) - set(out))
         if extra:
             raise IcebergValidationError(f"margin names kinds {extra} that deadlines does not have; drop them.")
@@ -96,27 +100,30 @@ def approaching(
     deadlines: Mapping[str, timedelta],
     margins: Mapping[str, timedelta],
 ) -> list[dict[str, Any]]:
-    """Open requests within ``margin`` of (or past) a deadline: one item per request and kind, earliest first."""
+    """Requests that still owe a deadline and are within its margin (or past it), one item per request and kind.
+
+    ``erasure_policy.deadline_report`` decides what is owed and what is late; "near" is its
+    ``at_risk`` with ``warn_fraction = (deadline - margin) / deadline``.
+    """
+    rows = [
+        {**r, "received_at": r["received_at"] if r["received_at"].tzinfo else r["received_at"].replace(tzinfo=UTC)}
+        for r in rows
+        if r.get("received_at") is not None
+    ]
     out = []
-    for row in rows:
-        received = row.get("received_at")
-        if received is None:
-            continue
-        if received.tzinfo is None:
-            received = received.replace(tzinfo=UTC)
-        for kind, deadline in deadlines.items():
-            if row.get("status") in MET_BY[kind]:
-                continue
-            due = received + deadline
-            if now >= due - margins[kind]:
+    for kind, limit in deadlines.items():
+        fraction = (limit - margins[kind]) / limit
+        report = deadline_report(rows, now=now, logical=limit, physical=limit, warn_fraction=fraction)
+        for group in (f"{kind}_overdue", f"{kind}_at_risk"):
+            for item in report[group]:
                 out.append(
                     {
-                        "request_id": row["request_id"],
+                        "request_id": item["request_id"],
                         "deadline": kind,
-                        "due_at": due,
-                        "received_at": received,
-                        "status": row.get("status"),
-                        "overdue": now >= due,
+                        "due_at": item["received_at"] + limit,
+                        "received_at": item["received_at"],
+                        "status": item["status"],
+                        "overdue": group.endswith("_overdue"),
                     }
                 )
     return sorted(out, key=lambda r: (r["due_at"], r["request_id"], r["deadline"]))
@@ -130,9 +137,10 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     """
     Fire once per erasure request and deadline kind when the request gets within ``margin`` of it.
 
-    Deadline kinds (durations from ``received_at``): ``logical`` — met once the request is
-    ``logically_erased`` (rows deleted, possibly still in old files) or erased; ``physical`` —
-    met once it is ``erased`` (``done`` in older tables). Default: ``{"physical": "30d"}``.
+    Deadline kinds (durations from ``received_at``), as in the erasure lifecycle (#13) and
+    :class:`IcebergErasureDeadlineSensor`: ``logical`` — owed until the request is
+    ``logically_erased`` (rows deleted, possibly still in old files); ``physical`` — owed until it
+    is ``erased`` (``done`` in older tables). Default ``{"logical": "24h", "physical": "30d"}``.
 
     Reads ``request_id``, ``received_at`` and ``status`` only (never the subject keys) through
     :meth:`IcebergCatalogHook.erasure_request_states`, and only when the requests table's
@@ -148,7 +156,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     :param requests_table: ``namespace.table`` of erasure requests.
     :param deadlines: ``{kind: duration}``; durations like ``"48h"``, ``"30d"``, ISO ``"P30D"`` or seconds.
     :param margin: how long before the deadline to fire: one duration, or ``{kind: duration}``
-        (default 2 days; must be shorter than the deadline).
+        (default 10 % of each deadline; must be shorter than it).
     :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection.
     :param poll_interval: seconds between polls.
     """
@@ -160,7 +168,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         *,
         requests_table: str,
         deadlines: Mapping[str, Any] | None = None,
-        margin: Any = "2d",
+        margin: Any = None,
         iceberg_catalog_conn_id: str = "iceberg_catalog_default",
         poll_interval: float = 300.0,
     ) -> None:

@@ -12,7 +12,7 @@ triggerer; each event it yields becomes an asset event, and DAGs scheduled on th
   runs exactly when the plan has work, instead of on a clock. Quiet until the table healed and
   crossed again.
 * ``erasure_deadlines.governance.erasure_requests`` — :class:`IcebergErasureDeadlineEventTrigger`:
-  one event per request and deadline kind (``logical`` 48 h, ``physical`` 30 days) 12 hours /
+  one event per request and deadline kind (``logical`` 24 h, ``physical`` 30 days) 6 hours /
   3 days before it is due; ``iceberg_events_erasure_escalation`` escalates.
 
 The watcher assets have their own names, distinct from the table asset
@@ -63,8 +63,8 @@ DEADLINES = Asset(
             name="erasure_deadlines",
             trigger=IcebergErasureDeadlineEventTrigger(
                 requests_table=REQUESTS,
-                deadlines={"logical": "48h", "physical": "30d"},
-                margin={"logical": "12h", "physical": "3d"},
+                deadlines={"logical": "24h", "physical": "30d"},
+                margin={"logical": "6h", "physical": "3d"},
                 poll_interval=max(POLL, 60.0),
             ),
         )

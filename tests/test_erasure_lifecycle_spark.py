@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,6 +29,7 @@ from conftest import fake_context
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
 pytestmark = pytest.mark.spark
 
@@ -106,7 +109,7 @@ def test_purge_before_logical_is_refused_with_metadata_unchanged(lake13):
     assert hook.metadata_location(TABLE) == before
 
 
-def test_logical_hides_subjects_on_every_ref_head_without_rewrite_or_expiry(lake13, logical):
+def test_logical_hides_subjects_on_every_ref_head_without_rewrite_or_expiry(lake13, logical, capfd):
     hook, days = lake13
     result, props, snaps = logical
     tbl = hook.load_table(TABLE)
@@ -118,25 +121,43 @@ def test_logical_hides_subjects_on_every_ref_head_without_rewrite_or_expiry(lake
     # merge-on-read: rows still in the files, no snapshot expired, no data file rewritten
     assert any(vals & ERASED for vals in values_on_disk(hook, TABLE).values())
     assert snaps <= {s.snapshot_id for s in tbl.metadata.snapshots}
-    new = [dict(s.summary.additional_properties) for s in tbl.metadata.snapshots if s.snapshot_id not in snaps]
-    assert len(new) == 2  # one merge-on-read delete on main, one on dev
-    assert all(int(s.get("added-position-delete-files", 0)) > 0 and "deleted-data-files" not in s for s in new)
+    main = dict(tbl.current_snapshot().summary.additional_properties)
+    assert tbl.current_snapshot().snapshot_id not in snaps
+    assert int(main.get("added-position-delete-files", 0)) > 0 and "deleted-data-files" not in main  # merge-on-read
     assert _statuses(hook) == {"R-1": "logically_erased", "R-2": "logically_erased", "R-3": "logically_erased"}
     ev = {e["request_id"]: e for e in rows_of(hook, "governance.erasure_evidence") if e["table_name"] == TABLE}
     assert {e["phase"] for e in ev.values()} == {"logical"} and all(e["logical_erased_at"] for e in ev.values())
     assert ev["R-1"]["rows_found"] > 0 and ev["R-3"]["rows_found"] == 0
     assert result["requests_matching_nothing"] == ["R-3"]
-    blob = json.dumps([result, list(ev.values())], default=str)
+    # the deadline sensor warns about the request that matched nothing (by id, never the key)
+    capfd.readouterr()
+    sensor = IcebergErasureDeadlineSensor(task_id="d", requests_table="db.requests13", logical_deadline_hours=72)
+    assert sensor.poke(fake_context()) is True
+    out = capfd.readouterr()
+    assert "matched no row in any table (rows_found = 0): R-3" in out.out + out.err
+    blob = json.dumps([result, list(ev.values())], default=str) + out.out + out.err
     assert not any(s in blob for s in [*SUBJECTS.values(), SALT])
 
 
-def test_purge_removes_every_subject_file_and_keeps_history_without_subjects(lake13, logical, capfd):
+def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without_subjects(lake13, logical, capfd):
     hook, days = lake13
+    # what a compaction killed mid-way leaves: a complete output file no snapshot references, and a
+    # partial one (no footer), both older than the 1 h in-flight guard
+    holding = next(p for p, vals in values_on_disk(hook, TABLE).items() if vals & ERASED)
+    leftover = os.path.join(os.path.dirname(holding), "00000-0-killed-compaction-00001.parquet")
+    partial = os.path.join(os.path.dirname(holding), "00000-1-killed-compaction-00002.parquet")
+    shutil.copy(holding, leftover)
+    with open(holding, "rb") as fh, open(partial, "wb") as out:
+        out.write(fh.read()[:200])
+    old = time.time() - 7200
+    for p in (leftover, partial):
+        os.utime(p, (old, old))
     result = _op("purge").execute(fake_context())
     out = capfd.readouterr()
     assert result["verification"] == "verified", result
     on_disk = values_on_disk(hook, TABLE)
     assert on_disk and not [p for p, vals in on_disk.items() if vals & ERASED]
+    assert not os.path.exists(leftover) and not os.path.exists(partial)
     kept = {s.snapshot_id for s in hook.load_table(TABLE).metadata.snapshots}
     assert {days[d] for d in range(1, 20)} <= kept  # days 1-19 never held a subject: kept
     assert not {days[d] for d in range(20, 31)} & kept  # every snapshot reaching a subject file: gone
@@ -148,6 +169,7 @@ def test_purge_removes_every_subject_file_and_keeps_history_without_subjects(lak
     assert {e["phase"] for e in ev.values()} == {"purge"} and all(e["purged_at"] for e in ev.values())
     assert ev["R-1"]["rows_found"] > 0 and ev["R-1"]["snapshots_kept"] >= 19
     assert ev["R-1"]["files_considered"] >= ev["R-1"]["files_raw_read"] > 0
+    assert ev["R-1"]["leftovers_removed"] == 2
     ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
     blob = json.dumps([result, list(ev.values()), ledger], default=str) + out.out + out.err
     assert not any(s in blob for s in [*SUBJECTS.values(), SALT])

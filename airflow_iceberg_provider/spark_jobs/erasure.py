@@ -22,6 +22,14 @@ One session does every step (see DESIGN "Facts that bite": a DELETE is not an er
 7. evidence rows (MERGE, one per request and table; salted hashes only) and request
    statuses (MERGE into the requests table).
 
+Phases (#13, ``spec["phase"]``): ``full`` is the sequence above; ``logical`` stops after
+step 4 (merge-on-read DELETE on main, properties restored and compared; copy-on-write on other
+branches) and verifies with a count on every ref head; ``purge`` runs steps 3-7 with
+``expire_snapshots(snapshot_ids => ...)`` limited to the snapshots that reach a subject file,
+after ``rewrite_manifests``, and removes leftovers of killed rewrites. Steps 3 and 6 raw-read
+only the files that exact manifest bounds and Parquet bloom filters cannot exclude
+(``erasure_prune.py``). Evidence and request statuses: ``erasure_record.py``.
+
 Error messages that leave this job are redacted (salt and subject keys removed).
 """
 
@@ -301,8 +309,6 @@ class ErasureRun:
             before_files = self.reachable_data_files()
             hits_before = self.pruned_hits(before_files, "analysis")
             subject_files = set(hits_before)
-            if self.phase_name == es.PHASE_PURGE:
-                self._rewrite_masked_branches(subject_files)
             refs = self.refs()
             holds: dict[str, bool] = {}
             live: dict[str, int] = {}
@@ -380,6 +386,9 @@ class ErasureRun:
                     self._expire(expired)
                     self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
                     self._expire(expired)
+        if self.phase_name == es.PHASE_PURGE:
+            with self._timed("leftovers"):
+                self.remove_leftovers()
         self.refresh()
         snaps_after = self.snapshots()
         after_ids = {s["snapshot_id"] for s in snaps_after}
@@ -574,50 +583,28 @@ class ErasureRun:
             acc["manifests"] += int(d.get("deleted_manifest_files_count") or 0)
             acc["manifest_lists"] += int(d.get("deleted_manifest_lists_count") or 0)
 
-    def _rewrite_masked_branches(self, subject_files: set[str]) -> None:
-        """Branches (not main) whose head still lists subject files with every subject row masked by
-        delete files (a logical erasure): rewrite those files copy-on-write on the branch, so the
-        rows go physically (Iceberg's rewrite_data_files works on main only)."""
-        if not subject_files:
-            return
-        todo = []
-        for ref in self.refs():
-            if ref["type"] != "branch" or ref["name"] == "main":
-                continue
-            files = subject_files & self.snapshot_files(ref["snapshot_id"])
-            if files and not int(self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0]):
-                todo.append((ref["name"], files))
-        if not todo:
-            return
-        keys = ("write.update.mode", "commit.manifest-merge.enabled", "commit.manifest.min-count-to-merge")
-        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
-        original: dict[str, str | None] = {k: current.get(k) for k in keys}
-        c = es.q(self.columns[0])
-        try:
-            self.set_properties({"write.update.mode": "copy-on-write", "commit.manifest-merge.enabled": "false"})
-            for name, files in todo:
-                self.spark.createDataFrame([(f,) for f in sorted(files)], "f string").createOrReplaceTempView(
-                    "erasure_masked_files"
-                )
-                target = es.table_sql(self.catalog, self.table, name)
-                # rows are unchanged: the statement only makes Iceberg rewrite the files (deletes applied)
-                self.sql(
-                    f"UPDATE {target} SET {c} = {c} WHERE regexp_replace(_file, '^file:/+', '/') IN "
-                    "(SELECT f FROM erasure_masked_files)"
-                )
-            self.set_properties({"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "2"})
-            self.refresh()
-            tbl = self.jtable(refresh=True)
-            for name, _ in todo:
-                tbl.newAppend().toBranch(name).set("erasure.manifest-merge", "true").commit()
-        finally:
-            self.set_properties(original)
-        self.metrics["branches_rewritten"] = [n for n, _ in todo]
+    def remove_leftovers(self) -> None:
+        """Delete what killed or losing rewrites left behind (#13): Parquet files under the table's data
+        location that NO snapshot references, older than ``leftover_min_age_s`` (default 1 h: never a
+        write still in flight), and that either hold a subject row or are partial (no footer)."""
+        min_age_ms = int(float(self.spec.get("leftover_min_age_s", 3600)) * 1000)
+        self.refresh()
+        found = esc.unreferenced_parquet(self, esc.referenced_files(self), int(time.time() * 1000) - min_age_ms)
+        partial = [loc for p, loc in found if not esc.is_readable_parquet(p)]
+        readable = {p: loc for p, loc in found if esc.is_readable_parquet(p)}
+        holding = list(self.raw_hits(list(readable.values()))) if readable else []
+        io = self.jtable(refresh=False).io()
+        removed = 0
+        for loc in partial + [readable[p] for p in holding]:
+            io.deleteFile(loc)
+            removed += 1
+        self.metrics.update(leftovers_found=len(found), leftovers_removed=removed, leftovers_partial=len(partial))
 
     # ------------------------------------------------------------------ logical phase
     def run_logical(self, started: datetime) -> dict[str, Any]:
-        """One batched merge-on-read DELETE per branch showing the subjects; verified by an
-        independent count on every ref head; no rewrite, no expiry. Table properties restored."""
+        """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
+        subjects, see below); verified by an independent count on every ref head; no rewrite of
+        main, no expiry. Table properties restored exactly (checked)."""
         refs = self.refs()
         branches = [r for r in refs if r["type"] == "branch"]
         with self._timed("count"):
@@ -628,13 +615,16 @@ class ErasureRun:
         targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
         props_before = self.table_properties()
         with self._timed("delete"):
-            if targets:
+            if "main" in targets:
                 previous = self.set_properties({"write.delete.mode": "merge-on-read"})
                 try:
-                    for b in targets:
-                        self.sql(es.delete_sql(self.catalog, self.table, self.columns, branch=b))
+                    self.sql(es.delete_sql(self.catalog, self.table, self.columns))
                 finally:
                     self.set_properties(previous)
+            # Other branches: copy-on-write (+ manifest merge), as in the full phase: Iceberg rewrites
+            # data files on main only, so rows masked by delete files on a branch could never be purged.
+            if [b for b in targets if b != "main"]:
+                self._delete_on_branches([b for b in targets if b != "main"])
         self.refresh()
         props_after = self.table_properties()
         with self._timed("verify"):

@@ -131,3 +131,44 @@ def exposing_manifests(run: Any, subject_files: set[str]) -> set[str]:
         return set()
     ms = run.sql(f"SELECT DISTINCT path, added_snapshot_id FROM {run.t}.all_manifests").collect()
     return {str(r.path) for r in ms if r.added_snapshot_id is not None and int(r.added_snapshot_id) in deleting}
+
+
+def referenced_files(run: Any) -> set[str]:
+    """Every data and delete file referenced by any snapshot still in the metadata."""
+    out: set[str] = set()
+    for kind in ("all_data_files", "all_delete_files"):
+        out |= {norm_path(r[0]) for r in run.sql(f"SELECT DISTINCT file_path FROM {run.t}.{kind}").collect()}
+    return out
+
+
+def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> list[tuple[str, str]]:
+    """(normalised path, location) of Parquet files under the table's data location that no
+    snapshot references and that were last modified before ``older_than_ms`` (listed through
+    Hadoop's FileSystem, so object stores work too)."""
+    jvm = run.spark._jvm
+    root = str(run.jtable(refresh=False).location()).rstrip("/") + "/data"
+    path = jvm.org.apache.hadoop.fs.Path(root)
+    fs = path.getFileSystem(run.spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return []
+    out = []
+    it = fs.listFiles(path, True)
+    while it.hasNext():
+        st = it.next()
+        loc = str(st.getPath().toString())
+        p = norm_path(loc)
+        if p.endswith(".parquet") and p not in referenced and int(st.getModificationTime()) < older_than_ms:
+            out.append((p, loc))
+    return out
+
+
+def is_readable_parquet(path: str) -> bool:
+    """A local file with a valid Parquet footer (a killed writer's partial file has none)."""
+    if not path.startswith("/") or not os.path.isfile(path):
+        return True  # object stores: only complete objects are visible
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 12:
+            return False
+        fh.seek(size - 4)
+        return fh.read(4) == b"PAR1"

@@ -105,8 +105,8 @@ def poll_bench(args: argparse.Namespace) -> bool:
 
 def latency_bench(commits: int) -> None:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-    from scripts.events_demo import AirflowProcesses, wait_for
-    from tests.conftest import catalog_conn_json, create_orders_table, orders_batch
+    from scripts.events_demo import AirflowProcesses, append, create_table, wait_for
+    from tests.conftest import catalog_conn_json
 
     tmp = Path(tempfile.mkdtemp(prefix="trigger_latency_"))
     try:
@@ -121,8 +121,8 @@ def latency_bench(commits: int) -> None:
         env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
         env.update(AIP_EVENTS_POLL_SECONDS="1", AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False")
         hook = IcebergCatalogHook()
-        create_orders_table(hook, "events.orders", partition_by=())
-        hook.load_table("events.orders").append(orders_batch(0, 5))
+        create_table(hook, "events.orders")
+        append(hook, "events.orders", 0, 5)
         af = AirflowProcesses(env, tmp / "logs")
         af.cli("dags", "reserialize")
         try:
@@ -132,9 +132,8 @@ def latency_bench(commits: int) -> None:
             to_event, to_run = [], []
             for i in range(commits):
                 n_runs = len(af.dag_runs("iceberg_events_consumer"))
-                hook.load_table("events.orders").append(orders_batch(100 * (i + 1), 5))
-                ts = hook.snapshot("events.orders", ref="main").timestamp_ms / 1000
-                sid = str(hook.ref_snapshot_id("events.orders"))
+                sid = append(hook, "events.orders", 100 * (i + 1), 5)
+                ts = hook.snapshot("events.orders", snapshot_id=int(sid)).timestamp_ms / 1000
                 event = wait_for("the asset event", lambda sid=sid: [
                     e for e in af.asset_events("iceberg_commits.") if e["extra"]["payload"]["snapshot_id"] == sid
                 ], 60)[0]  # fmt: skip

@@ -121,6 +121,29 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, every: float =
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def create_table(hook: Any, table: str, properties: dict[str, str] | None = None) -> None:
+    """A small unpartitioned format-v2 table (``id``, ``amount``) for the demo and the bench."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, LongType, NestedField
+
+    hook.ensure_namespace(table.split(".")[0])
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False), NestedField(2, "amount", DoubleType(), required=False)
+    )
+    hook.catalog.create_table(table, schema=schema, properties={"format-version": "2", **(properties or {})})
+
+
+def append(hook: Any, table: str, start: int, rows: int) -> str:
+    """One pyiceberg append (one small data file); returns the new snapshot id as a decimal string."""
+    import pyarrow as pa
+
+    ids = list(range(start, start + rows))
+    hook.load_table(table).append(
+        pa.table({"id": pa.array(ids, pa.int64()), "amount": pa.array([i * 1.5 for i in ids], pa.float64())})
+    )
+    return str(hook.ref_snapshot_id(table))
+
+
 def payloads(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e["extra"].get("payload", {}) for e in events]
 
@@ -132,7 +155,6 @@ EVENT_DAGS = ("iceberg_events_consumer", "iceberg_events_maintenance", "iceberg_
 def demo() -> int:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from example_dags.example_iceberg_events import TABLE
-    from tests.conftest import create_orders_table, orders_batch
 
     port = free_port()
     env = {**os.environ, "AIP_EVENTS_POLL_SECONDS": os.environ.get("AIP_EVENTS_POLL_SECONDS", "1")}
@@ -146,8 +168,8 @@ def demo() -> int:
     hook = IcebergCatalogHook()
     if hook.table_exists(TABLE):
         hook.catalog.drop_table(TABLE)
-    create_orders_table(hook, TABLE, partition_by=(), properties={"airflow-iceberg.maintenance.min-input-files": "4"})
-    hook.load_table(TABLE).append(orders_batch(0, 50))
+    create_table(hook, TABLE, {"airflow-iceberg.maintenance.min-input-files": "4"})
+    append(hook, TABLE, 0, 50)
     t0 = time.monotonic()
     env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"  # first demo: created unpaused
     for dag_id in EVENT_DAGS:  # later demos: the previous one paused them
@@ -158,12 +180,11 @@ def demo() -> int:
         af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
         af.start("scheduler")
         af.start("triggerer")
-        wait_for("the watchers to run", lambda: af.running_watchers() >= 3, 180)
+        wait_for("the watchers to run", lambda: af.running_watchers() >= 3, 300)
         wait_for("the commit watcher's start mark", lambda: any("commit" in k for k in af.state_store()), 60)
         print(f"    triggerer, scheduler and API server up in {time.monotonic() - t0:.0f}s", flush=True)
 
-        hook.load_table(TABLE).append(orders_batch(1000, 50))
-        sid = str(hook.ref_snapshot_id(TABLE))
+        sid = append(hook, TABLE, 1000, 50)
         committed = time.monotonic()
         run = wait_for(
             "the consumer DAG run",
@@ -174,7 +195,7 @@ def demo() -> int:
               f"{time.monotonic() - committed:.1f}s", flush=True)  # fmt: skip
 
         for i in range(2):  # 3 data files + 2 = the table's min-input-files=4 crossed
-            hook.load_table(TABLE).append(orders_batch(2000 + 100 * i, 20))
+            append(hook, TABLE, 2000 + 100 * i, 20)
         crossed = time.monotonic()
         health = wait_for("the health event", lambda: payloads(af.asset_events("iceberg_health.")), 120)[0]
         print(f"OK  table crossed its policy -> health event ({health['actions']}: "

@@ -23,6 +23,7 @@ from airflow_iceberg_provider.health_policy import (
     metadata_property_changes,
     resolve_thresholds,
 )
+from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import now_ms, parse_duration
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 
@@ -77,14 +78,15 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         thresholds = resolve_thresholds(tbl.metadata.properties, **{n: getattr(self, n) for n in THRESHOLDS})
         health = hook.health(tbl)
         found = breaches(health, thresholds)
-        result = {
-            "table": self.ident.dotted,
-            "healthy": not found,
-            "breaches": [b.to_dict() for b in found],
-            "health": {k: v for k, v in health.to_dict().items() if k != "snapshot_id"}
-            | {"snapshot_id": None if health.snapshot_id is None else str(health.snapshot_id)},
-            "thresholds": thresholds.to_dict(),
-        }
+        result = with_string_ids(
+            {
+                "table": self.ident.dotted,
+                "healthy": not found,
+                "breaches": [b.to_dict() for b in found],
+                "health": health.to_dict(),
+                "thresholds": thresholds.to_dict(),
+            }
+        )
         hook.record_ledger(
             operation="health_check",
             table=self.ident.dotted,

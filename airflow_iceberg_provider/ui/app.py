@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
@@ -34,6 +34,8 @@ RESOURCE_NAME = "Governance"
 DEFAULT_CONN_ID = "iceberg_catalog_default"
 AUDITS_SHOWN = 20
 LEDGER_SHOWN = 200
+PUBLISHES_SHOWN = 50
+MAINTENANCE_SHOWN = 50
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
@@ -124,9 +126,17 @@ def _health_view(h: Any) -> dict[str, Any] | None:
 
 
 # ------------------------------------------------------------------- data
+def _ledger(reader: GovernanceReader) -> list[dict[str, Any]]:
+    return reader.derived("ledger", "views", views.ledger_views)
+
+
+def _audits(reader: GovernanceReader) -> list[dict[str, Any]]:
+    return reader.derived("audit_results", "runs", views.audit_runs)
+
+
 def tables_data(reader: GovernanceReader) -> dict[str, Any]:
-    ledger = reader.governance_rows("ledger")
-    audits = reader.governance_rows("audit_results")
+    ledger = _ledger(reader)
+    audits = _audits(reader)
     evidence = reader.governance_rows("erasure_evidence")
     requests = views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
     open_by_table, unassigned = views.open_requests_by_table(requests)
@@ -158,11 +168,12 @@ def table_data(
     task: dict[str, str] | None = None,
     at: str | None = None,
 ) -> dict[str, Any]:
-    ledger = reader.governance_rows("ledger")
+    ledger = _ledger(reader)
     state = reader.table_state(table)
-    audits = views.audit_runs(reader.governance_rows("audit_results"), table=table, task=task)
+    audits = views.filter_runs(_audits(reader), table=table, task=task)
     if task and not at:
         at = views.publish_of_task(ledger, table, task)
+    pubs, runs = views.publishes(ledger, table), views.maintenance_runs(ledger, table)
     return {
         "table": table,
         "exists": state is not None,
@@ -171,8 +182,10 @@ def table_data(
         "at": at,
         "audits": audits if task else audits[:AUDITS_SHOWN],
         "audits_total": len(audits),
-        "publishes": views.publishes(ledger, table),
-        "maintenance": views.maintenance_runs(ledger, table),
+        "publishes": pubs[:PUBLISHES_SHOWN],
+        "publishes_total": len(pubs),
+        "maintenance": runs[:MAINTENANCE_SHOWN],
+        "maintenance_total": len(runs),
         "ledger": views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),
         "ledger_options": views.ledger_options(ledger, table),
         "filters": {"operation": operation, "status": status_filter, **(task or {})},
@@ -198,6 +211,133 @@ def report_data(reader: GovernanceReader, request_id: str) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------- app
+router = APIRouter()
+
+
+@router.get("/", response_class=HTMLResponse)
+def tables_page(request: Request, conn: str | None = None) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    data = tables_data(reader_for(conn_id))
+    return _render(request, "tables.html", started, conn=conn_id, conns=conns, page="tables", **data)
+
+
+@router.get("/tables/{table}", response_class=HTMLResponse)
+def table_page(
+    request: Request,
+    table: str,
+    conn: str | None = None,
+    operation: str | None = None,
+    status_filter: str | None = Query(None, alias="status"),
+    dag_id: str | None = None,
+    run_id: str | None = None,
+    task_id: str | None = None,
+    at: str | None = None,
+) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    name = _table_param(table)
+    data = table_data(
+        reader_for(conn_id),
+        name,
+        operation=operation,
+        status_filter=status_filter,
+        task=_task(dag_id, run_id, task_id),
+        at=at,
+    )
+    svg = {
+        "timeline": charts.timeline_svg(data["timeline"], highlight=data["at"]),
+        "health": charts.health_svg(data["maintenance"]),
+    }
+    return _render(request, "table.html", started, conn=conn_id, conns=conns, page="table", svg=svg, **data)
+
+
+@router.get("/erasure", response_class=HTMLResponse)
+def erasure_page(request: Request, conn: str | None = None) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    data = erasure_data(reader_for(conn_id))
+    return _render(request, "erasure.html", started, conn=conn_id, conns=conns, page="erasure", **data)
+
+
+@router.get("/erasure/{request_id}/report", response_class=HTMLResponse)
+def report_page(request: Request, request_id: str, conn: str | None = None) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    report = report_data(reader_for(conn_id), request_id)
+    return _render(request, "report.html", started, conn=conn_id, conns=conns, page="report", r=report)
+
+
+@router.get("/link/erasure")
+def erasure_link(
+    request: Request,
+    conn: str | None = None,
+    table: str | None = None,
+    dag_id: str | None = None,
+    run_id: str | None = None,
+    task_id: str | None = None,
+) -> RedirectResponse:
+    """The erasure task's extra link: its evidence report (or the erasure page when it covered several)."""
+    conn_id, _ = _pick_conn(conn)
+    reader = reader_for(conn_id)
+    name = _table_param(table) if table else None
+    ids = views.requests_of_task(reader.governance_rows("erasure_evidence"), _task(dag_id, run_id, task_id) or {}, name)
+    base = request.scope.get("root_path", "").rstrip("/")
+    if len(ids) == 1:
+        return RedirectResponse(f"{base}/erasure/{ids[0]}/report?{urlencode({'conn': conn_id})}", status_code=307)
+    return RedirectResponse(f"{base}/erasure?{urlencode({'conn': conn_id})}", status_code=307)
+
+
+# ---------------------------------------------------------------- JSON
+@router.get("/api/connections")
+def api_connections() -> JSONResponse:
+    started = time.perf_counter()
+    return _json({"connections": catalog_connections()}, started)
+
+
+@router.get("/api/tables")
+def api_tables(conn: str | None = None) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    return _json({"conn": conn_id, **tables_data(reader_for(conn_id))}, started)
+
+
+@router.get("/api/tables/{table}")
+def api_table(
+    table: str,
+    conn: str | None = None,
+    operation: str | None = None,
+    status_filter: str | None = Query(None, alias="status"),
+    dag_id: str | None = None,
+    run_id: str | None = None,
+    task_id: str | None = None,
+) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    data = table_data(
+        reader_for(conn_id),
+        _table_param(table),
+        operation=operation,
+        status_filter=status_filter,
+        task=_task(dag_id, run_id, task_id),
+    )
+    return _json({"conn": conn_id, **data}, started)
+
+
+@router.get("/api/erasure")
+def api_erasure(conn: str | None = None) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    return _json({"conn": conn_id, **erasure_data(reader_for(conn_id))}, started)
+
+
+@router.get("/api/erasure/{request_id}")
+def api_report(request_id: str, conn: str | None = None) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    return _json({"conn": conn_id, **report_data(reader_for(conn_id), request_id)}, started)
+
+
 def create_app() -> FastAPI:
     """The governance app (every route behind :func:`_authorize`)."""
     app = FastAPI(
@@ -207,121 +347,9 @@ def create_app() -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
-
-    @app.get("/", response_class=HTMLResponse)
-    def tables_page(request: Request, conn: str | None = None) -> HTMLResponse:
-        started = time.perf_counter()
-        conn_id, conns = _pick_conn(conn)
-        data = tables_data(reader_for(conn_id))
-        return _render(request, "tables.html", started, conn=conn_id, conns=conns, page="tables", **data)
-
-    @app.get("/tables/{table}", response_class=HTMLResponse)
-    def table_page(
-        request: Request,
-        table: str,
-        conn: str | None = None,
-        operation: str | None = None,
-        status_filter: str | None = Query(None, alias="status"),
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        task_id: str | None = None,
-        at: str | None = None,
-    ) -> HTMLResponse:
-        started = time.perf_counter()
-        conn_id, conns = _pick_conn(conn)
-        name = _table_param(table)
-        data = table_data(
-            reader_for(conn_id),
-            name,
-            operation=operation,
-            status_filter=status_filter,
-            task=_task(dag_id, run_id, task_id),
-            at=at,
-        )
-        svg = {
-            "timeline": charts.timeline_svg(data["timeline"], highlight=data["at"]),
-            "health": charts.health_svg(data["maintenance"]),
-        }
-        return _render(request, "table.html", started, conn=conn_id, conns=conns, page="table", svg=svg, **data)
-
-    @app.get("/erasure", response_class=HTMLResponse)
-    def erasure_page(request: Request, conn: str | None = None) -> HTMLResponse:
-        started = time.perf_counter()
-        conn_id, conns = _pick_conn(conn)
-        data = erasure_data(reader_for(conn_id))
-        return _render(request, "erasure.html", started, conn=conn_id, conns=conns, page="erasure", **data)
-
-    @app.get("/erasure/{request_id}/report", response_class=HTMLResponse)
-    def report_page(request: Request, request_id: str, conn: str | None = None) -> HTMLResponse:
-        started = time.perf_counter()
-        conn_id, conns = _pick_conn(conn)
-        report = report_data(reader_for(conn_id), request_id)
-        return _render(request, "report.html", started, conn=conn_id, conns=conns, page="report", r=report)
-
-    @app.get("/link/erasure")
-    def erasure_link(
-        request: Request,
-        conn: str | None = None,
-        table: str | None = None,
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        task_id: str | None = None,
-    ) -> RedirectResponse:
-        """The erasure task's extra link: its evidence report (or the erasure page when it covered several)."""
-        conn_id, _ = _pick_conn(conn)
-        reader = reader_for(conn_id)
-        name = _table_param(table) if table else None
-        ids = views.requests_of_task(
-            reader.governance_rows("erasure_evidence"), _task(dag_id, run_id, task_id) or {}, name
-        )
-        base = request.scope.get("root_path", "").rstrip("/")
-        if len(ids) == 1:
-            return RedirectResponse(f"{base}/erasure/{ids[0]}/report?{urlencode({'conn': conn_id})}", status_code=307)
-        return RedirectResponse(f"{base}/erasure?{urlencode({'conn': conn_id})}", status_code=307)
-
-    # ---------------------------------------------------------------- JSON
-    @app.get("/api/connections")
-    def api_connections() -> JSONResponse:
-        started = time.perf_counter()
-        return _json({"connections": catalog_connections()}, started)
-
-    @app.get("/api/tables")
-    def api_tables(conn: str | None = None) -> JSONResponse:
-        started = time.perf_counter()
-        conn_id, _ = _pick_conn(conn)
-        return _json({"conn": conn_id, **tables_data(reader_for(conn_id))}, started)
-
-    @app.get("/api/tables/{table}")
-    def api_table(
-        table: str,
-        conn: str | None = None,
-        operation: str | None = None,
-        status_filter: str | None = Query(None, alias="status"),
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        task_id: str | None = None,
-    ) -> JSONResponse:
-        started = time.perf_counter()
-        conn_id, _ = _pick_conn(conn)
-        data = table_data(
-            reader_for(conn_id),
-            _table_param(table),
-            operation=operation,
-            status_filter=status_filter,
-            task=_task(dag_id, run_id, task_id),
-        )
-        return _json({"conn": conn_id, **data}, started)
-
-    @app.get("/api/erasure")
-    def api_erasure(conn: str | None = None) -> JSONResponse:
-        started = time.perf_counter()
-        conn_id, _ = _pick_conn(conn)
-        return _json({"conn": conn_id, **erasure_data(reader_for(conn_id))}, started)
-
-    @app.get("/api/erasure/{request_id}")
-    def api_report(request_id: str, conn: str | None = None) -> JSONResponse:
-        started = time.perf_counter()
-        conn_id, _ = _pick_conn(conn)
-        return _json({"conn": conn_id, **report_data(reader_for(conn_id), request_id)}, started)
-
+    app.include_router(router)
+    global _ENV
+    _ENV = _ENV or _env()  # compile the templates now, not on the first page view
+    for name in ("tables.html", "table.html", "erasure.html", "report.html"):
+        _ENV.get_template(name)
     return app

@@ -20,11 +20,15 @@ def _ts(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def timeline_svg(data: Mapping[str, Any], *, highlight: str | None = None, width: int = 980) -> str:
+def timeline_svg(
+    data: Mapping[str, Any], *, highlight: str | None = None, width: int = 980, max_dots: int = 1500
+) -> str:
     """Snapshots as dots in one lane per operation over time; refs as labelled vertical markers.
 
     :param data: :func:`.views.timeline` output (snapshot ids are strings).
     :param highlight: a snapshot id (string) drawn with a ring (the publish link's target).
+    :param max_dots: above this many snapshots, snapshots of one operation within 2 px share a dot
+        (its tooltip gives the count and time range); ref targets and the highlight keep their own.
     """
     snaps = data["snapshots"]
     refs = data["refs"]
@@ -67,16 +71,30 @@ def timeline_svg(data: Mapping[str, Any], *, highlight: str | None = None, width
             f'text-anchor="{anchor}" fill="{REF_COLORS[kind]}">{escape(prefix + ref["name"])} '
             f"@ {escape(ref['snapshot_id'])}</text>"
         )
+    marked = {r["snapshot_id"] for r in refs} | {highlight}
+    buckets: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for s in snaps:
         op = s["operation"] if s["operation"] in LANES else "other"
+        cx = x(s["timestamp_ms"])
+        # one dot per lane and 2-px column when the history is long (a 5,000-snapshot table stays a small page)
+        key = (
+            (op, int(cx // 2)) if len(snaps) > max_dots and s["snapshot_id"] not in marked else (op, -len(buckets) - 1)
+        )
+        buckets.setdefault(key, []).append(s)
+    for (op, _), group in buckets.items():
+        s = group[-1]
         cy = top + lanes.index(op) * lane_h + lane_h / 2
         cx = x(s["timestamp_ms"])
-        title = f"{s['snapshot_id']} · {s['operation']} · {_ts(s['timestamp_ms'])}"
+        if len(group) == 1:
+            title = f"{s['snapshot_id']} · {s['operation']} · {_ts(s['timestamp_ms'])}"
+        else:
+            title = f"{len(group)} {op} snapshots {_ts(group[0]['timestamp_ms'])} – {_ts(s['timestamp_ms'])}"
         if s["snapshot_id"] == highlight:
             out.append(
                 f'<circle class="highlight" cx="{cx}" cy="{cy}" r="8" fill="none" stroke="#000" stroke-width="2"/>'
             )
-        out.append(f'<circle cx="{cx}" cy="{cy}" r="3.5" fill="{COLORS[op]}"><title>{escape(title)}</title></circle>')
+        r = 3.5 if len(group) == 1 else 4.5
+        out.append(f'<circle cx="{cx}" cy="{cy}" r="{r}" fill="{COLORS[op]}"><title>{escape(title)}</title></circle>')
     base = height - 12
     out.append(f'<text x="{left}" y="{base}">{_ts(t0)}</text>')
     out.append(f'<text x="{width - 10}" y="{base}" text-anchor="end">{_ts(t1)}</text>')

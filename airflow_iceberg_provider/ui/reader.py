@@ -36,8 +36,21 @@ _lock = threading.Lock()
 _readers: dict[str, tuple[float, GovernanceReader]] = {}
 
 
+#: The connection list is re-read after this many seconds (one metadata-DB query).
+CONNECTIONS_TTL_S = 15.0
+_connections: tuple[float, list[str]] | None = None
+
+
 def catalog_connections() -> list[str]:
-    """Ids of the ``iceberg_catalog`` connections: environment variables and the metadata DB."""
+    """Ids of the ``iceberg_catalog`` connections: environment variables and the metadata DB (cached briefly)."""
+    global _connections
+    now = time.monotonic()
+    if _connections is None or now - _connections[0] > CONNECTIONS_TTL_S:
+        _connections = (now, _list_connections())
+    return list(_connections[1])
+
+
+def _list_connections() -> list[str]:
     ids = {
         key[len("AIRFLOW_CONN_") :].lower()
         for key, value in os.environ.items()
@@ -77,9 +90,11 @@ def reader_for(conn_id: str) -> GovernanceReader:
 
 
 def clear_caches() -> None:
-    """Forget every reader and cached read (tests; connection changes)."""
+    """Forget every reader, cached read and the connection list (tests; connection changes)."""
+    global _connections
     with _lock:
         _readers.clear()
+        _connections = None
 
 
 class GovernanceReader:
@@ -126,6 +141,12 @@ class GovernanceReader:
         spec = GOVERNANCE_TABLES[kind]
         name = f"{self.governance_namespace}.{spec.name}"
         return self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
+
+    def derived(self, kind: str, name: str, shape: Callable[[list[dict[str, Any]]], Any]) -> Any:
+        """``shape(rows)`` of a governance table, computed once per metadata location (e.g. grouped audits)."""
+        spec = GOVERNANCE_TABLES[kind]
+        table = f"{self.governance_namespace}.{spec.name}"
+        return self._cached(f"derived:{name}", table, lambda _tbl: shape(self.governance_rows(kind)), default=shape([]))
 
     # ------------------------------------------------------- governed tables
     def table_state(self, table: str) -> dict[str, Any] | None:

@@ -65,8 +65,12 @@ def governed_tables(
     evidence: Iterable[Mapping[str, Any]],
     governance_namespace: str,
 ) -> list[str]:
-    """Every table with a governance record (the governance tables themselves excluded)."""
-    names = {r.get("table_name") for rows in (ledger, audits, evidence) for r in rows}
+    """Every table with a governance record (the governance tables themselves excluded).
+
+    :param ledger: ``ledger_views`` output; ``audits``: ``audit_runs`` output; ``evidence``: raw rows.
+    """
+    names = {r.get("table") for rows in (ledger, audits) for r in rows}
+    names |= {r.get("table_name") for r in evidence}
     return sorted(n for n in names if n and "." in n and n.split(".")[0] != governance_namespace)
 
 
@@ -121,10 +125,22 @@ def audit_runs(
     return sorted(out, key=lambda a: a["evaluated_at"], reverse=True)
 
 
-def latest_audits(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The newest audit of each table: ``{table: {"passed", "failed", "checks", "evaluated_at", ...}}``."""
-    latest: dict[str, dict[str, Any]] = {}
-    for audit in audit_runs(rows):
+def filter_runs(
+    runs: Iterable[Mapping[str, Any]], *, table: str | None = None, task: Mapping[str, str] | None = None
+) -> list[Mapping[str, Any]]:
+    """Audits (``audit_runs`` output) of one table and, optionally, one Airflow task."""
+    return [
+        a
+        for a in runs
+        if (not table or a["table"] == table)
+        and not (task and any(task.get(k) and a.get(k) != task[k] for k in ("dag_id", "run_id", "task_id")))
+    ]
+
+
+def latest_audits(runs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The newest audit of each table, from ``audit_runs`` output (newest first)."""
+    latest: dict[str, Mapping[str, Any]] = {}
+    for audit in runs:
         latest.setdefault(audit["table"], audit)
     return latest
 
@@ -150,38 +166,43 @@ def _ledger_view(r: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def ledger_views(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every ledger row shaped (JSON decoded, ids as strings), newest first."""
+    ordered = sorted(rows, key=lambda r: _when(r, "finished_at", "started_at"), reverse=True)
+    return [_ledger_view(r) for r in ordered]
+
+
 def ledger_rows(
-    rows: Iterable[Mapping[str, Any]],
+    ledger: Iterable[Mapping[str, Any]],
     *,
     table: str | None = None,
     operation: str | None = None,
     status: str | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Ledger rows of a table, newest first, filtered by exact operation and status."""
+    """Shaped ledger rows (``ledger_views`` output) of a table, filtered by exact operation and status."""
     kept = [
-        r
-        for r in rows
-        if (not table or r.get("table_name") == table)
-        and (not operation or r.get("operation") == operation)
-        and (not status or r.get("status") == status)
+        dict(r)
+        for r in ledger
+        if (not table or r["table"] == table)
+        and (not operation or r["operation"] == operation)
+        and (not status or r["status"] == status)
     ]
-    kept.sort(key=lambda r: _when(r, "finished_at", "started_at"), reverse=True)
-    return [_ledger_view(r) for r in kept[:limit]]
+    return kept[:limit]
 
 
-def ledger_options(rows: Iterable[Mapping[str, Any]], table: str) -> dict[str, list[str]]:
+def ledger_options(ledger: Iterable[Mapping[str, Any]], table: str) -> dict[str, list[str]]:
     """The operations and statuses present in a table's ledger (the filter's choices)."""
     ops, statuses = set(), set()
-    for r in rows:
-        if r.get("table_name") == table:
-            ops.add(r.get("operation") or "")
-            statuses.add(r.get("status") or "")
+    for r in ledger:
+        if r["table"] == table:
+            ops.add(r["operation"] or "")
+            statuses.add(r["status"] or "")
     return {"operations": sorted(ops - {""}), "statuses": sorted(statuses - {""})}
 
 
 def publishes(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
-    """Successful ``wap_publish`` rows of a table, newest first."""
+    """Successful ``wap_publish`` rows (``ledger_views`` output) of a table, newest first."""
     out = []
     for row in ledger_rows(ledger, table=table, operation="wap_publish"):
         if row["status"] not in ("succeeded", "noop"):
@@ -218,7 +239,7 @@ def _health_figures(h: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
-    """``maintenance.*`` ledger rows of a table with health before/after figures, newest first."""
+    """``maintenance.*`` rows (``ledger_views`` output) of a table with health before/after, newest first."""
     out = []
     for row in ledger_rows(ledger, table=table):
         if not (row["operation"] or "").startswith("maintenance."):

@@ -452,3 +452,27 @@ def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tm
     assert "subject_key" not in json.dumps(first + timed) and "x" not in [e.get("subject") for e in first]
     stored = json.loads((tmp_path / "dl.json").read_text())["_"][trigger.state_key]["fired"]
     assert set(stored) == {"r1|logical", "r1|physical", "r2|logical"}
+
+
+def test_shutdown_during_the_watermark_save_completes_the_save(tmp_path):
+    """The event is already queued when the save starts: a cancellation must not skip the save."""
+
+    class SlowStore(JsonFileWatermarks):
+        def _write(self, key, value):
+            import time
+
+            time.sleep(0.3)
+            super()._write(key, value)
+
+    store = SlowStore(tmp_path / "wm.json")
+    trigger = IcebergCommitEventTrigger(table=T)
+
+    async def scenario():
+        task = asyncio.create_task(trigger.save_delivered(store, "k", {"snapshot_id": "7", "timestamp_ms": 1}))
+        await asyncio.sleep(0.05)  # inside the save
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await store.load("k")
+
+    assert asyncio.run(scenario()) == {"_": {"snapshot_id": "7", "timestamp_ms": 1}}

@@ -98,7 +98,9 @@ TRIGGERS = [
         iceberg_catalog_conn_id="cat",
         poll_interval=5,
     ),  # fmt: skip
-    IcebergTableHealthEventTrigger(table="db.orders", actions=["rewrite_data_files"], poll_interval=7),
+    IcebergTableHealthEventTrigger(
+        table="db.orders", actions=["rewrite_data_files"], poll_interval=7, recheck_interval=3600
+    ),
     IcebergErasureDeadlineEventTrigger(
         requests_table="gov.requests", deadlines={"logical": "48h", "physical": "P30D"}, margin={"physical": "36h"}
     ),
@@ -141,6 +143,7 @@ def test_snapshot_ids_serialize_as_decimal_strings():
         (lambda: IcebergTableHealthEventTrigger(table=T, actions=["vacuum"]), "actions"),
         (lambda: IcebergTableHealthEventTrigger(table=T, actions="rewrite_data_files"), "actions"),
         (lambda: IcebergTableHealthEventTrigger(table=T, actions=[]), "actions"),
+        (lambda: IcebergTableHealthEventTrigger(table=T, recheck_interval=-1), "recheck_interval"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table="requests"), "requests_table"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={"legal": "30d"}), "deadlines"),
         (lambda: IcebergErasureDeadlineEventTrigger(requests_table=T, deadlines={}), "deadlines"),
@@ -383,6 +386,28 @@ def test_health_computed_only_when_the_pointer_moved(lake, tmp_path):
         return counts
 
     assert asyncio.run(scenario()) == [1, 2, 3]
+
+
+def test_health_recheck_interval_evaluates_without_a_commit(lake, tmp_path):
+    """Time-driven thresholds (snapshot expiry) need an evaluation even when nothing is committed."""
+    create_orders_table(lake, T, partition_by=())
+    trigger = IcebergTableHealthEventTrigger(table=T, poll_interval=FAST, recheck_interval=0.3)
+    calls = []
+
+    class Counting(type(lake)):
+        def health(self, *a, **kw):
+            calls.append(1)
+            return super().health(*a, **kw)
+
+    trigger.hook = lambda: Counting()
+
+    async def scenario():
+        run = Running(trigger, JsonFileWatermarks(tmp_path / "h.json"))
+        await run.quiet(1.1)
+        await run.stop()
+
+    asyncio.run(scenario())
+    assert 2 <= len(calls) <= 6  # without recheck_interval: exactly 1 (see the test above)
 
 
 # ------------------------------------------------------------------------------ deadline events

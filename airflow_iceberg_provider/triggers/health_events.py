@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -82,7 +83,7 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
     Cost: every poll reads the metadata pointer only (one row for SQL catalogs); health,
     file layout and expiry preview are computed only when the pointer moved since the last
     evaluation. A threshold crossed by time alone (snapshots ageing past the expiry cutoff)
-    is therefore noticed at the table's next commit.
+    is therefore noticed at the table's next commit, or at the next ``recheck_interval``.
 
     Hysteresis: the trigger fires on the healthy -> unhealthy edge, records "unhealthy" in the
     asset state store (so a restarted triggerer does not fire again for the same episode),
@@ -96,6 +97,8 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
     :param actions: the actions the plan may choose from (default all), as for the operator.
     :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection.
     :param poll_interval: seconds between pointer reads.
+    :param recheck_interval: also evaluate after this many seconds without a commit (time-driven
+        thresholds: snapshot expiry); ``None`` (default): only on commits.
     """
 
     state_kind = "health"
@@ -107,9 +110,13 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
         actions: Sequence[str] | None = None,
         iceberg_catalog_conn_id: str = "iceberg_catalog_default",
         poll_interval: float = 60.0,
+        recheck_interval: float | None = None,
     ) -> None:
         super().__init__()
         self.table = validate_table(table).dotted
+        self.recheck_interval = (
+            None if recheck_interval is None else validate_poll_interval(recheck_interval, "recheck_interval")
+        )
         if actions is not None:
             if isinstance(actions, str) or not all(isinstance(a, str) for a in actions):
                 raise IcebergValidationError(
@@ -132,16 +139,17 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
                 "actions": list(self.actions) if self.actions is not None else None,
                 "iceberg_catalog_conn_id": self.iceberg_catalog_conn_id,
                 "poll_interval": self.poll_interval,
+                "recheck_interval": self.recheck_interval,
             },
         )
 
     def state_parts(self) -> tuple[Any, ...]:
         return (self.iceberg_catalog_conn_id, self.table, self.actions)
 
-    def _evaluate(self, hook: Any, known: str | None) -> dict[str, Any] | None:
-        """``None`` while the pointer is unchanged (or the table is missing); else the verdict."""
+    def _evaluate(self, hook: Any, known: str | None, recheck: bool = False) -> dict[str, Any] | None:
+        """``None`` while the pointer is unchanged (unless ``recheck``) or the table is missing; else the verdict."""
         location = hook.metadata_location(self.table)
-        if location is None or location == known:
+        if location is None or (location == known and not recheck):
             return None
         try:
             return maintenance_verdict(hook, self.table, self.actions)
@@ -156,15 +164,19 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
         unhealthy = bool(state.get("unhealthy"))
         known = state.get("metadata_location")
         self.log.info("Watching the health of %s (stored state: %s)", self.table, state or "none")
+        evaluated = time.monotonic()
         while True:
+            recheck = self.recheck_interval is not None and time.monotonic() - evaluated >= self.recheck_interval
             try:
-                verdict = await asyncio.to_thread(self._evaluate, hook, known)
+                verdict = await asyncio.to_thread(self._evaluate, hook, known, recheck)
             except IcebergCatalogUnavailableError as err:
                 self.log.warning("Catalog unavailable while polling %s (%s); retrying", self.table, err)
                 verdict = None
             except IcebergProviderError as err:  # e.g. a table property the policy refuses
                 self.log.error("Cannot evaluate the maintenance policy of %s: %s", self.table, err)
                 verdict, known = None, await asyncio.to_thread(hook.metadata_location, self.table)
+            if verdict is not None or recheck:
+                evaluated = time.monotonic()
             if verdict is not None:
                 fire, unhealthy_now = hysteresis(unhealthy, verdict["needs_maintenance"])
                 if fire:

@@ -53,7 +53,11 @@ COMMITS = Asset(
 HEALTH = Asset(
     name=f"iceberg_health.{TABLE}",
     watchers=[
-        AssetWatcher(name="orders_health", trigger=IcebergTableHealthEventTrigger(table=TABLE, poll_interval=POLL))
+        AssetWatcher(
+            name="orders_health",
+            # recheck hourly without commits too: snapshots age past the expiry cutoff on their own
+            trigger=IcebergTableHealthEventTrigger(table=TABLE, poll_interval=POLL, recheck_interval=3600),
+        )
     ],
 )
 DEADLINES = Asset(

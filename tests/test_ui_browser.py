@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,9 +45,12 @@ DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
 from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
 
 with DAG("ui_xcom", start_date=datetime(2026, 1, 1), schedule=None, catchup=False):
-    IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="xcom-check")
+    tag = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="xcom-check")
+    # already published by fill_lake: a no-op publish whose extra link Airflow computes on the worker
+    tag >> IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")
 """
 
 
@@ -237,6 +241,30 @@ def test_erasure_page_and_printable_evidence_report(browser):
     assert len(pdf) > 1000
     for subject in SUBJECTS.values():
         assert subject not in d.page_source
+
+
+def _api(browser, path: str):
+    req = urllib.request.Request(
+        f"{browser.base}/api/v2/{path}", headers={"Cookie": f"_token={browser.driver.get_cookie('_token')['value']}"}
+    )
+    return json.load(urllib.request.urlopen(req))
+
+
+def test_publish_task_extra_link_computed_by_airflow_opens_the_timeline(browser):
+    d = browser.driver
+    run_id = _api(browser, "dags/ui_xcom/dagRuns?limit=1")["dag_runs"][0]["dag_run_id"]
+    try:
+        links = _api(browser, f"dags/ui_xcom/dagRuns/{run_id}/taskInstances/publish/links")
+    except urllib.error.HTTPError as err:
+        tis = _api(browser, f"dags/ui_xcom/dagRuns/{run_id}/taskInstances")["task_instances"]
+        raise AssertionError(
+            f"extra links of the publish task: {err.code} {err.read()[:300]!r}; run {run_id} has "
+            f"{[(t['task_id'], t['state']) for t in tis]}"
+        ) from err
+    url = links["extra_links"]["Governance: table timeline"]
+    assert url.startswith(f"{browser.base}/governance/tables/db.orders?") and "task_id=publish" in url
+    d.get(url)
+    assert "Snapshot timeline" in _text(d) and d.find_element("css selector", "svg[aria-label='snapshot timeline']")
 
 
 def _expand_json(d) -> None:

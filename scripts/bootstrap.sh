@@ -83,6 +83,27 @@ if [ ! -f "$JARS/iceberg-shaded-jackson.jar" ]; then
 fi
 [ -e "$JARS/sqlite-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/sqlite-jdbc.jar)" "$JARS/sqlite-jdbc.jar"
 [ -e "$JARS/postgresql-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/postgresql.jar)" "$JARS/postgresql-jdbc.jar"
+# Spark on S3 (#18): Iceberg's S3FileIO (inside the runtime jar) needs the AWS SDK v2 on the classpath.
+# Only its jars are taken from the bodo-iceberg-connector wheel (SDK 2.29.26; no Python package is
+# installed). They go to $JARS/s3/, used by the S3 tests via AIP_S3_SPARK_JARS (scripts/env.sh), not by
+# every local job. kms is needed even without KMS: S3FileIO's class loading touches its model classes.
+S3_JARS="$JARS/s3"
+if [ ! -f "$S3_JARS/.ok-awssdk-2.29.26" ]; then
+  log "extracting the AWS SDK v2 jars for S3FileIO (bodo-iceberg-connector 2026.10 wheel, ~140 MB download)"
+  tmp_s3="$(mktemp -d)"
+  "$RT/bin/pip" download -q --no-deps "bodo-iceberg-connector==2026.10" -d "$tmp_s3"
+  rm -rf "$S3_JARS" && mkdir -p "$S3_JARS"
+  sdk_v2=(annotations apache-client arns auth aws-core aws-json-protocol aws-query-protocol aws-xml-protocol
+    checksums checksums-spi crt-core endpoints-spi http-auth http-auth-aws http-auth-aws-eventstream
+    http-auth-spi http-client-spi identity-spi json-utils kms metrics-spi profiles protocol-core regions
+    retries retries-spi s3 sdk-core sts third-party-jackson-core url-connection-client utils)
+  members=("bodo_iceberg_connector/jars/libs/reactive-streams-1.0.4.jar" "bodo_iceberg_connector/jars/libs/eventstream-1.0.1.jar")
+  for m in "${sdk_v2[@]}"; do members+=("bodo_iceberg_connector/jars/libs/$m-2.29.26.jar"); done
+  unzip -q -o -j "$tmp_s3"/bodo_iceberg_connector-2026.10-*.whl "${members[@]}" -d "$S3_JARS"
+  rm -rf "$tmp_s3"
+  [ "$(ls "$S3_JARS"/*.jar | wc -l)" = "${#members[@]}" ] || { log "AWS SDK v2 jars incomplete in $S3_JARS"; exit 1; }
+  touch "$S3_JARS/.ok-awssdk-2.29.26"
+fi
 
 # ---------------------------------------------------------------- AIRFLOW_HOME
 export AIRFLOW_HOME="$WORK/airflow"

@@ -12,6 +12,10 @@ export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$_AIP_ROOT/exam
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 _jars="$_AIP_ROOT/.spark-runtime/jars"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar,$_jars/postgresql-jdbc.jar}"
+# Spark on S3 (#18): the AWS SDK v2 jars Iceberg's S3FileIO needs (bootstrap puts them in jars/s3/);
+# the S3 tests and S3 users append this list to the Spark jars. Not in the default list: local jobs don't need them.
+_s3_jars="$(ls "$_jars"/s3/*.jar 2>/dev/null | paste -sd, -)"
+export AIP_S3_SPARK_JARS="${AIP_S3_SPARK_JARS:-$_s3_jars}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 # JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the
 # expansion, and a second `source` (VAR already set) would append the rest, e.g. "}}", to VAR.
@@ -21,4 +25,4 @@ mkdir -p "$AIP_WORK/lake/warehouse"
 _conn="{\"conn_type\": \"iceberg_catalog\", \"host\": \"sqlite:///$AIP_WORK/lake/catalog.db\", \"extra\": {\"catalog_type\": \"sql\", \"catalog_name\": \"lakehouse\", \"warehouse\": \"file://$AIP_WORK/lake/warehouse\"}}"
 export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="${AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT:-$_conn}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-unset _jars _conn _AIP_ROOT
+unset _jars _s3_jars _conn _AIP_ROOT

@@ -171,10 +171,12 @@ def demo() -> int:
     create_table(hook, TABLE, {"airflow-iceberg.maintenance.min-input-files": "4"})
     append(hook, TABLE, 0, 50)
     t0 = time.monotonic()
-    env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"  # first demo: created unpaused
-    for dag_id in EVENT_DAGS:  # later demos: the previous one paused them
-        subprocess.run(["airflow", "dags", "unpause", dag_id], env=env, capture_output=True)
-    af.cli("dags", "reserialize")  # watchers are registered for unpaused DAGs only
+    # Watchers are registered at parse time for unpaused DAGs only. Unpause just the event DAGs (other
+    # example DAGs stay paused: the scheduler started below must not run their schedules), then parse again.
+    af.cli("dags", "reserialize")
+    for dag_id in EVENT_DAGS:
+        af.cli("dags", "unpause", dag_id)
+    af.cli("dags", "reserialize")
     before = {d: len(af.dag_runs(d)) for d in EVENT_DAGS}
     try:
         af.start("api-server", "--port", str(port), "--host", "127.0.0.1")

@@ -210,10 +210,14 @@ class CatalogConfig:
                 secret[f"{prefix}.client.access-key-id"] = self.login
             if self.password:
                 secret[f"{prefix}.client.secret-access-key"] = self.password
-        if self.warehouse and self.warehouse.startswith(("s3://", "s3a://")):
-            put("io-impl", S3_FILE_IO)
-        for key, value in {**self.properties, **self.spark_properties}.items():
+        merged = {**self.properties, **self.spark_properties}
+        if (self.warehouse or "").startswith(S3_SCHEMES) or any(k.startswith("s3.") for k in merged):
+            merged = s3_spark_properties(merged)
+        for key, value in merged.items():
             put(key, value)
+        for key in list(public):
+            if key.removeprefix(f"{prefix}.") in _S3A_SECRET_KEYS:
+                secret[key] = public.pop(key)
         return SparkCatalogConf(public=public, secret=secret)
 
     def secret_values(self) -> list[str]:
@@ -272,6 +276,56 @@ class CatalogConfig:
         if self.password:
             return {"token": self.password}
         return {}
+
+
+S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+#: pyiceberg's unified ``client.*`` credentials -> the ``s3.*`` keys Iceberg Java's S3FileIO reads.
+_CLIENT_TO_S3 = {
+    "client.access-key-id": "s3.access-key-id",
+    "client.secret-access-key": "s3.secret-access-key",
+    "client.session-token": "s3.session-token",
+}
+#: FileIO property -> the S3A (Hadoop) setting it becomes under HadoopFileIO.
+_S3_TO_S3A = {
+    "s3.endpoint": "fs.s3a.endpoint",
+    "s3.path-style-access": "fs.s3a.path.style.access",
+    "client.region": "fs.s3a.endpoint.region",
+    "s3.access-key-id": "fs.s3a.access.key",
+    "s3.secret-access-key": "fs.s3a.secret.key",
+    "s3.session-token": "fs.s3a.session.token",
+}
+#: S3A keys that are secrets although their names don't say so.
+_S3A_SECRET_KEYS = frozenset({"hadoop.fs.s3a.access.key"})
+
+
+def s3_spark_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """Spark catalog properties for an S3 warehouse, from the properties pyiceberg reads.
+
+    * ``io-impl`` defaults to Iceberg's ``S3FileIO`` (needs the AWS SDK v2 jars on Spark's
+      classpath); pyiceberg's ``s3.region`` and ``client.*`` credentials are given to it as
+      ``client.region`` and ``s3.*`` (the names Iceberg Java reads).
+    * With ``io-impl`` set to ``HadoopFileIO`` (``hadoop-aws`` + AWS SDK v1 on the classpath),
+      the same values become the catalog's Hadoop overrides ``hadoop.fs.s3a.*`` and both the
+      ``s3`` and ``s3a`` schemes are served by ``S3AFileSystem``.
+    """
+    out = dict(props)
+    out.setdefault("io-impl", S3_FILE_IO)
+    if "s3.region" in out:
+        out.setdefault("client.region", out["s3.region"])
+    for client_key, s3_key in _CLIENT_TO_S3.items():
+        if client_key in out:
+            out.setdefault(s3_key, out.pop(client_key))
+    if out["io-impl"] == HADOOP_FILE_IO:
+        out.setdefault("hadoop.fs.s3.impl", S3A_FILE_SYSTEM)
+        out.setdefault("hadoop.fs.s3a.impl", S3A_FILE_SYSTEM)
+        for key, s3a_key in _S3_TO_S3A.items():
+            if key in out:
+                out.setdefault(f"hadoop.{s3a_key}", out.pop(key))
+        if out.get("hadoop.fs.s3a.endpoint", "").startswith("http://"):
+            out.setdefault("hadoop.fs.s3a.connection.ssl.enabled", "false")
+    return out
 
 
 def _as_str_dict(value: Any, what: str) -> dict[str, str]:

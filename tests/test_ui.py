@@ -245,3 +245,12 @@ def test_numbers_and_ids_render_exactly():
         "NaN",
     )
     assert views.duration_text(-90000) == "overdue 1 d 1 h"
+
+
+def test_airflow_lists_the_plugin_with_its_app_and_nav_entry(ui):
+    plugins = get(ui, "/api/v2/plugins", user="admin").json()["plugins"]
+    (ours,) = [p for p in plugins if p["name"] == "iceberg_governance"]
+    assert [a["url_prefix"] for a in ours["fastapi_apps"]] == ["/governance"]
+    assert [(v["name"], v["href"], v["destination"]) for v in ours["external_views"]] == [
+        ("Governance", "/governance/", "nav")
+    ]

@@ -7,6 +7,7 @@ the provider's operators and governance writers (``_ui_helpers.fill_lake``).
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from urllib.parse import urlsplit
@@ -234,6 +235,22 @@ def test_deadlines_and_open_requests_rules():
     assert out["c"]["deadlines"][0]["left_text"] == "met" and not out["c"]["open"]
     assert views.open_requests_by_table(out.values()) == ({"db.t": 1}, 1)
     assert [r["request_id"] for r in views.erasure_requests(reqs, ev, now=now)] == ["b", "a", "c"]
+
+
+def test_ids_inside_ledger_json_become_strings():
+    row = {
+        "event_id": "e",
+        "operation": "maintenance.expire_snapshots",
+        "table_name": "db.t",
+        "status": "succeeded",
+        "snapshot_before": 2**63 - 2,
+        "metrics": json.dumps({"expired_snapshot_ids": [2**62 + 1], "files": 3}),
+        "details": json.dumps({"audited_snapshot_id": 2**62 + 3}),
+    }
+    (v,) = views.ledger_views([row])
+    assert v["snapshot_before"] == "9223372036854775806" and v["metrics"]["files"] == 3
+    assert v["metrics"]["expired_snapshot_ids"] == ["4611686018427387905"]
+    assert v["details"]["audited_snapshot_id"] == "4611686018427387907"
 
 
 def test_numbers_and_ids_render_exactly():

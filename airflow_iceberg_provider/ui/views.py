@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_iceberg_provider.erasure_policy import FINAL_STATUSES
 from airflow_iceberg_provider.governance import is_legal_hold
+from airflow_iceberg_provider.ids import with_string_ids
 
 #: Erasure deadlines shown for every open request (days from ``received_at``, or one calendar month).
 DEADLINES: tuple[tuple[str, str], ...] = (
@@ -50,13 +51,14 @@ def _when(row: Mapping[str, Any], *keys: str) -> datetime:
 
 
 def _json(text: Any) -> dict[str, Any]:
+    """A ledger ``metrics``/``details`` object, snapshot ids inside it as strings (``ids.with_string_ids``)."""
     if not text:
         return {}
     try:
         value = json.loads(text)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    return with_string_ids(value) if isinstance(value, dict) else {}
 
 
 def governed_tables(

@@ -501,3 +501,17 @@ def test_shutdown_during_the_watermark_save_completes_the_save(tmp_path):
         return await store.load("k")
 
     assert asyncio.run(scenario()) == {"_": {"snapshot_id": "7", "timestamp_ms": 1}}
+
+
+def test_health_verdict_flags_an_expiry_that_would_drop_a_legal_hold(lake):
+    """#16: the plan refuses such an expiry; the health watcher must say so, not crash the trigger."""
+    from airflow_iceberg_provider.triggers.health_events import maintenance_verdict
+    from tests.conftest import append_batches, create_orders_table
+
+    create_orders_table(lake, "db.held", partition_by=())
+    ids = append_batches(lake, "db.held", 2)
+    lake.set_ref("db.held", "legal-hold-case-1", ids[0], ref_type="tag")  # placed by hand: no own age
+    lake.ensure_table_properties("db.held", {"history.expire.max-ref-age-ms": "1"})
+    verdict = maintenance_verdict(lake, "db.held")
+    assert verdict["needs_maintenance"] is True
+    assert "legal-hold-case-1" in verdict["reasons"]["expire_snapshots"]

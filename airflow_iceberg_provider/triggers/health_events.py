@@ -14,6 +14,7 @@ from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergProviderError,
+    IcebergRefusedError,
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
@@ -38,18 +39,24 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     policy = resolve_policy(props, now=now, older_than_floor=expiry_floor(None), actions=actions)
     health = hook.health(tbl, target_file_size=policy.target_file_size_bytes)
     layout = hook.file_layout(tbl, target_file_size=policy.target_file_size_bytes) if health.data_files > 1 else []
-    expiry = None
+    expiry, refused = None, None
     if TableDefaults.from_properties(props).gc_enabled and "expire_snapshots" in policy.actions:
-        expiry = hook.preview_expire_snapshots(
-            tbl, older_than=policy.expire_older_than_ms, retain_last=policy.retain_last, now_ms=now
-        )
+        try:
+            expiry = hook.preview_expire_snapshots(
+                tbl, older_than=policy.expire_older_than_ms, retain_last=policy.retain_last, now_ms=now
+            )
+        except IcebergRefusedError as err:  # e.g. expiry would drop a legal hold: the plan will refuse
+            refused = str(err)
     decision = decide(health, policy, properties=props, layout=layout, expiry=expiry)
+    reasons = {a.action: a.reason for a in decision.actions}
+    if refused:
+        reasons["expire_snapshots"] = f"refused: {refused}"
     return {
         "metadata_location": tbl.metadata_location,
         "snapshot_id": health.snapshot_id,
-        "needs_maintenance": not decision.healthy,
+        "needs_maintenance": not decision.healthy or refused is not None,
         "actions": [a.action for a in decision.actions],
-        "reasons": {a.action: a.reason for a in decision.actions},
+        "reasons": reasons,
         "findings": {k: v for k, v in decision.findings.items() if k != "held_snapshots"},
         "health": health_summary(health),
     }

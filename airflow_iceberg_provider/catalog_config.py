@@ -211,12 +211,19 @@ class CatalogConfig:
             if self.password:
                 secret[f"{prefix}.client.secret-access-key"] = self.password
         merged = {**self.properties, **self.spark_properties}
-        if (self.warehouse or "").startswith(S3_SCHEMES) or any(k.startswith("s3.") for k in merged):
+        # an s3 warehouse, or none (REST: the server's) with S3 FileIO settings; never a file:// one
+        s3 = (self.warehouse or "").startswith(S3_SCHEMES) or (
+            not self.warehouse and any(k.startswith("s3.") for k in merged)
+        )
+        if s3:
             merged = s3_spark_properties(merged)
         for key, value in merged.items():
             put(key, value)
+        if s3:  # raw-file reads through Hadoop's FileSystem (erasure verification, orphan listing)
+            for key, value in s3a_hadoop_conf(merged, prefix="spark.hadoop.").items():
+                (secret if is_secret_key(key) else public)[key] = value
         for key in list(public):
-            if key.removeprefix(f"{prefix}.") in _S3A_SECRET_KEYS:
+            if key.endswith(_S3A_SECRET_SUFFIXES):
                 secret[key] = public.pop(key)
         return SparkCatalogConf(public=public, secret=secret)
 
@@ -297,7 +304,7 @@ _S3_TO_S3A = {
     "s3.session-token": "fs.s3a.session.token",
 }
 #: S3A keys that are secrets although their names don't say so.
-_S3A_SECRET_KEYS = frozenset({"hadoop.fs.s3a.access.key"})
+_S3A_SECRET_SUFFIXES = (".fs.s3a.access.key",)
 
 
 def s3_spark_properties(props: Mapping[str, str]) -> dict[str, str]:
@@ -318,13 +325,22 @@ def s3_spark_properties(props: Mapping[str, str]) -> dict[str, str]:
         if client_key in out:
             out.setdefault(s3_key, out.pop(client_key))
     if out["io-impl"] == HADOOP_FILE_IO:
-        out.setdefault("hadoop.fs.s3.impl", S3A_FILE_SYSTEM)
-        out.setdefault("hadoop.fs.s3a.impl", S3A_FILE_SYSTEM)
-        for key, s3a_key in _S3_TO_S3A.items():
-            if key in out:
-                out.setdefault(f"hadoop.{s3a_key}", out.pop(key))
-        if out.get("hadoop.fs.s3a.endpoint", "").startswith("http://"):
-            out.setdefault("hadoop.fs.s3a.connection.ssl.enabled", "false")
+        conf = s3a_hadoop_conf(out, prefix="hadoop.")
+        out = {k: v for k, v in out.items() if k not in _S3_TO_S3A}
+        out.update({k: v for k, v in conf.items() if k not in out})
+    return out
+
+
+def s3a_hadoop_conf(props: Mapping[str, str], *, prefix: str) -> dict[str, str]:
+    """S3A settings (``<prefix>fs.s3a.*``, ``s3`` and ``s3a`` schemes -> ``S3AFileSystem``) from
+    FileIO properties; with ``prefix="spark.hadoop."`` they are Spark's global Hadoop conf, used
+    by jobs that read raw files through Hadoop's FileSystem (needs ``hadoop-aws`` + AWS SDK v1)."""
+    out = {f"{prefix}fs.s3.impl": S3A_FILE_SYSTEM, f"{prefix}fs.s3a.impl": S3A_FILE_SYSTEM}
+    for key, s3a_key in _S3_TO_S3A.items():
+        if props.get(key):
+            out[f"{prefix}{s3a_key}"] = props[key]
+    if props.get("s3.endpoint", "").startswith("http://"):
+        out[f"{prefix}fs.s3a.connection.ssl.enabled"] = "false"
     return out
 
 

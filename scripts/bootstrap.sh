@@ -104,6 +104,19 @@ if [ ! -f "$S3_JARS/.ok-awssdk-2.29.26" ]; then
   [ "$(ls "$S3_JARS"/*.jar | wc -l)" = "${#members[@]}" ] || { log "AWS SDK v2 jars incomplete in $S3_JARS"; exit 1; }
   touch "$S3_JARS/.ok-awssdk-2.29.26"
 fi
+# Raw-file reads through Hadoop's FileSystem (erasure's verification, orphan listing) need a Hadoop
+# FileSystem for the s3 scheme: S3A. hadoop-aws 3.3.1 + AWS SDK v1 bundle 1.11.901 work with pyspark's
+# Hadoop 3.3.4 client; only these two jars are taken from the sagemaker-pyspark sdist (~180 MB download).
+if [ ! -f "$S3_JARS/.ok-s3a-hadoop-aws-3.3.1" ]; then
+  log "extracting hadoop-aws + AWS SDK v1 bundle for S3A (sagemaker-pyspark 1.4.5 sdist, ~180 MB download)"
+  tmp_s3="$(mktemp -d)"
+  "$RT/bin/pip" download -q --no-deps --no-binary :all: "sagemaker-pyspark==1.4.5" -d "$tmp_s3"
+  tar xzf "$tmp_s3"/sagemaker_pyspark-1.4.5.tar.gz -C "$tmp_s3" --strip-components=3 \
+    sagemaker_pyspark-1.4.5/deps/jars/hadoop-aws-3.3.1.jar sagemaker_pyspark-1.4.5/deps/jars/aws-java-sdk-bundle-1.11.901.jar
+  mv "$tmp_s3"/hadoop-aws-3.3.1.jar "$tmp_s3"/aws-java-sdk-bundle-1.11.901.jar "$S3_JARS/"
+  rm -rf "$tmp_s3"
+  touch "$S3_JARS/.ok-s3a-hadoop-aws-3.3.1"
+fi
 
 # ---------------------------------------------------------------- AIRFLOW_HOME
 export AIRFLOW_HOME="$WORK/airflow"

@@ -62,7 +62,11 @@ def test_rest_credential_and_token_are_secret():
     conf = c.spark_conf()
     assert conf.public[f"{P}.type"] == "rest"
     assert conf.public[f"{P}.s3.endpoint"] == "http://127.0.0.1:8333"
-    assert conf.secret == {f"{P}.credential": "client:s3cret", f"{P}.s3.secret-access-key": "abc123"}
+    assert conf.secret == {
+        f"{P}.credential": "client:s3cret",
+        f"{P}.s3.secret-access-key": "abc123",
+        "spark.hadoop.fs.s3a.secret.key": "abc123",  # S3A for raw-file reads (#18)
+    }
     token = cfg("http://x:8181", password="tok", catalog_type="rest", catalog_name="lake")
     assert token.spark_conf().secret == {f"{P}.token": "tok"}
     assert sorted(c.secret_values()) == ["abc123", "s3cret"]

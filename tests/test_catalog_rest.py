@@ -276,6 +276,8 @@ def test_spark_conf_for_rest_catalog_with_s3_warehouse_is_data():
         f"{p}.credential": "client-id:client-secret-value",
         f"{p}.s3.access-key-id": "AKIAEXAMPLE",
         f"{p}.s3.secret-access-key": "s3-secret-value",
+        "spark.hadoop.fs.s3a.access.key": "AKIAEXAMPLE",  # S3A for raw-file reads (#18)
+        "spark.hadoop.fs.s3a.secret.key": "s3-secret-value",
     }
     public_text = " ".join([*conf.public, *conf.public.values()])
     for secret in ("client-secret-value", "s3-secret-value", "AKIAEXAMPLE"):

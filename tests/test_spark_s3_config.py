@@ -56,6 +56,14 @@ def test_sql_catalog_s3_warehouse_gets_s3fileio_from_pyiceberg_properties(host):
     assert conf.secret[f"{P}.s3.secret-access-key"] == SK
     assert conf.secret[f"{P}.s3.session-token"] == TOKEN
     _assert_secrets_only_in_secret_conf(conf, AK, SK, TOKEN)
+    # Spark's global Hadoop conf serves raw-file reads (erasure verification, orphan listing) through S3A
+    assert conf.public["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf.public["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf.public["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf.public["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf.secret["spark.hadoop.fs.s3a.access.key"] == AK
+    assert conf.secret["spark.hadoop.fs.s3a.secret.key"] == SK
+    assert conf.secret["spark.hadoop.fs.s3a.session.token"] == TOKEN
     # pyiceberg keeps its own names: one connection, two engines
     props = c.pyiceberg_properties()
     assert {k: props[k] for k in S3_PROPS} == S3_PROPS
@@ -96,13 +104,14 @@ def test_hadoop_file_io_maps_to_s3a_for_both_schemes():
     assert conf.secret[f"{h}.s3a.access.key"] == AK  # a secret although its name doesn't say so
     assert conf.secret[f"{h}.s3a.secret.key"] == SK
     assert conf.secret[f"{h}.s3a.session.token"] == TOKEN
-    assert not [k for k in conf.all() if ".s3.access-key-id" in k or ".s3.endpoint" in k]
+    assert not [k for k in conf.all() if k.startswith(P) and (".s3.access-key-id" in k or ".s3.endpoint" in k)]
     _assert_secrets_only_in_secret_conf(conf, AK, SK, TOKEN)
 
 
-def test_local_warehouse_is_untouched():
-    c = cfg(host="sqlite:////data/catalog.db", warehouse="file:///data/wh")
-    assert f"{P}.io-impl" not in c.spark_conf().public
+def test_local_warehouse_is_untouched_even_with_s3_properties():
+    c = cfg(host="sqlite:////data/catalog.db", warehouse="file:///data/wh", properties={"s3.secret-access-key": SK})
+    conf = c.spark_conf()
+    assert f"{P}.io-impl" not in conf.public and not [k for k in conf.all() if "s3a" in k]
 
 
 def test_user_io_impl_is_kept():

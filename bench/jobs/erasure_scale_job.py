@@ -138,7 +138,8 @@ def bench_b(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
 
 def bench_c(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
     """30 days of request batches: 30 logical + ONE purge vs 30 full purges."""
-    cat, rows, files, days, batch = (spec[k] for k in ("c_rows", "c_files", "c_days", "c_batch"))
+    cat = spec["catalog_name"]
+    rows, files, days, batch = (spec[k] for k in ("c_rows", "c_files", "c_days", "c_batch"))
     customers = max(rows // 20, days * batch * 2)
     for name in ("c_two_phase", "c_full"):
         t = create(spark, cat, name)

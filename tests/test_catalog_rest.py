@@ -7,9 +7,10 @@ create/drop, WAP publish (fast-forward with compare-and-swap, audit gate, confli
 rollback, commit checks, the snapshot sensor and trigger, health metrics and dry-run
 previews. Each test uses its own namespaces (tables and governance tables).
 
-Spark cannot reach S3 on these machines (no AWS SDK jars in the reachable registries): the
-Spark catalog conf for a REST catalog + S3 warehouse is tested as data (unmarked tests at
-the end), and the README gives the production recipe.
+Spark against this REST catalog is configuration only (the reachable Iceberg runtime jar lacks
+its shaded HttpClient 5, and no HttpClient >= 5.4 jar is reachable; see the README): the Spark
+catalog conf for a REST catalog + S3 warehouse is tested as data (unmarked tests at the end).
+Spark on S3 itself runs end to end with a SQL catalog in ``tests/test_spark_s3.py``.
 """
 
 from __future__ import annotations

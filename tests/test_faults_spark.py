@@ -550,7 +550,7 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
             leftovers.append(path)
     print(f"orphans of killed jobs still holding subjects after the erasure: {len(leftovers)}")
     statuses = {r["request_id"]: r["status"] for r in hook.erasure_request_states("db.requests")}
-    assert statuses == dict.fromkeys(SUBJECTS, "done")
+    assert statuses == dict.fromkeys(SUBJECTS, "erased")  # #13: the final state is named erased
 
 
 # ----------------------------------------------------------------------------- 6. secrets, personal data

@@ -200,3 +200,12 @@ def test_maintenance_plan_erasure_purge_option_skips_when_nothing_is_logically_e
         run_erasure_purge(plan, fake_context(), {**opts, "phase": "full"})
     with pytest.raises(IcebergValidationError, match="erasure_purge needs at least"):
         run_erasure_purge(plan, fake_context(), {"requests_table": "db.requests"})
+
+
+def test_erasure_refuses_when_its_expiry_would_drop_an_unpinned_legal_hold(erasure_lake):
+    """#16: full and purge phases expire snapshots; Iceberg would drop a hold that inherits a table ref age."""
+    hook = erasure_lake
+    first = hook.list_snapshots("db.people")[0].snapshot_id
+    hook.set_ref("db.people", "legal-hold-case-3", first, ref_type="tag")  # placed by hand: no own max-ref-age
+    hook.ensure_table_properties("db.people", {"history.expire.max-ref-age-ms": "1"})
+    _refused(hook, _op(phase="full"), IcebergRefusedError, "would drop the legal hold.*legal-hold-case-3")

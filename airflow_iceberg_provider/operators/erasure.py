@@ -262,6 +262,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
                 "is impossible; use phase='full' or upgrade the table to format-version 2."
             )
         refuse_if_problems(problems)
+        if phase != PHASE_LOGICAL:  # its expiry must not drop a legal hold by age (#16): refuses, names the hold
+            self.catalog_hook.preview_expire_snapshots(ident, retain_last=1)
         for c in columns:
             if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
                 self.log.warning(

@@ -154,7 +154,9 @@ def test_health_check_fails_naming_each_breach_after_pushing_the_result(small_fi
     assert pushed["healthy"] is False and {b["threshold"] for b in pushed["breaches"]} == {
         "max_files", "max_snapshots", "min_avg_file_size_bytes",
     }  # fmt: skip
-    assert isinstance(pushed["health"]["snapshot_id"], str) and pushed["health"]["metadata_log_length"] == 13  # create, 12 appends, 1 property
+    assert (
+        isinstance(pushed["health"]["snapshot_id"], str) and pushed["health"]["metadata_log_length"] == 13
+    )  # create, 12 appends, 1 property
     assert pushed["health"]["metadata_bytes"] > 0
     assert hook.metadata_location("db.small") == before  # a check changes nothing
     row = [r for r in hook.read_governance_rows("ledger", operation="health_check")][-1]
@@ -201,9 +203,8 @@ def test_failed_commit_leftover_is_removed_and_a_highest_version_reader_sees_the
     locker = sqlite3.connect(db, isolation_level=None, timeout=5)
     locker.execute("BEGIN IMMEDIATE")  # readers go on, the catalog update cannot
     try:
-        from tests.conftest import orders_batch
-
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+        from tests.conftest import orders_batch
 
         stale = IcebergCatalogHook().load_table(table)  # a fresh engine honours the 300 ms busy timeout
         with pytest.raises(IcebergCatalogUnavailableError):

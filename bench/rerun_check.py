@@ -5,7 +5,9 @@ with the Airflow identity a WAP write stamps, plus unrelated commits in between)
 check of ``_wap_logic.plan_rerun`` (``operators.wap_write.plan_rerun_from_catalog``: load the
 table once, walk ``main``'s history) is timed for an interval published long ago, the latest
 one and one never published, in a warm process (what a running task pays). Prints p50/p95 in
-milliseconds, with the table load alone beside it (the catalog read the check is made of).
+milliseconds, with the table load alone beside it (the catalog read the check is made of), and
+the one thing a replace adds to a first run besides the same Spark write and audit: the
+metadata-only commit removing the earlier publish's files from the branch.
 
 Usage: ``source scripts/env.sh && python bench/rerun_check.py [--days 200] [--reps 30]``
 """
@@ -81,6 +83,20 @@ def main() -> None:
             times.append(ms)
             action = plan.action
         print(f"  check, {label:<38} p50 {pct(times, 0.5):6.1f} ms  p95 {pct(times, 0.95):6.1f} ms  -> {action}")
+    # what a replace adds to a first run (besides the same Spark write and audit): the removal commit
+    from airflow_iceberg_provider.hooks import _wap_files
+
+    ident = rl.RunIdentity.from_context(context(start + timedelta(days=args.days // 2)))
+    removals = []
+    for i in range(min(args.reps, 10)):
+        tbl, plan, _ = plan_rerun_from_catalog(hook, TABLE, ident, "replace")
+        hook.set_ref(tbl, f"redo{i}", hook.ref_snapshot_id(tbl))
+        t0 = time.perf_counter()
+        _wap_files.remove_files_on_branch(hook, hook.load_table(TABLE), f"redo{i}", plan.remove_snapshot_ids, {})
+        removals.append((time.perf_counter() - t0) * 1000)
+    print(
+        f"  replace by files: removal commit on the branch  p50 {pct(removals, 0.5):6.1f} ms  p95 {pct(removals, 0.95):6.1f} ms"
+    )
 
 
 if __name__ == "__main__":

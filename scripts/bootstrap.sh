@@ -5,7 +5,8 @@
 #   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson),
 #     PostgreSQL server + JDBC driver (server-catalog tests), chromium + chromium-driver (browser test)
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
-#   * .spark-runtime/  – the Spark side (pyspark 3.5.9, pyarrow for Arrow collects, Iceberg 1.10.2 runtime jars)
+#   * .spark-runtime/  – the Spark side (pyspark 3.5.9, pyarrow for Arrow collects, Iceberg 1.10.2 runtime jars;
+#                        jars/s3: AWS SDK v2 for S3FileIO + hadoop-aws/SDK v1 for S3A, only for S3 jobs)
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
 #
 # Re-running it is cheap: every step checks a marker or the artefact first.

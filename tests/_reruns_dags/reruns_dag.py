@@ -63,7 +63,7 @@ with DAG(
     max_active_runs=3,
     # the backfill's concurrent Spark commits on the SQLite catalog can fail with SQLITE_BUSY_SNAPSHOT
     # (transient: IcebergSparkJobError is retried); the dags-test sequence must see its injected failure
-    default_args={"retries": 0 if AUDIT else 3, "retry_delay": timedelta(seconds=2)},
+    default_args={"retries": 0 if AUDIT else 6, "retry_delay": timedelta(seconds=2)},
 ) as dag:
     if AUDIT:
         wap_task_group(

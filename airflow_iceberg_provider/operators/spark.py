@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider._ref_logic import SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
@@ -14,7 +15,6 @@ from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
 
 
 class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):

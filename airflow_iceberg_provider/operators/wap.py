@@ -61,17 +61,7 @@ AUDIT_MODULES = (
 WAP_ENABLED = {"write.wap.enabled": "true"}
 #: the XCom key of a task's return value (a failed audit pushes its result under it before failing)
 XCOM_RETURN_KEY = "return_value"
-SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
 ON_CONFLICT = ("fail", "cherrypick")
-_SUMMARY_KEYS = {
-    "added_records": "added-records",
-    "deleted_records": "deleted-records",
-    "added_data_files": "added-data-files",
-    "deleted_data_files": "deleted-data-files",
-    "added_delete_files": "added-delete-files",
-    "added_position_deletes": "added-position-deletes",
-    "removed_position_deletes": "removed-position-deletes",
-}
 
 
 # --------------------------------------------------------------------- helpers

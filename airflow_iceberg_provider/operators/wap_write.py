@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider._ref_logic import SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
@@ -23,7 +24,6 @@ from airflow_iceberg_provider.hooks import _wap_files
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators.wap import (
-    SNAPSHOT_OPERATIONS,
     _refuse_wap_conf,
     branch_snapshots,
     ensure_wap_enabled,

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-
 class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
     """
     Submit a PySpark application with the Iceberg catalog configured, then prove it committed.

@@ -256,8 +256,14 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
     create_orders_table(hook, TABLE).append(orders_batch(0, 10, "2025-12-31"))
     before = main_rows(hook)
     port = free_ports(1)[0]
+    # its own Airflow DB: the dags-test sequence serialized the audit variant of the DAG (load.* tasks) into
+    # the module's DB, and a scheduler there would queue tasks the workers' AUDIT=0 parse does not have
+    home = tmp / "airflow_backfill"
+    home.mkdir()
+    shutil.copy(Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db", home / "airflow.db")
     benv = {
         **pg,
+        "AIRFLOW_HOME": str(home),
         "RERUNS_AUDIT": "0",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "6",

@@ -13,7 +13,7 @@ import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep
@@ -112,9 +112,25 @@ def _table_param(table: str) -> str:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(err)) from err
 
 
-def _task(dag_id: str | None, run_id: str | None, task_id: str | None) -> dict[str, str] | None:
+def _task(dag_id: str | None = None, run_id: str | None = None, task_id: str | None = None) -> dict[str, str] | None:
+    """The ``dag_id`` / ``run_id`` / ``task_id`` query parameters as one filter (``None`` when unset)."""
     task = {k: v for k, v in (("dag_id", dag_id), ("run_id", run_id), ("task_id", task_id)) if v}
     return task or None
+
+
+TaskFilter = Annotated[dict[str, str] | None, Depends(_task)]
+
+
+def _table_filters(
+    task: TaskFilter,
+    operation: str | None = None,
+    status_filter: str | None = Query(None, alias="status"),
+) -> dict[str, Any]:
+    """The table page's ledger filters, shared by the HTML page and its JSON twin."""
+    return {"operation": operation, "status_filter": status_filter, "task": task}
+
+
+TableFilters = Annotated[dict[str, Any], Depends(_table_filters)]
 
 
 def _health_view(h: Any) -> dict[str, Any] | None:
@@ -226,25 +242,13 @@ def tables_page(request: Request, conn: str | None = None) -> HTMLResponse:
 def table_page(
     request: Request,
     table: str,
+    filters: TableFilters,
     conn: str | None = None,
-    operation: str | None = None,
-    status_filter: str | None = Query(None, alias="status"),
-    dag_id: str | None = None,
-    run_id: str | None = None,
-    task_id: str | None = None,
     at: str | None = None,
 ) -> HTMLResponse:
     started = time.perf_counter()
     conn_id, conns = _pick_conn(conn)
-    name = _table_param(table)
-    data = table_data(
-        reader_for(conn_id),
-        name,
-        operation=operation,
-        status_filter=status_filter,
-        task=_task(dag_id, run_id, task_id),
-        at=at,
-    )
+    data = table_data(reader_for(conn_id), _table_param(table), at=at, **filters)
     svg = {
         "timeline": charts.timeline_svg(data["timeline"], highlight=data["at"]),
         "health": charts.health_svg(data["maintenance"]),
@@ -271,17 +275,15 @@ def report_page(request: Request, request_id: str, conn: str | None = None) -> H
 @router.get("/link/erasure")
 def erasure_link(
     request: Request,
+    task: TaskFilter,
     conn: str | None = None,
     table: str | None = None,
-    dag_id: str | None = None,
-    run_id: str | None = None,
-    task_id: str | None = None,
 ) -> RedirectResponse:
     """The erasure task's extra link: its evidence report (or the erasure page when it covered several)."""
     conn_id, _ = _pick_conn(conn)
     reader = reader_for(conn_id)
     name = _table_param(table) if table else None
-    ids = views.requests_of_task(reader.governance_rows("erasure_evidence"), _task(dag_id, run_id, task_id) or {}, name)
+    ids = views.requests_of_task(reader.governance_rows("erasure_evidence"), task or {}, name)
     base = request.scope.get("root_path", "").rstrip("/")
     if len(ids) == 1:
         return RedirectResponse(f"{base}/erasure/{ids[0]}/report?{urlencode({'conn': conn_id})}", status_code=307)
@@ -303,24 +305,10 @@ def api_tables(conn: str | None = None) -> JSONResponse:
 
 
 @router.get("/api/tables/{table}")
-def api_table(
-    table: str,
-    conn: str | None = None,
-    operation: str | None = None,
-    status_filter: str | None = Query(None, alias="status"),
-    dag_id: str | None = None,
-    run_id: str | None = None,
-    task_id: str | None = None,
-) -> JSONResponse:
+def api_table(table: str, filters: TableFilters, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
     conn_id, _ = _pick_conn(conn)
-    data = table_data(
-        reader_for(conn_id),
-        _table_param(table),
-        operation=operation,
-        status_filter=status_filter,
-        task=_task(dag_id, run_id, task_id),
-    )
+    data = table_data(reader_for(conn_id), _table_param(table), **filters)
     return _json({"conn": conn_id, **data}, started)
 
 

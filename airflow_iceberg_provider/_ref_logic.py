@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -129,6 +130,24 @@ def timestamp_ms(value: Any, param: str) -> int | None:
     if ms < 0:
         raise IcebergValidationError(f"{param}={value!r} is before 1970; pass a real commit time.")
     return ms
+
+
+@dataclass(frozen=True)
+class RefChange:
+    """One ref change of a plan, applied with others in one commit
+    (:meth:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook.apply_ref_changes`).
+
+    ``snapshot_id=None`` removes the ref. ``expected_snapshot_id`` is where the plan saw the ref
+    (``None``: it must not exist): the commit asserts it (compare-and-swap).
+    """
+
+    ref: str
+    ref_type: str  # "branch" | "tag"
+    snapshot_id: int | None
+    expected_snapshot_id: int | None
+    max_ref_age_ms: int | None = None
+    max_snapshot_age_ms: int | None = None
+    min_snapshots_to_keep: int | None = None
 
 
 def legal_hold_tag_name(tag: str) -> str:

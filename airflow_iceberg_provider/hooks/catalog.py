@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import cached_property
@@ -38,16 +38,12 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance import (
+from airflow_iceberg_provider.governance import (  # airflow_identity: re-exported (operators import it here)
     DEFAULT_GOVERNANCE_NAMESPACE,
-    GOVERNANCE_TABLE_PROPERTIES,
-    GOVERNANCE_TABLES,
-    LEGAL_HOLD_MAX_REF_AGE_MS,
-    TIME_COLUMNS,
     GovernanceTable,
-    arrow_schema,
-    pyiceberg_schema,
+    airflow_identity,
 )
+from airflow_iceberg_provider.governance_store import GovernanceStore
 from airflow_iceberg_provider.maintenance_policy import ExpiryPreview, PartitionFiles
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
 
@@ -55,6 +51,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
+
+    from airflow_iceberg_provider._ref_logic import RefChange
 
 # catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log (#20)
 register_non_secret_terms()
@@ -565,6 +563,55 @@ class IcebergCatalogHook(BaseHook):
                 ms.remove_branch(ref)
         return True
 
+    def apply_ref_changes(self, table: str | TableIdent | Table, changes: Sequence[RefChange]) -> bool:
+        """Apply a plan's ref changes (move, create, remove; branches and tags) in ONE catalog commit.
+
+        The updates and ``assert-ref-snapshot-id`` requirements are the ones pyiceberg's
+        ``manage_snapshots()`` chain builds, one requirement per ref (where the plan saw it;
+        ``None``: the ref must not exist), so a concurrent change to any of them fails the whole
+        commit with :class:`IcebergCommitConflictError` and nothing changes. They are committed
+        directly because pyiceberg 0.12's ``Transaction`` keeps one requirement per *type*, which
+        would drop every ref's assertion but the first (Java and iceberg-go keep one per ref).
+        Moving ``main`` sets the current snapshot. Returns whether a commit was made.
+        """
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.table.update import (
+            AssertRefSnapshotId,
+            AssertTableUUID,
+            RemoveSnapshotRefUpdate,
+            SetSnapshotRefUpdate,
+        )
+
+        if not changes:
+            return False
+        tbl = self._table(table)
+        requirements: list[Any] = [AssertTableUUID(uuid=tbl.metadata.table_uuid)]
+        updates: list[Any] = []
+        for c in changes:
+            validate_ref(c.ref, allow_main=c.snapshot_id is not None)
+            requirements.append(AssertRefSnapshotId(ref=c.ref, snapshot_id=c.expected_snapshot_id))
+            if c.snapshot_id is None:
+                updates.append(RemoveSnapshotRefUpdate(ref_name=c.ref))
+                continue
+            updates.append(
+                SetSnapshotRefUpdate(
+                    ref_name=c.ref,
+                    type=c.ref_type,
+                    snapshot_id=c.snapshot_id,
+                    max_ref_age_ms=c.max_ref_age_ms,
+                    max_snapshot_age_ms=c.max_snapshot_age_ms,
+                    min_snapshots_to_keep=c.min_snapshots_to_keep,
+                )
+            )
+        with self.translate_errors(_name(tbl)):
+            try:
+                for requirement in requirements:  # the loaded metadata first: a stale plan fails before any I/O
+                    requirement.validate(tbl.metadata)
+            except CommitFailedException as err:
+                raise CommitFailedException(f"{err} (the plan saw another state; nothing was changed)") from err
+            tbl._do_commit(tuple(updates), tuple(requirements))  # what Transaction.commit_transaction calls
+        return True
+
     def ensure_table_properties(self, table: str | TableIdent | Table, properties: Mapping[str, str]) -> bool:
         """Set table properties that differ; returns whether a commit was made."""
         tbl = self._table(table)
@@ -866,52 +913,6 @@ class IcebergCatalogHook(BaseHook):
             "head_snapshot_id": chain[-1].snapshot_id if chain else None,
         }
 
-    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
-        """Legal-hold tags of a table (``governance.LEGAL_HOLD_PREFIX``), oldest snapshot first.
-
-        Each item: ``name``, ``snapshot_id``, ``snapshot_timestamp_ms``, ``max_ref_age_ms``,
-        ``never_expires`` (the hold carries its own never-expiring age) and ``details`` — the ledger details recorded when the hold was placed (case id,
-        reason, who placed it), or ``None`` when the ledger has no record (a hold created
-        outside this provider still counts: the tag name is the convention).
-        """
-        from airflow_iceberg_provider.governance import is_legal_hold
-
-        tbl = self._table(table)
-        holds = []
-        for name, ref in tbl.metadata.refs.items():
-            if not is_legal_hold(name, ref.snapshot_ref_type.value):
-                continue
-            snap = tbl.metadata.snapshot_by_id(ref.snapshot_id)
-            holds.append(
-                {
-                    "name": name,
-                    "snapshot_id": ref.snapshot_id,
-                    "snapshot_timestamp_ms": snap.timestamp_ms if snap else None,
-                    "max_ref_age_ms": ref.max_ref_age_ms,
-                    # False: placed without its own age, so history.expire.max-ref-age-ms applies to it
-                    "never_expires": ref.max_ref_age_ms == LEGAL_HOLD_MAX_REF_AGE_MS,
-                    "details": None,
-                }
-            )
-        if holds and with_ledger:
-            rows = self.read_governance_rows("ledger", table_name=_name(tbl), operation="create_tag")
-            latest: dict[str, dict[str, Any]] = {}
-            for row in sorted(rows, key=lambda r: r["finished_at"] or datetime.min.replace(tzinfo=UTC)):
-                if row.get("status") in ("succeeded", "noop") and row.get("snapshot_after") is not None:
-                    latest[f"{row['ref']}@{row['snapshot_after']}"] = row
-            for hold in holds:
-                row = latest.get(f"{hold['name']}@{hold['snapshot_id']}")
-                if row is not None:
-                    details = json.loads(row.get("details") or "{}")
-                    hold["details"] = {
-                        **details,
-                        "dag_id": row.get("dag_id"),
-                        "run_id": row.get("run_id"),
-                        "task_id": row.get("task_id"),
-                        "recorded_at": row["finished_at"].isoformat() if row.get("finished_at") else None,
-                    }
-        return sorted(holds, key=lambda h: (h["snapshot_timestamp_ms"] or 0, h["name"]))
-
     # ------------------------------------------------------- table maintenance (#5)
     def preview_expire_snapshots(
         self,
@@ -1038,123 +1039,42 @@ class IcebergCatalogHook(BaseHook):
             "equality_delete_files": eq,
         }
 
-    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
-        """Create an erasure requests table (request_id, subject_key, received_at, status…) if missing."""
-        from airflow_iceberg_provider.erasure_policy import REQUESTS_COLUMNS
-        from airflow_iceberg_provider.table_evolution import parse_columns
-
-        ident = validate_table(table, "requests_table")
-        self.ensure_namespace(ident.namespace)
-        with self.translate_errors(ident.dotted):
-            self.catalog.create_table_if_not_exists(
-                ident.dotted,
-                schema=parse_columns(REQUESTS_COLUMNS),
-                properties={"format-version": "2", "write.metadata.metrics.column.subject_key": "none"},
-            )
-        return ident.dotted
-
-    def erasure_request_states(
-        self, table: str | TableIdent, *, statuses: list[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
-        from pyiceberg.expressions import AlwaysTrue, In
-
-        tbl = self._table(table)
-        expr: Any = In("status", statuses) if statuses else AlwaysTrue()
-        with self.translate_errors(_name(tbl)):
-            rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
-        return rows.to_pylist()
-
     # ----------------------------------------------------------- governance
+    @cached_property
+    def governance(self) -> GovernanceStore:
+        """The governance tables (ledger, audit results, erasure evidence) of this connection."""
+        return GovernanceStore(self)
+
+    # The public names below predate GovernanceStore; they delegate to it.
     def governance_table(self, kind: str | GovernanceTable) -> str:
         """Create the governance table if missing; return its ``namespace.table`` name."""
-        spec = GOVERNANCE_TABLES[kind] if isinstance(kind, str) else kind
-        name = f"{self.governance_namespace}.{spec.name}"
-        cache: dict[str, bool] = self.__dict__.setdefault("_governance_ready", {})
-        if cache.get(name):
-            return name
-        self.ensure_namespace(self.governance_namespace)
-        with self.translate_errors(name):
-            tbl = self.catalog.create_table_if_not_exists(
-                name, schema=pyiceberg_schema(spec), properties=GOVERNANCE_TABLE_PROPERTIES
-            )
-        props = tbl.metadata.properties
-        missing = {k: v for k, v in GOVERNANCE_TABLE_PROPERTIES.items() if k not in props and k != "format-version"}
-        if missing:  # a table created by an earlier version: add what it lacks, keep what a user set
-            self.retry_commit(lambda: self.ensure_table_properties(name, missing), what=name)
-        cache[name] = True
-        return name
+        return self.governance.table(kind)
 
     def append_governance_rows(self, kind: str, rows: list[dict[str, Any]]) -> None:
-        """Append rows to a governance table (retrying commit conflicts with a refresh)."""
-        import pyarrow as pa
+        """Append rows to a governance table (:meth:`GovernanceStore.append`)."""
+        self.governance.append(kind, rows)
 
-        spec = GOVERNANCE_TABLES[kind]
-        name = self.governance_table(spec)
-        schema = arrow_schema(spec)
-        data = pa.Table.from_pylist([{c.name: r.get(c.name) for c in spec.columns} for r in rows], schema)
-        self.retry_commit(lambda: self.load_table(name).append(data), what=name)
+    def read_governance_rows(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
+        """Rows of a governance table (:meth:`GovernanceStore.read`: column equalities, ``since``/``until``)."""
+        return self.governance.read(kind, **filters)
 
-    def read_governance_rows(
-        self,
-        kind: str,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        **equals: Any,
+    def record_ledger(self, **entry: Any) -> str:
+        """Write one ledger row for a metadata-only operation (:meth:`GovernanceStore.record_ledger`)."""
+        return self.governance.record_ledger(**entry)
+
+    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
+        """Legal-hold tags of a table with their ledger details (:meth:`GovernanceStore.legal_holds`)."""
+        return self.governance.legal_holds(table, with_ledger=with_ledger)
+
+    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
+        """Create an erasure requests table if missing (:meth:`GovernanceStore.ensure_erasure_requests_table`)."""
+        return self.governance.ensure_erasure_requests_table(table)
+
+    def erasure_request_states(
+        self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
     ) -> list[dict[str, Any]]:
-        """Rows of a governance table whose columns equal the given values, optionally in a time window.
-
-        The filter is pushed into the scan: files whose column bounds exclude it are not read.
-        ``since``/``until`` bound the table's time column (``governance.TIME_COLUMNS``; inclusive).
-        """
-        from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, LessThanOrEqual
-
-        name = self.governance_table(kind)
-        expr: Any = AlwaysTrue()
-        for col, value in equals.items():
-            expr = And(expr, EqualTo(col, value))
-        if since is not None:
-            expr = And(expr, GreaterThanOrEqual(TIME_COLUMNS[kind], since.isoformat()))
-        if until is not None:
-            expr = And(expr, LessThanOrEqual(TIME_COLUMNS[kind], until.isoformat()))
-        return self.load_table(name).scan(row_filter=expr).to_arrow().to_pylist()
-
-    def record_ledger(
-        self,
-        *,
-        operation: str,
-        table: str | None,
-        ref: str | None = None,
-        status: str,
-        context: Mapping[str, Any] | None = None,
-        snapshot_before: int | None = None,
-        snapshot_after: int | None = None,
-        metrics: Mapping[str, Any] | None = None,
-        details: Mapping[str, Any] | None = None,
-        started_at: datetime | None = None,
-        event_id: str | None = None,
-    ) -> str:
-        """Write one ledger row for a metadata-only operation; returns its event id."""
-        now = datetime.now(UTC)
-        event_id = event_id or uuid.uuid4().hex
-        row = {
-            "event_id": event_id,
-            "operation": operation,
-            "table_name": table,
-            "ref": ref,
-            **airflow_identity(context),
-            "started_at": started_at or now,
-            "finished_at": now,
-            "status": status,
-            "snapshot_before": snapshot_before,
-            "snapshot_after": snapshot_after,
-            "metrics": json.dumps(dict(metrics or {}), default=str, sort_keys=True),
-            "details": json.dumps(dict(details or {}), default=str, sort_keys=True),
-            "provider_version": __version__,
-        }
-        self.append_governance_rows("ledger", [row])
-        return event_id
+        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
+        return self.governance.erasure_request_states(table, statuses=statuses)
 
     # --------------------------------------------------------------- helpers
     def retry_commit(self, fn: Callable[[], T], *, what: str, attempts: int = 5) -> T:
@@ -1193,19 +1113,6 @@ def to_epoch_ms(value: datetime | int | float | str | None) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
-
-
-def airflow_identity(context: Mapping[str, Any] | None) -> dict[str, Any]:
-    """dag/run/task/try of the running task instance, for ledgers and summaries."""
-    if not context:
-        return {"dag_id": None, "run_id": None, "task_id": None, "try_number": None}
-    ti = context.get("ti") or context.get("task_instance")
-    return {
-        "dag_id": getattr(ti, "dag_id", None),
-        "run_id": getattr(ti, "run_id", None) or context.get("run_id"),
-        "task_id": getattr(ti, "task_id", None),
-        "try_number": getattr(ti, "try_number", None),
-    }
 
 
 def sqlite_busy_timeout_ms() -> int:

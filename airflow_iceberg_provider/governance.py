@@ -15,12 +15,23 @@ Three Iceberg tables live in one namespace (``governance`` by default):
 The schemas are defined here once. The Airflow side creates the tables with
 pyiceberg before a job is submitted; Spark jobs append rows using the table's
 own schema, so the column list is never duplicated in job code.
+
+:class:`LedgerEntry` is the one typed value of a ledger row: the catalog hook, the
+maintenance operator and the Spark job runtime build it, readers decode rows with
+:meth:`LedgerEntry.from_row`. This module imports only the standard library at module
+level (pyiceberg and pyarrow inside the schema builders), so the Spark job runtime can
+import it without Airflow or pyiceberg.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
 
 DEFAULT_GOVERNANCE_NAMESPACE = "governance"
 
@@ -201,3 +212,158 @@ def arrow_schema(table: GovernanceTable):  # -> pyarrow.Schema
         "timestamptz": pa.timestamp("us", tz="UTC"),
     }
     return pa.schema([pa.field(c.name, types[c.type], nullable=not c.required) for c in table.columns])
+
+
+# ------------------------------------------------------------------------- ledger entry
+#: What a ledger row's ``status`` may say.
+LEDGER_STATUSES = ("succeeded", "failed", "noop", "refused", "dry_run", "warned")
+_AIRFLOW_KEYS = ("dag_id", "run_id", "task_id", "try_number")
+_OPERATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
+
+
+def airflow_identity(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """dag/run/task/try of the running task instance, for ledgers and summaries."""
+    if not context:
+        return dict.fromkeys(_AIRFLOW_KEYS)
+    ti = context.get("ti") or context.get("task_instance")
+    return {
+        "dag_id": getattr(ti, "dag_id", None),
+        "run_id": getattr(ti, "run_id", None) or context.get("run_id"),
+        "task_id": getattr(ti, "task_id", None),
+        "try_number": getattr(ti, "try_number", None),
+    }
+
+
+def _json_object(value: Any, name: str) -> dict[str, Any]:
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as err:
+            raise ValueError(f"ledger {name} {value[:80]!r} is not JSON; it must be a JSON object.") from err
+    if not isinstance(value, Mapping):
+        raise ValueError(f"ledger {name} must be a mapping (a JSON object), got {type(value).__name__}.")
+    return dict(value)
+
+
+def _optional_long(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).lstrip("-").isdigit():
+        raise ValueError(f"ledger {name}={value!r} is not a snapshot id; pass an integer (or its decimal string).")
+    return int(value)
+
+
+def _instant(value: Any, name: str) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    raise ValueError(f"ledger {name}={value!r} is not a datetime; pass a datetime or an ISO-8601 string.")
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One row of the governance ledger, as a typed value.
+
+    ``metrics`` and ``details`` are mappings here and JSON objects in the table
+    (:meth:`to_row` encodes, :meth:`from_row` decodes). Construction refuses an
+    unknown status, an empty event id or operation, non-integer snapshot ids and
+    non-mapping metrics/details, naming the field and the fix.
+    """
+
+    event_id: str
+    operation: str
+    status: str
+    table_name: str | None = None
+    ref: str | None = None
+    dag_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    try_number: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    snapshot_before: int | None = None
+    snapshot_after: int | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+    provider_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event_id, str) or not self.event_id:
+            raise ValueError(f"ledger event_id={self.event_id!r} must be a non-empty string (e.g. uuid4().hex).")
+        if not isinstance(self.operation, str) or not _OPERATION.match(self.operation):
+            raise ValueError(
+                f"ledger operation={self.operation!r} must be a name such as 'create_tag' or "
+                "'maintenance.expire_snapshots' (letters, digits, '_', '.', '-')."
+            )
+        if self.status not in LEDGER_STATUSES:
+            raise ValueError(f"ledger status={self.status!r} is not one of {', '.join(LEDGER_STATUSES)}.")
+        if self.try_number is not None and (isinstance(self.try_number, bool) or not isinstance(self.try_number, int)):
+            raise ValueError(f"ledger try_number={self.try_number!r} must be an integer or None.")
+        set_ = object.__setattr__
+        for name in ("snapshot_before", "snapshot_after"):
+            set_(self, name, _optional_long(getattr(self, name), name))
+        for name in ("started_at", "finished_at"):
+            set_(self, name, _instant(getattr(self, name), name))
+        for name in ("metrics", "details"):
+            set_(self, name, _json_object(getattr(self, name), name))
+
+    @classmethod
+    def new(
+        cls,
+        *,
+        operation: str,
+        status: str,
+        context: Mapping[str, Any] | None = None,
+        airflow: Mapping[str, Any] | None = None,
+        event_id: str | None = None,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+        **values: Any,
+    ) -> LedgerEntry:
+        """An entry for an operation that ends now: a fresh event id unless given, the Airflow
+        identity from ``context`` (or an ``airflow`` mapping of dag_id/run_id/task_id/try_number),
+        ``started_at`` defaulting to ``finished_at`` (now)."""
+        now = finished_at or datetime.now(UTC)
+        identity = (
+            {k: (airflow or {}).get(k) for k in _AIRFLOW_KEYS} if airflow is not None else airflow_identity(context)
+        )
+        return cls(
+            event_id=event_id or uuid.uuid4().hex,
+            operation=operation,
+            status=status,
+            started_at=started_at or now,
+            finished_at=now,
+            **identity,
+            **values,
+        )
+
+    def to_row(self) -> dict[str, Any]:
+        """The ledger table row (``metrics``/``details`` as JSON text, sorted keys)."""
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["metrics"] = json.dumps(dict(self.metrics), default=str, sort_keys=True)
+        row["details"] = json.dumps(dict(self.details), default=str, sort_keys=True)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LedgerEntry:
+        """Decode a row read from the ledger table (extra columns are ignored)."""
+        return cls(**{f.name: row.get(f.name) for f in fields(cls) if f.name in row})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict with ``metrics``/``details`` decoded (what readers used to build by hand)."""
+        return asdict(self)
+
+
+def decode_ledger_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A ledger row with its JSON ``metrics``/``details`` decoded; other columns kept as they are."""
+    return {
+        **row,
+        "metrics": _json_object(row.get("metrics"), "metrics"),
+        "details": _json_object(row.get("details"), "details"),
+    }

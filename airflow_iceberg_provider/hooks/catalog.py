@@ -9,9 +9,7 @@ rollback, health) run here without a JVM.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -20,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider._masking import register_non_secret_terms
 from airflow_iceberg_provider._validation import (
     MAIN_BRANCH,
@@ -38,11 +35,8 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance import (  # airflow_identity: re-exported (operators import it here)
-    DEFAULT_GOVERNANCE_NAMESPACE,
-    GovernanceTable,
-    airflow_identity,
-)
+from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE, GovernanceTable
+from airflow_iceberg_provider.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.governance_store import GovernanceStore
 from airflow_iceberg_provider.maintenance_policy import ExpiryPreview, PartitionFiles
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth

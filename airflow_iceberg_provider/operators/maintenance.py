@@ -21,7 +21,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.hooks.catalog import airflow_identity
+from airflow_iceberg_provider.governance import LedgerEntry, airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     COMPUTE_STATS,
@@ -277,10 +277,8 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         job_row: Mapping[str, Any],
     ) -> None:
         """One ledger row per action (one commit), with before/after health and the procedure output."""
-        import json
-
         now = datetime.now(UTC)
-        rows = []
+        rows: list[LedgerEntry] = []
         for i, (planned, result) in enumerate(zip(actions, results, strict=True)):
             details: dict[str, Any] = {"reason": planned.reason, "args": planned.args, "job_run_id": job_run_id}
             if planned.action == "expire_snapshots" and expiry is not None:
@@ -290,32 +288,28 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
                 details["orphan_files_in"] = f"ledger event {job_run_id} (details.orphan_files)"
             dry = bool(result["output"].get("dry_run"))
             rows.append(
-                {
-                    "event_id": f"{job_run_id}-{i}",
-                    "operation": f"maintenance.{planned.action}",
-                    "table_name": self.ident.dotted,
-                    "ref": MAIN_BRANCH,
+                LedgerEntry(
+                    event_id=f"{job_run_id}-{i}",
+                    operation=f"maintenance.{planned.action}",
+                    table_name=self.ident.dotted,
+                    ref=MAIN_BRANCH,
                     **airflow_identity(context),
-                    "started_at": job_row.get("started_at") or now,
-                    "finished_at": job_row.get("finished_at") or now,
-                    "status": "dry_run" if dry else "succeeded",
-                    "snapshot_before": result.get("snapshot_before"),
-                    "snapshot_after": result.get("snapshot_after"),
-                    "metrics": json.dumps(
-                        {
-                            **result["output"],
-                            "seconds": result.get("seconds"),
-                            "health_before": health_summary(health_before),
-                            "health_after": health_summary(health_after),
-                        },
-                        default=str,
-                        sort_keys=True,
-                    ),
-                    "details": json.dumps(with_string_ids(details), default=str, sort_keys=True),
-                    "provider_version": __version__,
-                }
+                    started_at=job_row.get("started_at") or now,
+                    finished_at=job_row.get("finished_at") or now,
+                    status="dry_run" if dry else "succeeded",
+                    snapshot_before=result.get("snapshot_before"),
+                    snapshot_after=result.get("snapshot_after"),
+                    metrics={
+                        **result["output"],
+                        "seconds": result.get("seconds"),
+                        "health_before": health_summary(health_before),
+                        "health_after": health_summary(health_after),
+                    },
+                    details=with_string_ids(details),
+                    provider_version=__version__,
+                )
             )
-        self.catalog_hook.append_governance_rows("ledger", rows)
+        self.catalog_hook.governance.record(*rows)
 
     def _record(self, context: Context | None, operation: str, status: str, **kwargs: Any) -> str:
         if kwargs.get("details") is not None:  # ids as strings: a UI parses details as JSON (float64)

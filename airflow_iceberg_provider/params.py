@@ -104,9 +104,9 @@ def _check_template(value: Any, param: str) -> None:
         )
 
 
-def _unset(param: str, required: bool, example: str) -> None:
+def _unset(value: Any, param: str, required: bool, example: str) -> None:
     if required:
-        raise IcebergValidationError(f"{param} is not set; it is required: pass e.g. {example}.")
+        refuse(param, value, "is not set, and this parameter is required", f"pass e.g. {example}")
     return None
 
 
@@ -166,7 +166,7 @@ def duration(value: Any, param: str, *, required: bool = False, bare_ms: bool = 
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, required, "'36h' or 'P3D'")
+        return _unset(value, param, required, "'36h' or 'P3D'")
     if isinstance(value, timedelta):
         return value
     ms = _duration_ms(value, param, bare_ms)
@@ -252,7 +252,7 @@ def instant_ms(value: Any, param: str, *, required: bool = False) -> int | None:
     """A point in time as epoch milliseconds (grammar in the module docstring); unset gives ``None``."""
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, required, "'2026-01-31T23:59:59+00:00'")
+        return _unset(value, param, required, "'2026-01-31T23:59:59+00:00'")
     return _in_range(_instant_ms(value, param), value, param)
 
 
@@ -269,7 +269,7 @@ def cutoff_ms(value: Any, param: str, *, now: int) -> int:
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, True, "'7d', 'P7D' or '2026-01-31T00:00:00Z'")  # type: ignore[return-value]
+        return _unset(value, param, True, "'7d', 'P7D' or '2026-01-31T00:00:00Z'")  # type: ignore[return-value]
     if isinstance(value, timedelta) or (isinstance(value, str) and is_duration_text(value)):
         out = now - _duration_ms(value, param, bare_ms=False)
     else:
@@ -300,7 +300,7 @@ def positive_int(
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, required, str(max(minimum, 1)))
+        return _unset(value, param, required, str(max(minimum, 1)))
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
@@ -319,7 +319,7 @@ def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = Fals
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, required, "the integer id or its decimal string")
+        return _unset(value, param, required, "the integer id or its decimal string")
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
@@ -343,7 +343,7 @@ def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_mai
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(param, required, "'release-1.2'")
+        return _unset(value, param, required, "'release-1.2'")
     return validate_ref(value, param, allow_main=allow_main)
 
 

@@ -178,54 +178,51 @@ class CatalogConfig:
             prefix: SPARK_CATALOG_CLASS,
         }
         secret: dict[str, str] = {}
-
-        def put(key: str, value: str | None) -> None:
-            if value is None:
-                return
-            (secret if is_secret_key(key) else public)[f"{prefix}.{key}"] = value
-
-        if self.warehouse:
-            put("warehouse", self.warehouse)
-        if self.catalog_type == "sql":
-            dialect, jdbc_url = self._jdbc_parts(f"catalog {self.catalog_name!r}")
-            put("type", "jdbc")
-            put("uri", jdbc_url)
-            put("jdbc.schema-version", "V1")
-            if dialect != "sqlite":
-                user, pwd = self._db_credentials()
-                put("jdbc.user", user)
-                if pwd is not None:
-                    secret[f"{prefix}.jdbc.password"] = pwd
-        elif self.catalog_type == "rest":
-            put("type", "rest")
-            put("uri", str(self.uri))
-            for key, value in self._rest_auth().items():
-                secret[f"{prefix}.{key}"] = value
-        elif self.catalog_type == "hive":
-            put("type", "hive")
-            put("uri", str(self.uri))
-        elif self.catalog_type == "glue":
-            put("type", "glue")
-            if self.login:
-                secret[f"{prefix}.client.access-key-id"] = self.login
-            if self.password:
-                secret[f"{prefix}.client.secret-access-key"] = self.password
+        catalog = {"warehouse": self.warehouse, **self._spark_catalog_type_conf()}
         merged = {**self.properties, **self.spark_properties}
-        # an s3 warehouse, or none (REST: the server's) with S3 FileIO settings; never a file:// one
-        s3 = (self.warehouse or "").startswith(S3_SCHEMES) or (
-            not self.warehouse and any(k.startswith("s3.") for k in merged)
-        )
+        s3 = self._is_s3(merged)
         if s3:
             merged = s3_spark_properties(merged)
-        for key, value in merged.items():
-            put(key, value)
+        for key, value in {**catalog, **merged}.items():
+            if value is not None:
+                _put(public, secret, f"{prefix}.{key}", value, secret_key=key in self._type_secret_keys())
         if s3:  # raw-file reads through Hadoop's FileSystem (erasure verification, orphan listing)
             for key, value in s3a_hadoop_conf(merged, prefix="spark.hadoop.").items():
-                (secret if is_secret_key(key) else public)[key] = value
+                _put(public, secret, key, value)
         for key in list(public):
             if key.endswith(_S3A_SECRET_SUFFIXES):
                 secret[key] = public.pop(key)
         return SparkCatalogConf(public=public, secret=secret)
+
+    def _spark_catalog_type_conf(self) -> dict[str, str | None]:
+        """The catalog-type part of the Spark catalog conf (keys relative to ``spark.sql.catalog.<name>``)."""
+        if self.catalog_type == "sql":
+            dialect, jdbc_url = self._jdbc_parts(f"catalog {self.catalog_name!r}")
+            out: dict[str, str | None] = {"type": "jdbc", "uri": jdbc_url, "jdbc.schema-version": "V1"}
+            if dialect != "sqlite":
+                user, pwd = self._db_credentials()
+                out.update({"jdbc.user": user, "jdbc.password": pwd})
+            return out
+        if self.catalog_type == "rest":
+            return {"type": "rest", "uri": str(self.uri), **self._rest_auth()}
+        if self.catalog_type == "hive":
+            return {"type": "hive", "uri": str(self.uri)}
+        return {  # glue
+            "type": "glue",
+            "client.access-key-id": self.login,
+            "client.secret-access-key": self.password,
+        }
+
+    @staticmethod
+    def _type_secret_keys() -> tuple[str, ...]:
+        """Catalog-type keys that are secret whatever their names say."""
+        return ("jdbc.password", "credential", "token", "client.access-key-id", "client.secret-access-key")
+
+    def _is_s3(self, merged: Mapping[str, str]) -> bool:
+        """An s3 warehouse, or none (REST: the server's) with S3 FileIO settings; never a file:// one."""
+        if self.warehouse:
+            return self.warehouse.startswith(S3_SCHEMES)
+        return any(k.startswith("s3.") for k in merged)
 
     def secret_values(self) -> list[str]:
         """Every secret value this config carries (for log masking and tests)."""
@@ -305,6 +302,11 @@ _S3_TO_S3A = {
 }
 #: S3A keys that are secrets although their names don't say so.
 _S3A_SECRET_SUFFIXES = (".fs.s3a.access.key",)
+
+
+def _put(public: dict[str, str], secret: dict[str, str], key: str, value: str, *, secret_key: bool = False) -> None:
+    """File one conf entry as public or secret (by its name, or because the caller says so)."""
+    (secret if secret_key or is_secret_key(key) else public)[key] = value
 
 
 def s3_spark_properties(props: Mapping[str, str]) -> dict[str, str]:

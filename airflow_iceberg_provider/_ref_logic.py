@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider._validation import validate_ref
+from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
-from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 
 SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
 _INT_RE = re.compile(r"^[0-9]{1,19}\Z")
@@ -170,6 +171,76 @@ def tag_retention(tag: str, max_ref_age_ms: int | None) -> int | None:
             "Leave max_ref_age unset and release the hold explicitly when the case closes."
         )
     return LEGAL_HOLD_MAX_REF_AGE_MS
+
+
+def check_tag_name(tag: Any, param: str = "tag", *, legal_hold: bool = False, case_id: Any = None) -> str:
+    """The one rule for a tag's name (``IcebergCreateTagOperator`` and the WAP publish's ``tag``).
+
+    A valid ref name that is not ``main``. The ``legal-hold-`` prefix makes a tag a legal hold,
+    which needs a case id: with ``legal_hold=True`` (and a ``case_id``) the name gets the
+    prefix; without it a prefixed name is refused.
+    """
+    name = validate_ref(tag, param, allow_main=False)
+    if legal_hold:
+        if case_id is None or not str(case_id).strip():
+            raise IcebergValidationError(
+                f"{param}={name!r} with legal_hold=True requires case_id (the legal case or matter reference)."
+            )
+        return validate_ref(legal_hold_tag_name(name), param, allow_main=False)
+    if name.startswith(LEGAL_HOLD_PREFIX):
+        raise IcebergValidationError(
+            f"{param}={name!r} uses the legal-hold prefix {LEGAL_HOLD_PREFIX!r}, and a legal hold needs a case id: "
+            "pass legal_hold=True with a case_id to place a hold (IcebergCreateTagOperator; a WAP publish places "
+            "none), or choose a name without the prefix. Nothing was changed."
+        )
+    return name
+
+
+def plan_tag(
+    existing: RefInfo | None,
+    tag: str,
+    snapshot_id: int,
+    max_ref_age_ms: int | None = None,
+    *,
+    table: str,
+    replace: bool = False,
+) -> tuple[str, RefChange | None]:
+    """``(outcome, change)`` for tagging ``snapshot_id``: ``created`` / ``replaced`` / ``hold_pinned``
+    with the :class:`RefChange` to commit, or ``exists`` with ``None`` (nothing to commit).
+
+    A branch of that name is refused; so is a tag elsewhere (or with another retention) unless
+    ``replace``, and a legal hold is never moved. Retention per :func:`tag_retention`.
+
+    :raises IcebergRefusedError: the name is taken (nothing was changed).
+    """
+    retention = tag_retention(tag, max_ref_age_ms)
+    if existing is None:
+        return "created", RefChange(tag, "tag", snapshot_id, None, max_ref_age_ms=retention)
+    change = RefChange(tag, "tag", snapshot_id, existing.snapshot_id, max_ref_age_ms=retention)
+    if existing.type != "tag":
+        raise IcebergRefusedError(
+            f"{table} already has a branch named {tag!r}; a tag cannot replace a branch. Choose another tag name. "
+            "Nothing was changed."
+        )
+    if existing.snapshot_id == snapshot_id and existing.max_ref_age_ms == retention:
+        return "exists", None
+    hold = tag.startswith(LEGAL_HOLD_PREFIX)
+    if hold and existing.snapshot_id == snapshot_id:  # a hold placed before holds carried their own max-ref-age
+        return "hold_pinned", change
+    if hold:
+        raise IcebergRefusedError(
+            f"Tag {tag!r} of {table} is a legal hold on snapshot {existing.snapshot_id}; a hold is never moved "
+            f"(requested: {snapshot_id}, max_ref_age_ms={retention}). Release it explicitly (drop the tag with "
+            "release_legal_hold=True) or place a hold under another name. Nothing was changed."
+        )
+    if not replace:
+        raise IcebergRefusedError(
+            f"Tag {tag!r} of {table} already points at snapshot {existing.snapshot_id} (max_ref_age_ms="
+            f"{existing.max_ref_age_ms}); refusing to move it to {snapshot_id} (max_ref_age_ms={retention}): tags are "
+            "immutable audit points. Pass replace=True to move it deliberately, or choose another name. Nothing was "
+            "changed."
+        )
+    return "replaced", change
 
 
 def validate_operation(value: Any, param: str = "operation") -> str | None:

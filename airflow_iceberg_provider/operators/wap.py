@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import assets
+from airflow_iceberg_provider import _wap_plan, assets
 from airflow_iceberg_provider._validation import (
     MAIN_BRANCH,
     branch_name_for_run,
@@ -61,7 +61,6 @@ AUDIT_MODULES = (
 WAP_ENABLED = {"write.wap.enabled": "true"}
 #: the XCom key of a task's return value (a failed audit pushes its result under it before failing)
 XCOM_RETURN_KEY = "return_value"
-ON_CONFLICT = ("fail", "cherrypick")
 
 
 # --------------------------------------------------------------------- helpers
@@ -78,9 +77,15 @@ def iceberg_asset(table: str, catalog: str = "lakehouse") -> Asset:
     return assets.iceberg_asset(table, catalog)
 
 
+def unset(value: Any) -> bool:
+    """The WAP operators' one rule for "unset": ``None``, blank, or what a template renders for a
+    missing value (``"None"``, ``"null"``)."""
+    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "null"))
+
+
 def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:
     """The given branch name (validated, never ``main``) or the deterministic name for this DAG run."""
-    if branch is None or (isinstance(branch, str) and branch.strip() in ("", "None")):
+    if unset(branch):
         ident = airflow_identity(context)
         if not ident["dag_id"] or not ident["run_id"]:
             raise IcebergValidationError(
@@ -92,9 +97,7 @@ def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | No
 
 def optional_snapshot_id(value: Any, param: str) -> int | None:
     """``None`` for unset values (templates render a missing XCom as ``"None"``), else a validated id."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
-        return None
-    return validate_snapshot_id(value, param)
+    return None if unset(value) else validate_snapshot_id(value, param)
 
 
 def refuse_unsupported_format(tbl: Table, table: str) -> None:
@@ -108,25 +111,19 @@ def refuse_unsupported_format(tbl: Table, table: str) -> None:
         )
 
 
+def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:
+    """Every snapshot of the loaded table by id (plain values for the pure plans)."""
+    return {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
+
+
 def merge_base(hook: IcebergCatalogHook, tbl: Table, head: int | None, other: int | None) -> int | None:
-    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (where a branch was cut)."""
-    if head is None or other is None:
-        return None
-    others = set(hook.ancestor_ids(tbl, other))
-    return next((sid for sid in hook.ancestor_ids(tbl, head) if sid in others), None)
+    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (:func:`_wap_plan.merge_base`)."""
+    return _wap_plan.merge_base(snapshots_by_id(hook, tbl), head, other)
 
 
 def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int | None) -> list[Any]:
-    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first."""
-    chain = hook.ancestor_ids(tbl, head)
-    if base is not None:
-        if base not in chain:
-            raise IcebergRefusedError(
-                f"Snapshot {head} does not descend from the branch base {base}; the branch was replaced by "
-                "another writer. Nothing was changed."
-            )
-        chain = chain[: chain.index(base)]
-    return [hook.snapshot(tbl, snapshot_id=sid) for sid in reversed(chain)]
+    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first (:func:`_wap_plan.branch_snapshots`)."""
+    return _wap_plan.branch_snapshots(snapshots_by_id(hook, tbl), head, base)
 
 
 def change_metrics(snapshots: Sequence[Any]) -> dict[str, int]:
@@ -605,16 +602,6 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             f"{audit_table} (event_id={summary['job_run_id']}) and in this task's XCom. A retry cannot fix data: "
             "fix the data and re-run."
         )
-
-
-def _cherry_picked(hook: IcebergCatalogHook, tbl: Table, chain: Sequence[int]) -> set[int]:
-    """Source snapshot ids already replayed onto ``chain`` (``source-snapshot-id`` in the summaries)."""
-    out: set[int] = set()
-    for sid in chain:
-        source = hook.snapshot(tbl, snapshot_id=sid).summary.get("source-snapshot-id")
-        if source:
-            out.add(int(source))
-    return out
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,355 @@
+"""Pure plans of the write-audit-publish steps (no catalog, no Airflow I/O; tested in milliseconds).
+
+Each WAP operator reads the catalog once (*resolve*: refs and snapshots as plain values), asks a
+function here what to do (*plan*), lets the hook do it (*apply*), checks the catalog (*verify*) and
+writes its ledger row (*record*). The rules live here, once:
+
+* :func:`audited_snapshot`: which snapshot a publish may publish (never an unaudited commit);
+* :func:`audit_verdict`: whether ``governance.audit_results`` holds a passing audit of it;
+* :func:`plan_publish` -> :class:`PublishPlan`: no-op, fast-forward or cherry-pick, the refusals
+  (``main`` moved, non-append snapshots, another run published the interval) and every ref change
+  of the publish (``main``, the tag, the dropped branch) as :class:`~airflow_iceberg_provider._ref_logic.RefChange`
+  values that the hook commits **at once** with one compare-and-swap requirement per ref;
+* :func:`plan_create_branch` and :func:`plan_branch_reset` for the first two steps.
+
+The tag of a publish follows the rules of ``IcebergCreateTagOperator``
+(:func:`~airflow_iceberg_provider._ref_logic.check_tag_name`, :func:`~airflow_iceberg_provider._ref_logic.plan_tag`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider._ref_logic import RefChange, plan_tag
+from airflow_iceberg_provider._validation import MAIN_BRANCH
+from airflow_iceberg_provider.exceptions import (
+    IcebergPublishConflictError,
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+)
+from airflow_iceberg_provider.models import RefInfo
+
+ON_CONFLICT = ("fail", "cherrypick")
+
+
+# ----------------------------------------------------------------- history
+def ancestry(by_id: Mapping[int, Any], head: int | None) -> list[int]:
+    """Ids from ``head`` back through its parents (newest first, itself included; stops at expired ones)."""
+    out: list[int] = []
+    while head is not None and head in by_id:
+        out.append(head)
+        head = by_id[head].parent_id
+    return out
+
+
+def merge_base(by_id: Mapping[int, Any], head: int | None, other: int | None) -> int | None:
+    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (where a branch was cut)."""
+    if head is None or other is None:
+        return None
+    others = set(ancestry(by_id, other))
+    return next((sid for sid in ancestry(by_id, head) if sid in others), None)
+
+
+def branch_snapshots(by_id: Mapping[int, Any], head: int, base: int | None) -> list[Any]:
+    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first."""
+    chain = ancestry(by_id, head)
+    if base is not None:
+        if base not in chain:
+            raise IcebergRefusedError(
+                f"Snapshot {head} does not descend from the branch base {base}; the branch was replaced by "
+                "another writer. Nothing was changed."
+            )
+        chain = chain[: chain.index(base)]
+    return [by_id[sid] for sid in reversed(chain)]
+
+
+def cherry_picked(by_id: Mapping[int, Any], chain: Sequence[int]) -> set[int]:
+    """Source snapshot ids already replayed onto ``chain`` (``source-snapshot-id`` in the summaries)."""
+    sources = (by_id[sid].summary.get(rerun.SOURCE_SNAPSHOT) for sid in chain if sid in by_id)
+    return {int(s) for s in sources if s}
+
+
+# ------------------------------------------------------------------ audit gate
+def audited_snapshot(
+    table: str, branch: str, branch_ref: RefInfo | None, requested: int | None, by_id: Mapping[int, Any]
+) -> int:
+    """The snapshot to publish: ``requested`` (or the branch head), which must still be the branch head."""
+    if branch_ref is not None and branch_ref.type != "branch":
+        raise IcebergRefusedError(f"{table} ref {branch!r} is a tag, not a WAP branch. Nothing was changed.")
+    if requested is None:
+        if branch_ref is None:
+            raise IcebergRefNotFoundError(f"{table} has no branch {branch!r} to publish.")
+        requested = branch_ref.snapshot_id
+    if requested not in by_id:
+        raise IcebergRefNotFoundError(
+            f"Snapshot {requested} does not exist on table {table} (expired or never created)."
+        )
+    if branch_ref is not None and branch_ref.snapshot_id != requested:
+        raise IcebergRefusedError(
+            f"Branch {branch!r} of {table} moved after its audit: it is at {branch_ref.snapshot_id}, the audit "
+            f"passed snapshot {requested}. Refusing to publish unaudited commits; re-run the audit. Nothing was "
+            "changed."
+        )
+    return requested
+
+
+def audit_verdict(rows: Sequence[Mapping[str, Any]], *, table: str, branch: str, snapshot_id: int, where: str) -> None:
+    """Refuse unless the latest audit of ``snapshot_id`` (``audit_results`` rows of it) passed every check."""
+    if not rows:
+        raise IcebergRefusedError(
+            f"Snapshot {snapshot_id} of {table} (branch {branch!r}) has no audit record in {where}; refusing to "
+            "publish unaudited data. Run IcebergWapAuditOperator first (or set require_audit=False deliberately). "
+            "Nothing was changed."
+        )
+    latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
+    failed = [r["check_name"] for r in rows if r["event_id"] == latest and not r["passed"]]
+    if failed:
+        raise IcebergRefusedError(
+            f"The latest audit of snapshot {snapshot_id} of {table} (event_id={latest}) failed checks {failed}; "
+            "refusing to publish. Nothing was changed."
+        )
+
+
+# --------------------------------------------------------------------- publish
+@dataclass(frozen=True)
+class PublishState:
+    """What the publish read from the catalog (one table load), as plain values."""
+
+    table: str
+    branch: str
+    audited: int
+    refs: Mapping[str, RefInfo]
+    #: every snapshot of the table by id (``SnapshotInfo``-like: ``snapshot_id``, ``parent_id``, ``operation``, ``summary``)
+    by_id: Mapping[int, Any]
+    #: the branch base given to the operator (``None``: where the branch meets ``main``)
+    base: int | None = None
+
+    @property
+    def main_head(self) -> int | None:
+        ref = self.refs.get(MAIN_BRANCH)
+        return ref.snapshot_id if ref is not None else None
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """What a publish does. ``action``: ``noop`` (already on ``main``), ``fast_forward``,
+    ``cherrypick`` (a Spark job replays ``cherrypick_ids``), or the re-run outcomes ``skip`` /
+    ``refuse`` (another run published the interval: ``race``).
+
+    ``changes`` are committed together (``main``, the tag, the dropped branch), each asserting
+    where its ref was when planned; a cherry-pick's come from :meth:`after_cherrypick`.
+    """
+
+    action: str
+    table: str
+    branch: str
+    audited: int
+    base: int | None
+    main_head: int | None
+    published: int | None
+    changes: tuple[RefChange, ...] = ()
+    tag: str | None = None
+    tag_outcome: str | None = None
+    drop_branch: bool = False
+    cherrypick_ids: tuple[int, ...] = ()
+    picked_already: frozenset[int] = frozenset()
+    metrics: dict[str, int] = field(default_factory=dict)
+    race: rerun.RerunPlan | None = None
+    message: str = ""
+
+    @property
+    def moves_main(self) -> bool:
+        return self.action in ("fast_forward", "cherrypick")
+
+    def after_cherrypick(self, new_head: int) -> PublishPlan:
+        """The plan once the cherry-pick job moved ``main`` to ``new_head``: tag it, drop the branch."""
+        tag_changes, outcome = _tag_changes(self.table, self.tag, None, new_head)
+        drop = (RefChange(self.branch, "branch", None, self.audited),) if self.drop_branch else ()
+        return replace(self, published=new_head, changes=tag_changes + drop, tag_outcome=outcome)
+
+    def result(self) -> dict[str, Any]:
+        """The publish's XCom value (ids as given; the operator stringifies them)."""
+        return {
+            "table": self.table,
+            "branch": self.branch,
+            "published_snapshot_id": self.published,
+            "audited_snapshot_id": self.audited,
+            "previous_main_snapshot_id": self.main_head,
+            "method": self.action,
+            "published": self.action != "noop",
+            "branch_dropped": self.drop_branch,
+            "tag": self.tag,
+            **self.metrics,
+        }
+
+
+def _tag_changes(
+    table: str, tag: str | None, existing: RefInfo | None, snapshot_id: int
+) -> tuple[tuple[RefChange, ...], str | None]:
+    if tag is None:
+        return (), None
+    outcome, change = plan_tag(existing, tag, snapshot_id, None, table=table)
+    return ((change,) if change is not None else ()), outcome
+
+
+def plan_publish(
+    state: PublishState,
+    *,
+    on_conflict: str = "fail",
+    on_rerun: str = "fail",
+    identity: rerun.RunIdentity | None = None,
+    tag: str | None = None,
+    drop_branch: bool = False,
+) -> PublishPlan:
+    """Decide the publish of ``state.audited`` and every ref change it makes.
+
+    :param tag: the tag name, already checked by :func:`~airflow_iceberg_provider._ref_logic.check_tag_name`.
+    :raises IcebergPublishConflictError: ``main`` moved and ``on_conflict="fail"``, or a cherry-pick
+        would replay non-append snapshots (nothing was changed).
+    :raises IcebergRefusedError: the branch was replaced, or the tag's name is taken (nothing was changed).
+    """
+    by_id, audited, main_head = state.by_id, state.audited, state.main_head
+    main_chain = ancestry(by_id, main_head)
+    base = state.base if state.base is not None else merge_base(by_id, audited, main_head)
+    snaps = branch_snapshots(by_id, audited, base) if audited not in main_chain else []
+    since_base = main_chain[: main_chain.index(base)] if base in main_chain else main_chain
+    picked = cherry_picked(by_id, since_base)
+    branch_ref = state.refs.get(state.branch)
+    plan = PublishPlan(
+        "noop", state.table, state.branch, audited, base, main_head, None, tag=tag,
+        drop_branch=bool(drop_branch and branch_ref is not None and branch_ref.type == "branch"),
+        picked_already=frozenset(picked), metrics=rerun.change_metrics(snaps),
+    )  # fmt: skip
+    if audited in main_chain or (snaps and all(s.snapshot_id in picked for s in snaps)):
+        published = audited if audited in main_chain else main_head
+        return _with_changes(plan, state, published, f"snapshot {audited} is already on main (head {main_head})")
+    race = rerun.plan_publish_race(
+        on_rerun,
+        identity or rerun.RunIdentity(None, None),
+        [by_id[sid] for sid in reversed(main_chain)],
+        by_id,
+        set(ancestry(by_id, audited)),
+        table=state.table,
+    )
+    if race.action != "write":
+        return replace(plan, action=race.action, race=race, message=race.message)
+    if main_head is None or main_head in ancestry(by_id, audited):
+        plan = replace(plan, action="fast_forward")
+        return _with_changes(plan, state, audited, f"fast-forward main {main_head} -> {audited}")
+    if on_conflict == "fail":
+        raise IcebergPublishConflictError(
+            f"Cannot publish {state.table} branch {state.branch!r}: main moved since the branch was cut (main is at "
+            f"{main_head}, the branch was cut at {base}), so main cannot be fast-forwarded to the audited snapshot "
+            f"{audited} without losing the other commit(s). main and the branch are unchanged. Re-run the pipeline "
+            "on a fresh branch (clear the DAG run), or publish with on_conflict='cherrypick' to replay "
+            "append-only changes (the combination for backfills with several runs at once)."
+        )
+    return _plan_cherrypick(plan, state, snaps, picked)
+
+
+def _with_changes(plan: PublishPlan, state: PublishState, published: int | None, message: str) -> PublishPlan:
+    """``main`` to ``published`` (fast-forward, keeping its retention), the tag, the dropped branch."""
+    changes: tuple[RefChange, ...] = ()
+    if plan.action == "fast_forward":
+        main = state.refs.get(MAIN_BRANCH)
+        changes = (
+            RefChange(
+                MAIN_BRANCH, "branch", published, plan.main_head,
+                max_ref_age_ms=main.max_ref_age_ms if main else None,
+                max_snapshot_age_ms=main.max_snapshot_age_ms if main else None,
+                min_snapshots_to_keep=main.min_snapshots_to_keep if main else None,
+            ),
+        )  # fmt: skip
+    tag_changes, outcome = (), None
+    if plan.tag is not None and published is not None:
+        tag_changes, outcome = _tag_changes(state.table, plan.tag, state.refs.get(plan.tag), published)
+    drop = (RefChange(state.branch, "branch", None, state.refs[state.branch].snapshot_id),) if plan.drop_branch else ()
+    return replace(
+        plan, published=published, changes=changes + tag_changes + drop, tag_outcome=outcome, message=message
+    )
+
+
+def _plan_cherrypick(plan: PublishPlan, state: PublishState, snaps: Sequence[Any], picked: set[int]) -> PublishPlan:
+    not_append = [(s.snapshot_id, s.operation) for s in snaps if s.operation != "append"]
+    if not_append:
+        raise IcebergPublishConflictError(
+            f"main of {state.table} moved since the branch was cut and the branch holds non-append snapshots "
+            f"{not_append}; cherry-picking only replays appends safely (overwrites/deletes could undo the other "
+            "writer's rows; an on_rerun='replace' branch starts with one). main and the branch are unchanged; "
+            "clear the DAG run to re-run the pipeline on a fresh branch."
+        )
+    taken = state.refs.get(plan.tag) if plan.tag is not None else None
+    if taken is not None:  # the job creates main's new head: no existing ref of that name can already be on it
+        raise IcebergRefusedError(
+            f"{state.table} already has a {taken.type} {plan.tag!r} at {taken.snapshot_id}; the cherry-pick publish "
+            "would tag the new head of main it creates. Choose another tag name. Nothing was changed."
+        )
+    todo = tuple(s.snapshot_id for s in snaps if s.snapshot_id not in picked)
+    return replace(
+        plan,
+        action="cherrypick",
+        cherrypick_ids=todo,
+        message=f"main moved (now {plan.main_head}); cherry-picking {list(todo)}",
+    )
+
+
+def cherrypick_missing(plan: PublishPlan, by_id: Mapping[int, Any], new_head: int | None) -> tuple[list[int], bool]:
+    """After the cherry-pick job: the snapshots it did not replay onto ``main``, and whether ``main``
+    still descends from its previous head (both must hold for the publish to count)."""
+    chain = ancestry(by_id, new_head)
+    done = cherry_picked(by_id, chain) | set(chain)
+    missing = [sid for sid in plan.cherrypick_ids if sid not in done]
+    return missing, plan.main_head is None or plan.main_head in chain
+
+
+# ---------------------------------------------------------- create branch
+@dataclass(frozen=True)
+class BranchPlan:
+    """What the create-branch step does: ``create`` at ``base``, ``exists`` (keep), or ``deferred``
+    (empty table: the first WAP write creates the branch)."""
+
+    action: str
+    branch: str
+    base: int | None
+    changes: tuple[RefChange, ...] = ()
+    message: str = ""
+
+
+def plan_create_branch(
+    table: str, branch: str, refs: Mapping[str, RefInfo], by_id: Mapping[int, Any], source: int | None
+) -> BranchPlan:
+    """Cut ``branch`` at ``source`` (idempotent: an existing branch keeps its place; its base is the merge base)."""
+    if source is not None and source not in by_id:
+        raise IcebergRefNotFoundError(f"Snapshot {source} does not exist on table {table} (expired or never created).")
+    existing = refs.get(branch)
+    if existing is not None:
+        if existing.type != "branch":
+            raise IcebergRefusedError(
+                f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
+            )
+        base = merge_base(by_id, existing.snapshot_id, source)
+        return BranchPlan("exists", branch, base, message=f"already exists at {existing.snapshot_id} (base {base})")
+    if source is None:
+        return BranchPlan("deferred", branch, None, message="no snapshot yet; the first WAP write creates the branch")
+    change = RefChange(branch, "branch", source, None)
+    return BranchPlan("create", branch, source, (change,), message=f"created at snapshot {source}")
+
+
+__all__ = [
+    "ON_CONFLICT",
+    "BranchPlan",
+    "PublishPlan",
+    "PublishState",
+    "ancestry",
+    "audit_verdict",
+    "audited_snapshot",
+    "branch_snapshots",
+    "cherry_picked",
+    "cherrypick_missing",
+    "merge_base",
+    "plan_create_branch",
+    "plan_publish",
+]

@@ -14,9 +14,15 @@ candidate, and candidates are raw-read.
   bound is inside the range (kept). A column whose values are all null (``value_count ==
   null_value_count``) cannot hold a subject.
 * **Parquet bloom filters** (split-block, xxHash64, as written by parquet-mr/Iceberg and
-  Arrow): a file is skipped for a column only when EVERY row group has a filter for that
-  column and no key hits any of them. Keys are hashed in their plain encoding
-  (BYTE_ARRAY: UTF-8 bytes; INT32/INT64: little-endian).
+  Arrow) and **dictionary pages**, per row group and subject column chunk: the bloom filter
+  proves absence when no key hits it; the dictionary page when the chunk's ``encoding_stats``
+  show EVERY data page dictionary-encoded (then the dictionary holds every distinct value;
+  absent stats or a mid-chunk fallback to PLAIN prove nothing), and none of its PLAIN-decoded
+  values is a key. This is what covers parquet-mr, which writes NO bloom filter for a fully
+  dictionary-encoded chunk. A file is skipped for a column only when EVERY row group proves
+  it. Keys compare in their plain encoding (BYTE_ARRAY: UTF-8 bytes; INT32/INT64:
+  little-endian); keys of other Python types (``Decimal``) prove nothing. Columns are found by
+  Iceberg field id when the caller gives it.
 
 A file is pruned when, for every subject column, no key can be in it (rows match if ANY
 subject column equals a key).
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import re
 import struct
+import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -224,6 +231,8 @@ class _Thrift:
                 self.skip_elem(etype)
         elif ftype == 11:
             size = self.varint()
+            if size > len(self.buf) - self.pos:
+                raise ValueError("thrift map larger than its buffer")
             if size:
                 kv = self.byte()
                 for _ in range(size):
@@ -246,58 +255,141 @@ class _Thrift:
         size = head >> 4
         if size == 15:
             size = self.varint()
+        if size > len(self.buf) - self.pos:  # every element takes at least one byte
+            raise ValueError("thrift list larger than its buffer")
         return size, head & 0x0F
 
 
-def _column_meta(t: _Thrift) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+# Parquet enums (parquet.thrift)
+PAGE_DATA, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 2, 3
+ENC_PLAIN, ENC_PLAIN_DICTIONARY, ENC_RLE_DICTIONARY = 0, 2, 8
+#: CompressionCodec -> pyarrow codec name (0 UNCOMPRESSED and 2 GZIP are read with the stdlib;
+#: 3 LZO and 5 Hadoop-framed LZ4 are not read: such chunks stay candidates)
+_ARROW_CODECS = {1: "snappy", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
+#: What parsing a damaged file can raise (it then proves nothing).
+DAMAGED = (ValueError, IndexError, TypeError, struct.error, UnicodeDecodeError, OverflowError, RecursionError)
+#: Dictionary pages larger than this (uncompressed) are not read: the file stays a candidate.
+MAX_DICTIONARY_BYTES = 32 << 20
+_PAGE_HEADER_READ = 256
+
+
+def _string(t: _Thrift) -> bytes:
+    n = t.varint()
+    if t.pos + n > len(t.buf):
+        raise ValueError("truncated thrift string")
+    t.pos += n
+    return t.buf[t.pos - n : t.pos]
+
+
+def _i32_fields(t: _Thrift, wanted: tuple[int, ...]) -> dict[int, int]:
+    """A struct of which only the listed i32 fields are kept."""
+    out = {}
     for fid, ftype in t.fields():
-        if fid == 1 and ftype == 5:
-            out["type"] = t.zigzag()
-        elif fid == 3 and ftype == 9:
-            size, _ = t.list_header()
-            parts = []
-            for _ in range(size):
-                n = t.varint()
-                parts.append(t.buf[t.pos : t.pos + n].decode("utf-8", "replace"))
-                t.pos += n
-            out["path"] = ".".join(parts)
-        elif fid == 14 and ftype == 6:
-            out["bloom_offset"] = t.zigzag()
-        elif fid == 15 and ftype == 5:
-            out["bloom_length"] = t.zigzag()
+        if fid in wanted and ftype == 5:
+            out[fid] = t.zigzag()
         else:
             t.skip(ftype)
     return out
 
 
-def footer_bloom_locations(footer: bytes) -> list[dict[str, dict[str, Any]]]:
-    """Per row group: column path -> ``{"type", "bloom_offset", "bloom_length"}`` (offset absent = no filter)."""
-    t = _Thrift(footer)
-    groups: list[dict[str, dict[str, Any]]] = []
+def _column_meta(t: _Thrift) -> dict[str, Any]:
+    """ColumnMetaData: type, path, codec, sizes, page offsets, encoding_stats, bloom filter location."""
+    out: dict[str, Any] = {}
+    ints = {1: "type", 4: "codec", 7: "total_compressed", 9: "data_offset", 11: "dict_offset"}
+    ints |= {14: "bloom_offset", 15: "bloom_length"}
     for fid, ftype in t.fields():
-        if fid != 4 or ftype != 9:
+        if fid in ints and ftype in (5, 6):
+            out[ints[fid]] = t.zigzag()
+        elif fid == 3 and ftype == 9:
+            size, _ = t.list_header()
+            out["path"] = tuple(_string(t).decode("utf-8", "replace") for _ in range(size))
+        elif fid == 13 and ftype == 9:  # list<PageEncodingStats{1: page_type, 2: encoding, 3: count}>
+            size, _ = t.list_header()
+            out["encoding_stats"] = [_i32_fields(t, (1, 2, 3)) for _ in range(size)]
+        else:
             t.skip(ftype)
-            continue
-        n_groups, _ = t.list_header()
-        for _ in range(n_groups):
-            cols: dict[str, dict[str, Any]] = {}
-            for gfid, gtype in t.fields():
-                if gfid != 1 or gtype != 9:
-                    t.skip(gtype)
-                    continue
-                n_cols, _ = t.list_header()
-                for _ in range(n_cols):
-                    meta: dict[str, Any] = {}
-                    for cfid, ctype in t.fields():
-                        if cfid == 3 and ctype == 12:
-                            meta = _column_meta(t)
-                        else:
-                            t.skip(ctype)
-                    if "path" in meta:
-                        cols[meta["path"]] = meta
-            groups.append(cols)
-    return groups
+    return out
+
+
+def _column_chunk(t: _Thrift) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    foreign = False
+    for fid, ftype in t.fields():
+        if fid == 3 and ftype == 12:
+            meta = _column_meta(t)
+        elif fid == 1 and ftype == 8:
+            foreign = foreign or bool(_string(t))  # the chunk lives in another file
+        else:
+            foreign = foreign or fid in (8, 9)  # column encryption: pages unreadable here
+            t.skip(ftype)
+    if foreign:
+        meta["foreign"] = True
+    return meta
+
+
+def _schema_element(t: _Thrift) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for fid, ftype in t.fields():
+        if fid == 4 and ftype == 8:
+            out["name"] = _string(t).decode("utf-8", "replace")
+        elif fid in (5, 9) and ftype == 5:
+            out["children" if fid == 5 else "field_id"] = t.zigzag()
+        else:
+            t.skip(ftype)
+    return out
+
+
+def top_level_field_ids(elements: Sequence[Mapping[str, Any]]) -> dict[int, str | None]:
+    """Field id -> name of each top-level primitive column of a Parquet schema (None: ambiguous)."""
+    out: dict[int, str | None] = {}
+    remaining = [int(elements[0].get("children") or 0)] if elements else []
+    for el in elements[1:]:
+        if not remaining or remaining[-1] <= 0:
+            raise ValueError("malformed parquet schema")
+        depth = len(remaining)
+        remaining[-1] -= 1
+        kids = int(el.get("children") or 0)
+        if depth == 1 and not kids and el.get("field_id") is not None:
+            fid = int(el["field_id"])
+            out[fid] = None if fid in out else el.get("name")
+        if kids:
+            remaining.append(kids)
+        while len(remaining) > 1 and remaining[-1] == 0:
+            remaining.pop()
+    return out
+
+
+def parse_footer(footer: bytes) -> tuple[list[dict[tuple[str, ...], dict[str, Any]]], dict[int, str | None]]:
+    """(per row group: column path tuple -> column chunk metadata, top-level field id -> name)."""
+    t = _Thrift(footer)
+    groups: list[dict[tuple[str, ...], dict[str, Any]]] = []
+    elements: list[dict[str, Any]] = []
+    for fid, ftype in t.fields():
+        if fid == 2 and ftype == 9:
+            n, _ = t.list_header()
+            elements = [_schema_element(t) for _ in range(n)]
+        elif fid == 4 and ftype == 9:
+            n_groups, _ = t.list_header()
+            for _ in range(n_groups):
+                cols: dict[tuple[str, ...], dict[str, Any]] = {}
+                for gfid, gtype in t.fields():
+                    if gfid != 1 or gtype != 9:
+                        t.skip(gtype)
+                        continue
+                    n_cols, _ = t.list_header()
+                    for _ in range(n_cols):
+                        meta = _column_chunk(t)
+                        if "path" in meta:
+                            cols[meta["path"]] = meta
+                groups.append(cols)
+        else:
+            t.skip(ftype)
+    return groups, top_level_field_ids(elements)
+
+
+def footer_bloom_locations(footer: bytes) -> list[dict[str, dict[str, Any]]]:
+    """Per row group: dotted column path -> column chunk metadata (``type``, ``bloom_offset``…)."""
+    return [{".".join(p): m for p, m in cols.items()} for cols in parse_footer(footer)[0]]
 
 
 def _bloom_bitset(read: Callable[[int, int], bytes], offset: int, length: int | None) -> tuple[int, int] | None:
@@ -345,47 +437,229 @@ def read_footer(read: Callable[[int, int], bytes], size: int) -> bytes | None:
     return read(size - 8 - n, n)
 
 
-def bloom_excludes(
-    read: Callable[[int, int], bytes], size: int, hashes_by_column: Mapping[str, Mapping[int, list[int]]]
-) -> dict[str, bool]:
-    """Per subject column: True when the file's bloom filters PROVE no key is present.
+# ------------------------------------------------------------ dictionary pages
+def fully_dictionary_encoded(encoding_stats: Sequence[Mapping[int, int]] | None) -> bool:
+    """Whether ``encoding_stats`` PROVE that every data page of a chunk is dictionary-encoded
+    (then its one dictionary page holds every distinct non-null value). Absent stats prove
+    nothing; a chunk that fell back to another encoding mid-way is not fully encoded."""
+    if not encoding_stats:
+        return False
+    data = [s for s in encoding_stats if s.get(1) in (PAGE_DATA, PAGE_DATA_V2)]
+    dictionary = [s for s in encoding_stats if s.get(1) == PAGE_DICTIONARY]
+    if any(s.get(1) not in (PAGE_DATA, PAGE_DATA_V2, PAGE_DICTIONARY, 1) for s in encoding_stats):
+        return False
+    return (
+        bool(data)
+        and all(s.get(2) in (ENC_PLAIN_DICTIONARY, ENC_RLE_DICTIONARY) for s in data)
+        and sum(int(s.get(3, 1)) for s in dictionary) == 1
+    )
 
-    :param hashes_by_column: column -> physical type -> xxHash64 of every key in that
-        type's plain encoding (see :func:`key_hashes`).
-    """
-    out = {c: False for c in hashes_by_column}
+
+def decompress(codec: int, data: bytes, size: int) -> bytes | None:
+    """A page body of ``size`` bytes uncompressed, or None (unknown codec, corrupt data, other size)."""
+    if codec == 0:
+        out = data
+    elif codec == 2:
+        try:
+            out = zlib.decompress(data, 47)  # gzip (or zlib) header
+        except zlib.error:
+            return None
+    elif codec in _ARROW_CODECS:
+        out = _arrow_decompress(_ARROW_CODECS[codec], data, size)
+    else:
+        return None
+    return bytes(out) if out is not None and len(out) == size else None
+
+
+def _arrow_decompress(name: str, data: bytes, size: int) -> bytes | None:
     try:
-        footer = read_footer(read, size)
-        if footer is None:
-            return out
-        groups = footer_bloom_locations(footer)
-        if not groups:
-            return out  # no row group: nothing to prove with (and raw-reading it costs nothing)
-        for col, by_type in hashes_by_column.items():
-            proven = True
-            for cols in groups:
-                meta = cols.get(col)
-                if not meta or meta.get("bloom_offset") is None or meta.get("type") not in by_type:
-                    proven = False
-                    break
-                bitset = _bloom_bitset(read, int(meta["bloom_offset"]), meta.get("bloom_length"))
-                if bitset is None or any(sbbf_might_contain_at(read, *bitset, h) for h in by_type[meta["type"]]):
-                    proven = False
-                    break
-            out[col] = proven
-    except (ValueError, IndexError, struct.error, UnicodeDecodeError):
-        return {c: False for c in hashes_by_column}
+        import pyarrow as pa
+    except ImportError:  # no pyarrow in this interpreter: no proof
+        return None
+    failed = (OSError, ValueError, NotImplementedError, pa.ArrowException)
+    try:
+        codec = pa.Codec(name)
+        out = codec.decompress(data, decompressed_size=size, asbytes=True)
+    except failed:  # codec not built in, or corrupt data
+        return None
+    if name != "zstd" and size > 0:
+        # these codecs fill a larger buffer only partly, without an error: exactly ``size``
+        # bytes must not fit in one byte less
+        try:
+            codec.decompress(data, decompressed_size=size - 1, asbytes=True)
+            return None
+        except failed:
+            pass
+    return out
+
+
+def plain_values(physical_type: int, data: bytes, count: int) -> set[bytes] | None:
+    """The PLAIN-encoded values of a dictionary page, or None unless ``data`` holds exactly ``count``."""
+    width = {INT32: 4, INT64: 8}.get(physical_type)
+    if width:
+        if count < 0 or len(data) != width * count:
+            return None
+        return {data[i : i + width] for i in range(0, len(data), width)}
+    if physical_type != BYTE_ARRAY:
+        return None
+    out, pos = set(), 0
+    for _ in range(count):
+        if pos + 4 > len(data):
+            return None
+        (n,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if pos + n > len(data):
+            return None
+        out.add(data[pos : pos + n])
+        pos += n
+    return out if pos == len(data) else None
+
+
+def _page_header(t: _Thrift) -> dict[str, int]:
+    out: dict[str, int] = {}
+    names = {1: "type", 2: "uncompressed", 3: "compressed", 4: "crc"}
+    for fid, ftype in t.fields():
+        if fid in names and ftype == 5:
+            out[names[fid]] = t.zigzag()
+        elif fid == 7 and ftype == 12:  # DictionaryPageHeader{1: num_values, 2: encoding}
+            d = _i32_fields(t, (1, 2))
+            out["num_values"], out["encoding"] = d.get(1, -1), d.get(2, -1)
+        else:
+            t.skip(ftype)
+    return out
+
+
+def dictionary_values(read: Callable[[int, int], bytes], meta: Mapping[str, Any]) -> set[bytes] | None:
+    """Every distinct non-null value of a column chunk, from its dictionary page, or None unless
+    ``encoding_stats`` prove every data page dictionary-encoded and the page reads back cleanly."""
+    if meta.get("foreign") or not fully_dictionary_encoded(meta.get("encoding_stats")):
+        return None
+    try:
+        return _read_dictionary(read, meta)
+    except DAMAGED:
+        return None
+
+
+def _read_dictionary(read: Callable[[int, int], bytes], meta: Mapping[str, Any]) -> set[bytes] | None:
+    start, total = meta.get("dict_offset") or meta.get("data_offset"), meta.get("total_compressed")
+    if start is None or total is None or start < 4 or total <= 0:
+        return None
+    t = _Thrift(read(start, min(int(total), _PAGE_HEADER_READ)))
+    h = _page_header(t)
+    body_len, size = h.get("compressed", -1), h.get("uncompressed", -1)
+    if (
+        h.get("type") != PAGE_DICTIONARY
+        or h.get("encoding") not in (ENC_PLAIN, ENC_PLAIN_DICTIONARY)
+        or not 0 <= body_len <= total - t.pos
+        or not 0 <= size <= MAX_DICTIONARY_BYTES
+    ):
+        return None
+    body = read(start + t.pos, body_len)
+    if len(body) != body_len or ("crc" in h and zlib.crc32(body) != h["crc"] & 0xFFFFFFFF):
+        return None
+    data = decompress(int(meta.get("codec", -1)), body, size)
+    return None if data is None else plain_values(int(meta.get("type", -1)), data, h["num_values"])
+
+
+# ------------------------------------------------------------------ file proofs
+PROOF_BLOOM, PROOF_DICTIONARY = "bloom", "dictionary"
+
+
+def key_probes(keys: Iterable[Any]) -> dict[int, tuple[list[int], frozenset[bytes]]]:
+    """Per physical type: (xxHash64 of each key, plain encodings of the keys).
+
+    A key that cannot be stored in a type (a string in an INT64 column, 2**40 in INT32) is
+    left out of that type. A type is absent altogether when a key's Python type is not one
+    this module encodes (``Decimal``, ``float``…): nothing is proven for such columns.
+    """
+    keys = [k for k in keys if k is not None]  # a null key matches no row
+    out: dict[int, tuple[list[int], frozenset[bytes]]] = {}
+    if any(not isinstance(k, (str, int)) or isinstance(k, bool) for k in keys):
+        return out
+    for ptype in (INT32, INT64, BYTE_ARRAY):
+        plain = [b for b in (plain_bytes(k, ptype) for k in keys) if b is not None]
+        out[ptype] = ([xxhash64(b) for b in plain], frozenset(plain))
     return out
 
 
 def key_hashes(keys: Iterable[Any], physical_types: Sequence[int] = (INT32, INT64, BYTE_ARRAY)) -> dict[int, list[int]]:
-    """xxHash64 of each key per physical type it can be stored in (unrepresentable keys omitted
-    from that type; when a key cannot be represented, a file of that type cannot hold it)."""
-    out: dict[int, list[int]] = {}
-    for ptype in physical_types:
-        hs = [xxhash64(b) for b in (plain_bytes(k, ptype) for k in keys) if b is not None]
-        out[ptype] = hs
+    """xxHash64 of each key per physical type it can be stored in (see :func:`key_probes`)."""
+    return {p: hs for p, (hs, _) in key_probes(keys).items() if p in physical_types}
+
+
+def chunk_proof(
+    read: Callable[[int, int], bytes], meta: Mapping[str, Any], probe: Mapping[int, tuple[list[int], Any]]
+) -> str | None:
+    """``"bloom"`` or ``"dictionary"`` when that source PROVES no key is in the column chunk, else None.
+    The bloom filter is tried first (a few 32-byte reads); the dictionary also settles a bloom
+    false positive. A probe without plain encodings (``None``) skips the dictionary."""
+    if meta.get("foreign") or meta.get("type") not in probe:
+        return None
+    hashes, plain = probe[meta["type"]]
+    if meta.get("bloom_offset") is not None:
+        bitset = _bloom_bitset(read, int(meta["bloom_offset"]), meta.get("bloom_length"))
+        if bitset is not None and not any(sbbf_might_contain_at(read, *bitset, h) for h in hashes):
+            return PROOF_BLOOM
+    if plain is not None:
+        values = dictionary_values(read, meta)
+        if values is not None and values.isdisjoint(plain):
+            return PROOF_DICTIONARY
+    return None
+
+
+def _chunks(groups: list[dict[tuple[str, ...], dict[str, Any]]], path: tuple[str, ...] | None) -> list[Any]:
+    return [cols.get(path) if path else None for cols in groups]
+
+
+def file_proofs(
+    read: Callable[[int, int], bytes],
+    size: int,
+    probes: Mapping[str, Mapping[int, tuple[list[int], Any]]],
+    field_ids: Mapping[str, int] | None = None,
+) -> dict[str, str | None]:
+    """Per subject column: the source proving no key is in ANY row group of the file
+    (``"dictionary"`` when at least one row group needed its dictionary, else ``"bloom"``), or None.
+
+    :param probes: column -> :func:`key_probes` of its keys.
+    :param field_ids: column -> Iceberg field id: the Parquet column is found by field id (a
+        renamed or re-added column is never confused with another); without it, by name.
+    """
+    out: dict[str, str | None] = {c: None for c in probes}
+    try:
+        footer = read_footer(read, size)
+        if footer is None:
+            return out
+        groups, ids = parse_footer(footer)
+        if not groups:
+            return out  # no row group: nothing to prove with (and raw-reading it costs nothing)
+        for col, probe in probes.items():
+            if field_ids is None:
+                name = col
+            else:  # a column the caller has no field id for proves nothing
+                name = ids.get(int(field_ids[col])) if field_ids.get(col) is not None else None
+            proofs = []
+            for meta in _chunks(groups, (name,) if name else None):
+                proof = chunk_proof(read, meta, probe) if meta else None
+                if proof is None:
+                    break
+                proofs.append(proof)
+            else:
+                out[col] = PROOF_DICTIONARY if PROOF_DICTIONARY in proofs else PROOF_BLOOM
+    except DAMAGED:
+        return {c: None for c in probes}  # a damaged file proves nothing
     return out
+
+
+def bloom_excludes(
+    read: Callable[[int, int], bytes], size: int, hashes_by_column: Mapping[str, Mapping[int, list[int]]]
+) -> dict[str, bool]:
+    """Per subject column: True when the file's bloom filters alone PROVE no key is present.
+
+    :param hashes_by_column: column -> physical type -> xxHash64 of every key in that
+        type's plain encoding (see :func:`key_hashes`).
+    """
+    probes = {c: {p: (hs, None) for p, hs in by_type.items()} for c, by_type in hashes_by_column.items()}
+    return {c: v == PROOF_BLOOM for c, v in file_proofs(read, size, probes).items()}
 
 
 # ------------------------------------------------------------------ pruning
@@ -393,17 +667,20 @@ def prune_files(
     files: Sequence[Mapping[str, Any]],
     keys_by_column: Mapping[str, Sequence[Any]],
     properties: Mapping[str, str],
-    bloom_check: Callable[[Mapping[str, Any]], Mapping[str, bool]] | None = None,
+    file_check: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Split data files into candidates (to raw-read) and pruned ones.
 
     :param files: ``{"path", "metrics": {column: {"lower", "upper", "value_count", "null_count"}}}``.
-    :param bloom_check: file -> {column: proven absent} (called only for files bounds did not prune).
-    :return: ``{"candidates": [paths], "considered", "pruned_bounds", "pruned_bloom", "raw_read"}``.
+    :param file_check: file -> {column: proof} (called only for files bounds did not prune); a
+        proof is ``"dictionary"``, ``"bloom"`` (or True), or falsy: not proven.
+    :return: ``{"candidates": [paths], "considered", "pruned_bounds", "pruned_bloom",
+        "pruned_dictionary", "raw_read"}``; a file is counted under the dictionary when any of
+        its columns needed a dictionary page, else under the bloom filter.
     """
     sorted_keys = {c: sorted(set(v)) for c, v in keys_by_column.items()}
     modes = {c: metrics_mode(properties, c) for c in keys_by_column}
-    candidates, by_bounds, by_bloom = [], 0, 0
+    candidates, by_bounds, by_bloom, by_dictionary = [], 0, 0, 0
     for f in files:
         excluded = {}
         for c, keys in sorted_keys.items():
@@ -421,10 +698,13 @@ def prune_files(
         if all(excluded.values()):
             by_bounds += 1
             continue
-        if bloom_check is not None:
-            bloom = bloom_check(f)
-            if all(excluded[c] or bloom.get(c, False) for c in sorted_keys):
-                by_bloom += 1
+        if file_check is not None:
+            proofs = file_check(f)
+            if all(excluded[c] or proofs.get(c) for c in sorted_keys):
+                if any(not excluded[c] and proofs.get(c) == PROOF_DICTIONARY for c in sorted_keys):
+                    by_dictionary += 1
+                else:
+                    by_bloom += 1
                 continue
         candidates.append(f["path"])
     return {
@@ -432,6 +712,7 @@ def prune_files(
         "considered": len(files),
         "pruned_bounds": by_bounds,
         "pruned_bloom": by_bloom,
+        "pruned_dictionary": by_dictionary,
         "raw_read": len(candidates),
     }
 

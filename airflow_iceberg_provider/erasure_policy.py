@@ -207,6 +207,33 @@ def validate_salt(salt: object, source: str) -> str:
     return salt
 
 
+def erasure_table_facts(tbl: Any, delete_files: Iterable[Any]) -> dict[str, Any]:
+    """What :func:`table_problems` needs, from a loaded table's metadata and its delete files.
+
+    ``partition_fields`` covers every partition spec the table ever had (old files keep
+    their spec and their paths); ``equality_delete_files`` counts the equality-delete files
+    among ``delete_files`` (the catalog hook's ``data_files(tbl, all_snapshots=True,
+    deletes_only=True)``: every manifest of every snapshot still in the metadata).
+
+    :param tbl: a pyiceberg table as loaded by the catalog hook (only its metadata is read).
+    """
+    meta = tbl.metadata
+    schema = tbl.schema()
+    names = {f.field_id: f.name for f in schema.fields}
+    partition_fields = [
+        (names.get(pf.source_id, f"#{pf.source_id}"), str(pf.transform))
+        for spec in meta.partition_specs
+        for pf in spec.fields
+    ]
+    return {
+        "schema_fields": {f.name: str(f.field_type) for f in schema.fields},
+        "partition_fields": partition_fields,
+        "properties": dict(meta.properties),
+        "format_version": meta.format_version,
+        "equality_delete_files": sum(f.content == "equality_deletes" for f in delete_files),
+    }
+
+
 def table_problems(
     *,
     table: str,

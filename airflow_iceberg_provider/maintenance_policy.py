@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import (
-    IcebergRefNotFoundError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import is_legal_hold
-from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
+from airflow_iceberg_provider.expiry_policy import ExpiryPreview, iso, preview_expiry, validate_retain_last
+from airflow_iceberg_provider.models import DataFileFacts, TableHealth
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     ACTIONS,
     COMPUTE_STATS,
@@ -68,6 +67,9 @@ _UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds
 
 def now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
+
+
+_now_ms = now_ms  # for functions whose parameter is called now_ms
 
 
 def parse_duration(value: Any, param: str) -> timedelta:
@@ -146,10 +148,6 @@ def _resolve_cutoff(value: Any, param: str, *, now: int) -> int:
     )
 
 
-def iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
-
-
 def _human(td: timedelta) -> str:
     secs = int(td.total_seconds())
     if secs % 86400 == 0 and secs:
@@ -160,17 +158,6 @@ def _human(td: timedelta) -> str:
 
 
 # ----------------------------------------------------------------------- validation
-def validate_retain_last(value: Any, param: str = "retain_last") -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-        raise IcebergValidationError(
-            f"{param}={value!r} is invalid; it must be an integer >= 1 and < 2^31 (expire_snapshots always keeps at "
-            "least the current snapshot of main). Pass retain_last=1 or more."
-        )
-    return value
-
-
 def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
@@ -379,180 +366,49 @@ class TableDefaults:
         )
 
 
-# ----------------------------------------------------------------------- expiry preview
-@dataclass(frozen=True)
-class ExpiryPreview:
-    """What ``expire_snapshots`` would do, computed from metadata alone."""
-
-    older_than_ms: int
-    retain_last: int
-    expire: list[int]
-    retain: list[int]
-    #: old snapshots (older than the cutoff) kept, by snapshot id (as str), with the refs keeping them,
-    #: described as ``branch:<name>``, ``tag:<name>`` or ``legal_hold:<name>``.
-    kept_by_refs: dict[str, list[str]] = field(default_factory=dict)
-    #: refs Iceberg would drop because they are older than their max-ref-age.
-    refs_expired: list[str] = field(default_factory=list)
-    explicit_ids: list[int] = field(default_factory=list)
-
-    @property
-    def held_snapshots(self) -> dict[str, list[str]]:
-        """Old snapshots kept by a ref other than main's own retention (tags, branches, holds)."""
-        return {sid: refs for sid, refs in self.kept_by_refs.items() if any(r != "branch:main" for r in refs)}
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["older_than"] = iso(self.older_than_ms)
-        out["expire_count"] = len(self.expire)
-        out["held_snapshots"] = self.held_snapshots
-        return out
-
-
-def describe_ref(ref: RefInfo) -> str:
-    if is_legal_hold(ref.name, ref.type):
-        return f"legal_hold:{ref.name}"
-    return f"{ref.type}:{ref.name}"
-
-
-def refuse_dropping_holds(
-    refs: Mapping[str, RefInfo],
-    refs_expired: Sequence[str],
-    snapshots_by_id: Mapping[int, SnapshotInfo],
+# ------------------------------------------------------------------- expiry of a table
+def preview_table_expiry(
+    tbl: Any,
     *,
-    default_max_ref_age_ms: int | None,
-    now: int,
-    table: str = "table",
-) -> None:
-    """Refuse an expiry that would drop a legal hold (Iceberg drops refs older than their max-ref-age).
-
-    Holds placed by this provider carry a never-expiring ``max-ref-age-ms``; a hold without
-    one (placed by hand or by an older version) inherits ``history.expire.max-ref-age-ms``.
-    """
-    at_risk = [n for n in refs_expired if is_legal_hold(n, refs[n].type)]
-    if not at_risk:
-        return
-    parts = []
-    for name in at_risk:
-        ref = refs[name]
-        snap = snapshots_by_id.get(ref.snapshot_id)
-        age = f"{(now - snap.timestamp_ms) / 86_400_000:.1f} days old" if snap else "its snapshot is gone"
-        limit = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age_ms
-        source = "its own max-ref-age-ms" if ref.max_ref_age_ms is not None else "history.expire.max-ref-age-ms"
-        parts.append(f"{name} (snapshot {ref.snapshot_id}, {age}; {source}={limit})")
-    raise IcebergRefusedError(
-        f"Refusing to expire snapshots of {table}: Iceberg would drop the legal hold(s) "
-        + "; ".join(parts)
-        + ". Pin each hold by placing it again on the same snapshot (IcebergCreateTagOperator(legal_hold=True, "
-        "tag=..., snapshot_id=..., case_id=...) sets max-ref-age-ms to never), or release it deliberately. "
-        "Nothing was changed."
-    )
-
-
-def preview_expiry(
-    snapshots: Sequence[SnapshotInfo],
-    refs: Mapping[str, RefInfo],
-    *,
-    older_than_ms: int,
-    retain_last: int,
-    now: int,
-    snapshot_ids: Iterable[int] = (),
-    default_max_ref_age_ms: int | None = None,
-    table: str = "table",
+    older_than: Any = None,
+    retain_last: int | None = None,
+    snapshot_ids: Sequence[int | str] = (),
+    now_ms: int | None = None,
 ) -> ExpiryPreview:
-    """Mirror of Iceberg's ``RemoveSnapshots`` retention (1.10).
+    """Which snapshots Spark ``expire_snapshots`` would remove from a loaded table (metadata only, no JVM).
 
-    * ``main`` is always kept; another ref is dropped when its head is older than
-      its ``max-ref-age`` (ref-level, else the table default; default forever);
-    * a tag keeps its snapshot; a branch keeps ancestors of its head while fewer than
-      ``min-snapshots-to-keep`` (ref-level, else ``retain_last``) are kept or while they
-      are newer than its ``max-snapshot-age`` (ref-level, else ``older_than``);
-    * snapshots in no ref's ancestry are kept only if newer than ``older_than``;
-    * explicit ``snapshot_ids`` are removed too, and refused when a kept ref points at them.
+    The table's own properties give the defaults, exactly as Iceberg applies them;
+    :func:`~airflow_iceberg_provider.expiry_policy.preview_expiry` applies the retention
+    rules (refs keep what they reach; the result lists which *old* snapshots are kept by
+    which ref: ``branch:``, ``tag:`` or ``legal_hold:``).
+
+    :param tbl: a pyiceberg table as loaded by the catalog hook (only its metadata is read).
+    :param older_than: duration (age) or instant (datetime, ISO string, epoch ms);
+        default ``now - history.expire.max-snapshot-age-ms`` (Iceberg default 5 days).
+    :param retain_last: snapshots of main to keep at least; default
+        ``history.expire.min-snapshots-to-keep`` (Iceberg default 1).
+    :param snapshot_ids: snapshots to expire explicitly (refused when a ref points at one).
     """
-    retain_last = validate_retain_last(retain_last)
-    by_id = {s.snapshot_id: s for s in snapshots}
+    from airflow_iceberg_provider._validation import validate_snapshot_id
+    from airflow_iceberg_provider.models import ref_infos, snapshot_info
 
-    def ancestors(head: int) -> list[SnapshotInfo]:
-        out, cur = [], head
-        while cur is not None and cur in by_id:
-            out.append(by_id[cur])
-            cur = by_id[cur].parent_id
-        return out
-
-    retained_refs: dict[str, RefInfo] = {}
-    refs_expired: list[str] = []
-    for name, ref in refs.items():
-        if name == "main":
-            retained_refs[name] = ref
-            continue
-        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age_ms
-        snap = by_id.get(ref.snapshot_id)
-        if snap is None or (max_age is not None and now - snap.timestamp_ms > max_age):
-            refs_expired.append(name)
-        else:
-            retained_refs[name] = ref
-
-    refuse_dropping_holds(
-        refs, refs_expired, by_id, default_max_ref_age_ms=default_max_ref_age_ms, now=now, table=table
+    meta = tbl.metadata
+    defaults = TableDefaults.from_properties(meta.properties)
+    now = now_ms if now_ms is not None else _now_ms()
+    cutoff = (
+        resolve_cutoff(older_than, "older_than", now=now)
+        if older_than is not None
+        else now - defaults.max_snapshot_age_ms
     )
-    explicit = [int(i) for i in snapshot_ids]
-    missing = [i for i in explicit if i not in by_id]
-    if missing:
-        raise IcebergRefNotFoundError(
-            f"snapshot_ids {missing} do not exist on {table} (already expired or never created); "
-            "list snapshots with IcebergCatalogHook.list_snapshots."
-        )
-    heads: dict[int, list[str]] = {}
-    for ref in retained_refs.values():
-        heads.setdefault(ref.snapshot_id, []).append(describe_ref(ref))
-    pinned = {i: heads[i] for i in explicit if i in heads}
-    if pinned:
-        raise IcebergRefusedError(
-            f"Cannot expire snapshots of {table} that refs point at: "
-            + "; ".join(f"{sid} (held by {', '.join(r)})" for sid, r in pinned.items())
-            + ". Remove or move those refs first (legal holds must be released). Nothing was changed."
-        )
-
-    keepers: dict[int, list[str]] = {}
-    for ref in retained_refs.values():
-        label = describe_ref(ref)
-        if ref.type == "tag":
-            keepers.setdefault(ref.snapshot_id, []).append(label)
-            continue
-        cutoff = now - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else older_than_ms
-        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else retain_last
-        kept = 0
-        for snap in ancestors(ref.snapshot_id):
-            if kept < min_keep or snap.timestamp_ms >= cutoff:
-                keepers.setdefault(snap.snapshot_id, []).append(label)
-                kept += 1
-            else:
-                break
-    referenced: set[int] = set()
-    for ref in retained_refs.values():
-        if ref.type == "branch":
-            referenced.update(s.snapshot_id for s in ancestors(ref.snapshot_id))
-        else:
-            referenced.add(ref.snapshot_id)
-    retain = set(keepers)
-    retain.update(
-        s.snapshot_id for s in snapshots if s.snapshot_id not in referenced and s.timestamp_ms >= older_than_ms
-    )
-    retain.difference_update(explicit)
-    ordered = sorted(snapshots, key=lambda s: (s.timestamp_ms, s.snapshot_id))
-    kept_by = {
-        str(s.snapshot_id): sorted(keepers[s.snapshot_id])
-        for s in ordered
-        if s.snapshot_id in retain and s.timestamp_ms < older_than_ms and s.snapshot_id in keepers
-    }
-    return ExpiryPreview(
-        older_than_ms=older_than_ms,
-        retain_last=retain_last,
-        expire=[s.snapshot_id for s in ordered if s.snapshot_id not in retain],
-        retain=[s.snapshot_id for s in ordered if s.snapshot_id in retain],
-        kept_by_refs=kept_by,
-        refs_expired=sorted(refs_expired),
-        explicit_ids=explicit,
+    return preview_expiry(
+        [snapshot_info(s) for s in meta.snapshots],
+        ref_infos(meta.refs),
+        older_than_ms=cutoff,
+        retain_last=retain_last if retain_last is not None else defaults.min_snapshots_to_keep,
+        now=now,
+        snapshot_ids=[validate_snapshot_id(i, "snapshot_ids") for i in snapshot_ids],
+        default_max_ref_age_ms=defaults.max_ref_age_ms,
+        table=".".join(tbl.name()[-2:]),
     )
 
 
@@ -572,6 +428,30 @@ class PartitionFiles:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def file_layout(files: Iterable[DataFileFacts], *, target_file_size: int) -> list[PartitionFiles]:
+    """Per-partition data and delete file counts of ``main``'s current state.
+
+    Files smaller than 75 % / larger than 180 % of the target size are counted as
+    small / large, which is binpack compaction's own selection rule.
+    """
+    small, large = int(target_file_size * MIN_FILE_SIZE_FRACTION), int(target_file_size * MAX_FILE_SIZE_FRACTION)
+    counters = ("data_files", "data_bytes", "small_files", "small_bytes", "large_files", "delete_files")
+    stats: dict[tuple[int, str], dict[str, int]] = {}
+    for f in files:
+        s = stats.setdefault((f.spec_id, f.partition), dict.fromkeys(counters, 0))
+        if f.content != "data":
+            s["delete_files"] += 1
+            continue
+        s["data_files"] += 1
+        s["data_bytes"] += f.file_size_in_bytes
+        if f.file_size_in_bytes < small:
+            s["small_files"] += 1
+            s["small_bytes"] += f.file_size_in_bytes
+        elif f.file_size_in_bytes > large:
+            s["large_files"] += 1
+    return [PartitionFiles(partition=p, spec_id=sid, **s) for (sid, p), s in sorted(stats.items())]
 
 
 def compaction_candidates(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,6 +22,20 @@ class SnapshotInfo:
         return asdict(self)
 
 
+def snapshot_info(snap: Any) -> SnapshotInfo:
+    """Convert a pyiceberg snapshot into a plain value."""
+    summary = dict(snap.summary.additional_properties) if snap.summary else {}
+    op = snap.summary.operation.value if snap.summary else None
+    return SnapshotInfo(
+        snapshot_id=snap.snapshot_id,
+        parent_id=snap.parent_snapshot_id,
+        timestamp_ms=snap.timestamp_ms,
+        operation=op,
+        summary=summary,
+        schema_id=snap.schema_id,
+    )
+
+
 @dataclass(frozen=True)
 class RefInfo:
     """A branch or tag."""
@@ -34,6 +49,32 @@ class RefInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def ref_infos(refs: Mapping[str, Any]) -> dict[str, RefInfo]:
+    """Convert pyiceberg's ``metadata.refs`` into plain values, by name."""
+    return {
+        name: RefInfo(
+            name=name,
+            type=ref.snapshot_ref_type.value,
+            snapshot_id=ref.snapshot_id,
+            max_ref_age_ms=ref.max_ref_age_ms,
+            max_snapshot_age_ms=ref.max_snapshot_age_ms,
+            min_snapshots_to_keep=ref.min_snapshots_to_keep,
+        )
+        for name, ref in refs.items()
+    }
+
+
+@dataclass(frozen=True)
+class DataFileFacts:
+    """One live file of a snapshot's manifests (data or delete file), as plain values."""
+
+    spec_id: int
+    partition: str
+    content: str  # "data" | "position_deletes" | "equality_deletes"
+    file_size_in_bytes: int
+    record_count: int
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
 
 
 @pytest.fixture
@@ -226,7 +227,7 @@ def test_maintenance_dry_runs(orders):
 
     hook, table = orders
     append_batches(hook, table, 2)
-    preview = hook.preview_expire_snapshots(table, older_than=datetime.now(UTC), retain_last=1)
+    preview = preview_table_expiry(hook.load_table(table), older_than=datetime.now(UTC), retain_last=1)
     assert len(preview.expire) == 2
     before = hook.metadata_location(table)
     out = IcebergExpireSnapshotsOperator(

@@ -15,6 +15,7 @@ import pytest
 from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
 from conftest import fake_context
 
+from airflow_iceberg_provider.erasure_policy import erasure_table_facts
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineExceededError, IcebergErasureDeadlineSensor
@@ -110,7 +111,8 @@ def test_templated_fields_render(erasure_lake):
 
 
 def test_hook_facts_and_request_states_never_expose_subjects(erasure_lake):
-    facts = erasure_lake.erasure_table_facts("db.people")
+    tbl = erasure_lake.load_table("db.people")
+    facts = erasure_table_facts(tbl, erasure_lake.data_files(tbl, all_snapshots=True, deletes_only=True))
     assert facts["schema_fields"]["customer_id"] == "string"
     assert ("order_ts", "day") in facts["partition_fields"]
     assert facts["equality_delete_files"] == 0 and facts["format_version"] == 2

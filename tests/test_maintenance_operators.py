@@ -180,15 +180,18 @@ def test_rewrites_on_empty_or_delete_free_tables_start_no_job(lake):
 
 
 def test_preview_and_layout_through_the_hook(orders):
+    from airflow_iceberg_provider.maintenance_policy import file_layout, preview_table_expiry
+
     hook, ids = orders
-    preview = hook.preview_expire_snapshots("db.orders", older_than=timedelta(0), retain_last=2)
+    tbl = hook.load_table("db.orders")
+    preview = preview_table_expiry(tbl, older_than=timedelta(0), retain_last=2)
     assert preview.expire == [ids[0], ids[3]]
     assert preview.retain == [ids[1], ids[2], ids[4], ids[5]]
-    default = hook.preview_expire_snapshots("db.orders")  # table default: 5 days -> nothing old enough
+    default = preview_table_expiry(tbl)  # table default: 5 days -> nothing old enough
     assert default.expire == []
-    layout = hook.file_layout("db.orders")
+    layout = file_layout(hook.data_files(tbl), target_file_size=512 * 1024 * 1024)  # the table's (default) target
     assert len(layout) == 1 and layout[0].data_files == 6 and layout[0].small_files == 6
-    assert hook.file_layout("db.orders", target_file_size=1024)[0].small_files == 0
+    assert file_layout(hook.data_files(tbl), target_file_size=1024)[0].small_files == 0
 
 
 def test_plan_on_a_healthy_table_starts_no_spark_job(lake):

@@ -38,13 +38,12 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE, GovernanceTable
 from airflow_iceberg_provider.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.governance_store import GovernanceStore
-from airflow_iceberg_provider.maintenance_policy import ExpiryPreview, PartitionFiles
-from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
+from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth, ref_infos
+from airflow_iceberg_provider.models import snapshot_info as snapshot_info  # re-export: operators use it
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
-    from pyiceberg.table.snapshots import Snapshot
 
     from airflow_iceberg_provider._ref_logic import RefChange
 
@@ -56,20 +55,6 @@ T = TypeVar("T")
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
 #: A data file below this share of the target size counts as "small".
 SMALL_FILE_FRACTION = 0.75
-
-
-def snapshot_info(snap: Snapshot) -> SnapshotInfo:
-    """Convert a pyiceberg snapshot into a plain value."""
-    summary = dict(snap.summary.additional_properties) if snap.summary else {}
-    op = snap.summary.operation.value if snap.summary else None
-    return SnapshotInfo(
-        snapshot_id=snap.snapshot_id,
-        parent_id=snap.parent_snapshot_id,
-        timestamp_ms=snap.timestamp_ms,
-        operation=op,
-        summary=summary,
-        schema_id=snap.schema_id,
-    )
 
 
 class IcebergCatalogHook(BaseHook):
@@ -239,18 +224,7 @@ class IcebergCatalogHook(BaseHook):
 
     # ------------------------------------------------------------------ refs
     def refs(self, table: str | TableIdent | Table) -> dict[str, RefInfo]:
-        tbl = self._table(table)
-        return {
-            name: RefInfo(
-                name=name,
-                type=ref.snapshot_ref_type.value,
-                snapshot_id=ref.snapshot_id,
-                max_ref_age_ms=ref.max_ref_age_ms,
-                max_snapshot_age_ms=ref.max_snapshot_age_ms,
-                min_snapshots_to_keep=ref.min_snapshots_to_keep,
-            )
-            for name, ref in tbl.metadata.refs.items()
-        }
+        return ref_infos(self._table(table).metadata.refs)
 
     def ref_snapshot_id(self, table: str | TableIdent | Table, ref: str = MAIN_BRANCH) -> int | None:
         """Head snapshot id of a ref; ``None`` for ``main`` of an empty table."""
@@ -373,25 +347,16 @@ class IcebergCatalogHook(BaseHook):
         small_limit = int(target * SMALL_FILE_FRACTION)
         snap = tbl.current_snapshot()
         counts = {"data": 0, "data_bytes": 0, "records": 0, "pos": 0, "eq": 0, "del_bytes": 0, "small": 0}
-        manifests = []
-        if snap is not None:
-            manifests = snap.manifests(tbl.io)
-
-            def entries(manifest: Any) -> list[Any]:
-                return manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
-
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                for batch in pool.map(entries, manifests):
-                    for entry in batch:
-                        f = entry.data_file
-                        if f.content == DataFileContent.DATA:
-                            counts["data"] += 1
-                            counts["data_bytes"] += f.file_size_in_bytes
-                            counts["records"] += f.record_count
-                            counts["small"] += f.file_size_in_bytes < small_limit
-                        else:
-                            counts["pos" if f.content == DataFileContent.POSITION_DELETES else "eq"] += 1
-                            counts["del_bytes"] += f.file_size_in_bytes
+        manifests = snap.manifests(tbl.io) if snap is not None else []
+        for _spec_id, f in self._live_files(tbl, manifests):
+            if f.content == DataFileContent.DATA:
+                counts["data"] += 1
+                counts["data_bytes"] += f.file_size_in_bytes
+                counts["records"] += f.record_count
+                counts["small"] += f.file_size_in_bytes < small_limit
+            else:
+                counts["pos" if f.content == DataFileContent.POSITION_DELETES else "eq"] += 1
+                counts["del_bytes"] += f.file_size_in_bytes
         snaps = meta.snapshots
         return TableHealth(
             table=_name(tbl),
@@ -414,6 +379,47 @@ class IcebergCatalogHook(BaseHook):
             metadata_log_length=len(meta.metadata_log),
             statistics_fresh=None if snap is None else any(s.snapshot_id == snap.snapshot_id for s in meta.statistics),
         )
+
+    @staticmethod
+    def _live_files(tbl: Table, manifests: list[Any]) -> Iterator[tuple[int, Any]]:
+        """``(partition spec id, data file)`` of the live entries of ``manifests``, read in parallel threads."""
+
+        def entries(manifest: Any) -> tuple[int, list[Any]]:
+            return manifest.partition_spec_id, manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for spec_id, batch in pool.map(entries, manifests):
+                for entry in batch:
+                    yield spec_id, entry.data_file
+
+    def data_files(
+        self, table: str | TableIdent | Table, *, all_snapshots: bool = False, deletes_only: bool = False
+    ) -> list[DataFileFacts]:
+        """Live data and delete files as plain values (partition as text, content as a name).
+
+        By default those of ``main``'s current snapshot; ``all_snapshots`` reads every
+        manifest of every snapshot still in the metadata (each once); ``deletes_only``
+        skips data manifests. Reads manifests only, never a data file.
+        """
+        tbl = self._table(table)
+        if all_snapshots:
+            unique = {m.manifest_path: m for s in tbl.metadata.snapshots for m in s.manifests(tbl.io)}
+            manifests = list(unique.values())
+        else:
+            snap = tbl.current_snapshot()
+            manifests = snap.manifests(tbl.io) if snap is not None else []
+        if deletes_only:
+            manifests = [m for m in manifests if m.content.value != 0]
+        return [
+            DataFileFacts(
+                spec_id=spec_id,
+                partition=str(f.partition),
+                content=f.content.name.lower(),
+                file_size_in_bytes=f.file_size_in_bytes,
+                record_count=f.record_count,
+            )
+            for spec_id, f in self._live_files(tbl, manifests)
+        ]
 
     @staticmethod
     def _file_size(tbl: Table, location: str | None) -> int | None:
@@ -905,132 +911,6 @@ class IcebergCatalogHook(BaseHook):
             "snapshot": found.to_dict() if found else None,
             "matched": count,
             "head_snapshot_id": chain[-1].snapshot_id if chain else None,
-        }
-
-    # ------------------------------------------------------- table maintenance (#5)
-    def preview_expire_snapshots(
-        self,
-        table: str | TableIdent | Table,
-        *,
-        older_than: Any = None,
-        retain_last: int | None = None,
-        snapshot_ids: list[int | str] | tuple[int | str, ...] = (),
-        now_ms: int | None = None,
-    ) -> ExpiryPreview:
-        """Which snapshots Spark ``expire_snapshots`` would remove, computed from metadata (no JVM).
-
-        Mirrors Iceberg's retention rules: refs keep what they reach (tags their
-        snapshot, branches their ancestry within their own limits); the result also
-        lists which *old* snapshots are kept by which ref (``branch:``, ``tag:`` or
-        ``legal_hold:``).
-
-        :param older_than: duration (age) or instant (datetime, ISO string, epoch ms);
-            default ``now - history.expire.max-snapshot-age-ms`` (Iceberg default 5 days).
-        :param retain_last: snapshots of main to keep at least; default
-            ``history.expire.min-snapshots-to-keep`` (Iceberg default 1).
-        :param snapshot_ids: snapshots to expire explicitly (refused when a ref points at one).
-        """
-        from airflow_iceberg_provider import maintenance_policy as mp
-
-        tbl = self._table(table)
-        defaults = mp.TableDefaults.from_properties(tbl.metadata.properties)
-        now = now_ms if now_ms is not None else mp.now_ms()
-        cutoff = (
-            mp.resolve_cutoff(older_than, "older_than", now=now)
-            if older_than is not None
-            else now - defaults.max_snapshot_age_ms
-        )
-        return mp.preview_expiry(
-            self.list_snapshots(tbl),
-            self.refs(tbl),
-            older_than_ms=cutoff,
-            retain_last=retain_last if retain_last is not None else defaults.min_snapshots_to_keep,
-            now=now,
-            snapshot_ids=[validate_snapshot_id(i, "snapshot_ids") for i in snapshot_ids],
-            default_max_ref_age_ms=defaults.max_ref_age_ms,
-            table=_name(tbl),
-        )
-
-    def file_layout(
-        self, table: str | TableIdent | Table, *, target_file_size: int | None = None
-    ) -> list[PartitionFiles]:
-        """Per-partition data and delete file counts of ``main``'s current state.
-
-        Reads the current snapshot's manifests only (like :meth:`health`); files
-        smaller than 75 % / larger than 180 % of the target size are counted as
-        small / large, which is binpack compaction's own selection rule.
-        """
-        from pyiceberg.manifest import DataFileContent
-
-        from airflow_iceberg_provider.maintenance_policy import MAX_FILE_SIZE_FRACTION, MIN_FILE_SIZE_FRACTION
-
-        tbl = self._table(table)
-        target = target_file_size or int(
-            tbl.metadata.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE)
-        )
-        small, large = int(target * MIN_FILE_SIZE_FRACTION), int(target * MAX_FILE_SIZE_FRACTION)
-        snap = tbl.current_snapshot()
-        if snap is None:
-            return []
-        manifests = snap.manifests(tbl.io)
-
-        def entries(manifest: Any) -> tuple[int, list[Any]]:
-            return manifest.partition_spec_id, manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
-
-        stats: dict[tuple[int, str], dict[str, int]] = {}
-        counters = ("data_files", "data_bytes", "small_files", "small_bytes", "large_files", "delete_files")
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            for spec_id, batch in pool.map(entries, manifests):
-                for entry in batch:
-                    f = entry.data_file
-                    key = (spec_id, str(f.partition))
-                    s = stats.setdefault(key, dict.fromkeys(counters, 0))
-                    if f.content == DataFileContent.DATA:
-                        s["data_files"] += 1
-                        s["data_bytes"] += f.file_size_in_bytes
-                        if f.file_size_in_bytes < small:
-                            s["small_files"] += 1
-                            s["small_bytes"] += f.file_size_in_bytes
-                        elif f.file_size_in_bytes > large:
-                            s["large_files"] += 1
-                    else:
-                        s["delete_files"] += 1
-        return [PartitionFiles(partition=p, spec_id=sid, **s) for (sid, p), s in sorted(stats.items())]
-
-    # ------------------------------------------------------------ row-level erasure (#6)
-    def erasure_table_facts(self, table: str | TableIdent | Table) -> dict[str, Any]:
-        """What the erasure pre-checks need, read from metadata only (no data file is opened).
-
-        ``partition_fields`` covers every partition spec the table ever had (old files keep
-        their spec and their paths); ``equality_delete_files`` counts equality-delete files
-        in every manifest of every snapshot still in the metadata.
-        """
-        from pyiceberg.manifest import DataFileContent
-
-        tbl = self._table(table)
-        meta = tbl.metadata
-        schema = tbl.schema()
-        names = {f.field_id: f.name for f in schema.fields}
-        partition_fields = []
-        for spec in meta.partition_specs:
-            for pf in spec.fields:
-                transform = str(pf.transform)
-                partition_fields.append((names.get(pf.source_id, f"#{pf.source_id}"), transform))
-        seen: set[str] = set()
-        eq = 0
-        for snap in meta.snapshots:
-            for manifest in snap.manifests(tbl.io):
-                if manifest.manifest_path in seen or manifest.content.value == 0:
-                    continue
-                seen.add(manifest.manifest_path)
-                for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
-                    eq += entry.data_file.content == DataFileContent.EQUALITY_DELETES
-        return {
-            "schema_fields": {f.name: str(f.field_type) for f in schema.fields},
-            "partition_fields": partition_fields,
-            "properties": dict(meta.properties),
-            "format_version": meta.format_version,
-            "equality_delete_files": eq,
         }
 
     # ----------------------------------------------------------- governance

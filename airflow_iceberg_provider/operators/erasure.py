@@ -28,6 +28,7 @@ from airflow_iceberg_provider.erasure_policy import (
     PHASE_PURGE,
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,
+    erasure_table_facts,
     purge_candidates,
     refuse_if_problems,
     table_problems,
@@ -45,6 +46,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.ids import id_str
+from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.ui.links import GovernanceEvidenceLink
 
@@ -254,7 +256,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     def _preflight(self, columns: list[str], phase: str) -> None:
         """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""
         ident = self.ident
-        facts = self.catalog_hook.erasure_table_facts(ident)
+        tbl = self.catalog_hook.load_table(ident)
+        facts = erasure_table_facts(tbl, self.catalog_hook.data_files(tbl, all_snapshots=True, deletes_only=True))
         problems = table_problems(table=ident.dotted, columns=columns, **facts)
         if phase == PHASE_LOGICAL and facts["format_version"] < 2:
             problems.append(
@@ -263,7 +266,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             )
         refuse_if_problems(problems)
         if phase != PHASE_LOGICAL:  # its expiry must not drop a legal hold by age (#16): refuses, names the hold
-            self.catalog_hook.preview_expire_snapshots(ident, retain_last=1)
+            preview_table_expiry(tbl, retain_last=1)
         for c in columns:
             if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
                 self.log.warning(

@@ -39,6 +39,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     iso,
     now_ms,
     parse_duration,
+    preview_table_expiry,
     resolve_cutoff,
     resolve_policy,
     rewrite_options,
@@ -46,6 +47,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     validate_strategy,
     validate_where,
 )
+from airflow_iceberg_provider.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.ui.links import GovernanceHealthLink
 
@@ -390,9 +392,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         dry_run = str(self.dry_run).strip().lower() == "true"
         if not dry_run:
             check_gc_enabled(props, self.ident.dotted, "expire_snapshots")
-        preview = hook.preview_expire_snapshots(
-            tbl, older_than=cutoff, retain_last=retain, snapshot_ids=ids, now_ms=now
-        )
+        preview = preview_table_expiry(tbl, older_than=cutoff, retain_last=retain, snapshot_ids=ids, now_ms=now)
         result: dict[str, Any] = {
             "table": self.ident.dotted,
             "older_than": iso(cutoff),
@@ -805,15 +805,10 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             retain_last=self.retain_last if self.retain_last not in (None, "") else None,
             **{**self.policy_args, "older_than_floor": expiry_floor(self.older_than_floor)},
         )
-        health = hook.health(tbl, target_file_size=policy.target_file_size_bytes)
-        layout = hook.file_layout(tbl, target_file_size=policy.target_file_size_bytes) if health.data_files > 1 else []
-        expiry = None
-        if TableDefaults.from_properties(props).gc_enabled and "expire_snapshots" in policy.actions:
-            expiry = hook.preview_expire_snapshots(
-                tbl, older_than=policy.expire_older_than_ms, retain_last=policy.retain_last, now_ms=now
-            )
+        state = read_maintenance_state(hook, tbl, policy, now=now)
+        health, expiry = state.health, state.expiry
         force = str(self.force).strip().lower() == "true"
-        decision = decide(health, policy, properties=props, layout=layout, expiry=expiry, force=force)
+        decision = decide(health, policy, properties=props, layout=state.layout, expiry=expiry, force=force)
         self.log.info(
             "Health of %s read in %.2fs: %s; policy %s", self.ident, time.monotonic() - t0, health.to_dict(), policy
         )

@@ -14,12 +14,12 @@ from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergProviderError,
-    IcebergRefusedError,
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
 from airflow_iceberg_provider.ids import id_str, with_string_ids
-from airflow_iceberg_provider.maintenance_policy import TableDefaults, decide, now_ms, resolve_policy
+from airflow_iceberg_provider.maintenance_policy import decide, now_ms, resolve_policy
+from airflow_iceberg_provider.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import ACTIONS
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
@@ -28,8 +28,9 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     """What ``IcebergMaintenancePlanOperator`` would decide for ``table`` now (no JVM, no commit).
 
     The same steps as the operator's ``plan()``: policy from the table properties
-    (``resolve_policy``, the configured expiry floor), health and file layout of ``main``'s
-    current state, the expiry preview, then ``maintenance_policy.decide``.
+    (``resolve_policy``, the configured expiry floor), the one read of
+    :func:`~airflow_iceberg_provider.maintenance_state.read_maintenance_state`, then
+    ``maintenance_policy.decide``.
     """
     from airflow_iceberg_provider.operators.maintenance import expiry_floor, health_summary
 
@@ -37,17 +38,10 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     props = tbl.metadata.properties
     now = now_ms()
     policy = resolve_policy(props, now=now, older_than_floor=expiry_floor(None), actions=actions)
-    health = hook.health(tbl, target_file_size=policy.target_file_size_bytes)
-    layout = hook.file_layout(tbl, target_file_size=policy.target_file_size_bytes) if health.data_files > 1 else []
-    expiry, refused = None, None
-    if TableDefaults.from_properties(props).gc_enabled and "expire_snapshots" in policy.actions:
-        try:
-            expiry = hook.preview_expire_snapshots(
-                tbl, older_than=policy.expire_older_than_ms, retain_last=policy.retain_last, now_ms=now
-            )
-        except IcebergRefusedError as err:  # e.g. expiry would drop a legal hold: the plan will refuse
-            refused = str(err)
-    decision = decide(health, policy, properties=props, layout=layout, expiry=expiry)
+    # an expiry refusal (e.g. it would drop a legal hold) is reported: the plan will refuse
+    state = read_maintenance_state(hook, tbl, policy, now=now, tolerate_refusal=True)
+    health, refused = state.health, state.expiry_refused
+    decision = decide(health, policy, properties=props, layout=state.layout, expiry=state.expiry)
     reasons = {a.action: a.reason for a in decision.actions}
     if refused:
         reasons["expire_snapshots"] = f"refused: {refused}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -619,6 +619,180 @@ class MaintenanceDecision:
         }
 
 
+@dataclass
+class _Plan:
+    """What ``decide`` accumulates: planned actions, skipped actions with reasons, findings."""
+
+    health: TableHealth
+    policy: MaintenancePolicy
+    allowed: set[str]
+    gc: bool
+    force: bool
+    actions: list[PlannedAction] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, Any] = field(default_factory=dict)
+
+    def wants(self, action: str) -> bool:
+        return action in self.allowed
+
+
+def _plan_compaction(plan: _Plan, layout: Iterable[PartitionFiles]) -> bool:
+    """Plan ``rewrite_data_files``; returns whether the delete ratio calls for rewriting deletes."""
+    health, policy = plan.health, plan.policy
+    cand = compaction_candidates(
+        layout, target_file_size=policy.target_file_size_bytes, min_input_files=policy.min_input_files
+    )
+    ratio = cand["files"] / health.data_files if health.data_files else 0.0
+    deletes_ratio = health.deletes_per_data_file
+    plan.findings.update(
+        compactable_files=cand["files"],
+        compactable_partitions=len(cand["partitions"]),
+        compactable_ratio=round(ratio, 4),
+        small_files=health.small_files,
+        small_file_ratio=round(health.small_file_ratio, 4),
+        deletes_per_data_file=round(deletes_ratio, 4),
+        manifests=health.manifests,
+        snapshots=health.snapshots,
+    )
+    by_size = cand["files"] >= 2 and ratio >= policy.max_small_file_ratio and ratio > 0
+    by_deletes = health.delete_files > 0 and deletes_ratio >= policy.max_deletes_per_data_file
+    if not plan.wants("rewrite_data_files"):
+        return by_deletes
+    if not (health.data_files and (by_size or by_deletes or plan.force)):
+        plan.skipped["rewrite_data_files"] = (
+            f"{cand['files']} compactable files ({ratio:.0%} < {policy.max_small_file_ratio:.0%}) and "
+            f"{deletes_ratio:.2f} delete files per data file (< {policy.max_deletes_per_data_file})"
+        )
+        return by_deletes
+    reasons = []
+    if by_size:
+        reasons.append(
+            f"{cand['files']} of {health.data_files} data files ({ratio:.0%}) are compactable in "
+            f"{len(cand['partitions'])} partition(s) (threshold {policy.max_small_file_ratio:.0%})"
+        )
+    if by_deletes:
+        reasons.append(
+            f"{health.delete_files} delete files for {health.data_files} data files ({deletes_ratio:.2f} per "
+            f"file, threshold {policy.max_deletes_per_data_file})"
+        )
+    opts = rewrite_options(
+        target_file_size_bytes=policy.target_file_size_bytes,
+        min_input_files=policy.min_input_files,
+        delete_file_threshold=policy.delete_file_threshold,
+        partial_progress=policy.partial_progress,
+        remove_dangling_deletes=True if health.delete_files else None,
+    )
+    plan.actions.append(
+        PlannedAction("rewrite_data_files", {"strategy": "binpack", "options": opts}, "; ".join(reasons) or "forced")
+    )
+    return by_deletes
+
+
+def _plan_position_deletes(plan: _Plan, by_deletes: bool) -> None:
+    health = plan.health
+    if not plan.wants("rewrite_position_delete_files"):
+        return
+    if health.format_version < 2:
+        plan.skipped["rewrite_position_delete_files"] = "format-version 1 tables have no delete files"
+    elif health.position_delete_files and (by_deletes or plan.force):
+        plan.actions.append(
+            PlannedAction(
+                "rewrite_position_delete_files",
+                {"options": {"rewrite-all": "true"}},
+                f"{health.position_delete_files} position delete files: compact them and drop dangling ones",
+            )
+        )
+    else:
+        plan.skipped["rewrite_position_delete_files"] = f"{health.position_delete_files} position delete files"
+
+
+def _plan_manifests(plan: _Plan) -> None:
+    health, policy = plan.health, plan.policy
+    if not plan.wants("rewrite_manifests"):
+        return
+    if health.manifests > policy.max_manifests or (plan.force and health.manifests > 1):
+        plan.actions.append(
+            PlannedAction(
+                "rewrite_manifests",
+                {},
+                f"{health.manifests} manifests (threshold {policy.max_manifests})" if not plan.force else "forced",
+            )
+        )
+    else:
+        plan.skipped["rewrite_manifests"] = f"{health.manifests} manifests <= {policy.max_manifests}"
+
+
+def _plan_expiry(plan: _Plan, expiry: ExpiryPreview | None) -> None:
+    policy = plan.policy
+    if not plan.wants("expire_snapshots"):
+        return
+    if not plan.gc:
+        plan.skipped["expire_snapshots"] = "gc.enabled=false: Iceberg refuses expire_snapshots on this table"
+        return
+    if expiry is None:
+        plan.skipped["expire_snapshots"] = "no expiry preview"
+        return
+    plan.findings["expirable_snapshots"] = len(expiry.expire)
+    plan.findings["held_snapshots"] = expiry.held_snapshots
+    # compaction in the same run makes the replaced files reclaimable only through expiry
+    if len(expiry.expire) >= policy.min_snapshots_to_expire or (plan.force and expiry.expire):
+        plan.actions.append(
+            PlannedAction(
+                "expire_snapshots",
+                {"older_than_ms": policy.expire_older_than_ms, "retain_last": policy.retain_last},
+                f"{len(expiry.expire)} snapshots older than {iso(policy.expire_older_than_ms)} beyond the "
+                f"last {policy.retain_last} (threshold {policy.min_snapshots_to_expire})",
+            )
+        )
+    else:
+        plan.skipped["expire_snapshots"] = (
+            f"{len(expiry.expire)} expirable snapshots (< {policy.min_snapshots_to_expire})"
+            + (f"; {len(expiry.held_snapshots)} old snapshots held by refs" if expiry.held_snapshots else "")
+        )
+
+
+def _plan_orphans(plan: _Plan) -> None:
+    policy = plan.policy
+    if not plan.wants("remove_orphan_files"):
+        return
+    if not policy.remove_orphans:
+        plan.skipped["remove_orphan_files"] = "remove_orphans is off (it lists the whole table location)"
+    elif not plan.actions and not plan.force:
+        plan.skipped["remove_orphan_files"] = (
+            "no other action needs a Spark job; orphan removal rides along with one (or use force=True, "
+            "or schedule IcebergRemoveOrphanFilesOperator on its own cadence)"
+        )
+    elif not plan.gc:
+        plan.skipped["remove_orphan_files"] = "gc.enabled=false: Iceberg refuses remove_orphan_files on this table"
+    else:
+        plan.actions.append(
+            PlannedAction(
+                "remove_orphan_files",
+                {"older_than_ms": policy.orphan_older_than_ms, "dry_run": policy.orphan_dry_run},
+                f"policy asks for orphan removal (files older than {iso(policy.orphan_older_than_ms)}"
+                + (", dry run)" if policy.orphan_dry_run else ")"),
+            )
+        )
+
+
+def _plan_statistics(plan: _Plan) -> None:
+    health, policy = plan.health, plan.policy
+    plan.findings["statistics_fresh"] = health.statistics_fresh
+    rewrites = [a.action for a in plan.actions if a.action in ("rewrite_data_files", "rewrite_position_delete_files")]
+    if policy.compute_stats and health.snapshot_id is not None and (health.statistics_fresh is False or rewrites):
+        plan.actions.append(
+            PlannedAction(
+                COMPUTE_STATS,
+                {},
+                "table statistics describe an older snapshot"
+                if not rewrites
+                else f"{' and '.join(rewrites)} will produce a new snapshot",
+            )
+        )
+    elif policy.compute_stats:
+        plan.skipped[COMPUTE_STATS] = "table statistics describe the current snapshot"
+
+
 def decide(
     health: TableHealth,
     policy: MaintenancePolicy,
@@ -633,148 +807,19 @@ def decide(
     ``force`` plans every allowed and applicable action regardless of thresholds
     (safety checks still apply: gc, format version, floors).
     """
-    actions: list[PlannedAction] = []
-    skipped: dict[str, str] = {}
-    findings: dict[str, Any] = {}
-    allowed = set(policy.actions)
-    gc = TableDefaults.from_properties(properties).gc_enabled
-
-    # compaction ---------------------------------------------------------------
-    cand = compaction_candidates(
-        layout or [], target_file_size=policy.target_file_size_bytes, min_input_files=policy.min_input_files
+    plan = _Plan(
+        health=health,
+        policy=policy,
+        allowed=set(policy.actions),
+        gc=TableDefaults.from_properties(properties).gc_enabled,
+        force=force,
     )
-    ratio = cand["files"] / health.data_files if health.data_files else 0.0
-    deletes_ratio = health.deletes_per_data_file
-    findings.update(
-        compactable_files=cand["files"],
-        compactable_partitions=len(cand["partitions"]),
-        compactable_ratio=round(ratio, 4),
-        small_files=health.small_files,
-        small_file_ratio=round(health.small_file_ratio, 4),
-        deletes_per_data_file=round(deletes_ratio, 4),
-        manifests=health.manifests,
-        snapshots=health.snapshots,
-    )
-    by_size = cand["files"] >= 2 and ratio >= policy.max_small_file_ratio and ratio > 0
-    by_deletes = health.delete_files > 0 and deletes_ratio >= policy.max_deletes_per_data_file
-    if "rewrite_data_files" in allowed and health.data_files and (by_size or by_deletes or force):
-        reasons = []
-        if by_size:
-            reasons.append(
-                f"{cand['files']} of {health.data_files} data files ({ratio:.0%}) are compactable in "
-                f"{len(cand['partitions'])} partition(s) (threshold {policy.max_small_file_ratio:.0%})"
-            )
-        if by_deletes:
-            reasons.append(
-                f"{health.delete_files} delete files for {health.data_files} data files ({deletes_ratio:.2f} per "
-                f"file, threshold {policy.max_deletes_per_data_file})"
-            )
-        opts = rewrite_options(
-            target_file_size_bytes=policy.target_file_size_bytes,
-            min_input_files=policy.min_input_files,
-            delete_file_threshold=policy.delete_file_threshold,
-            partial_progress=policy.partial_progress,
-            remove_dangling_deletes=True if health.delete_files else None,
-        )
-        actions.append(
-            PlannedAction(
-                "rewrite_data_files", {"strategy": "binpack", "options": opts}, "; ".join(reasons) or "forced"
-            )
-        )
-    elif "rewrite_data_files" in allowed:
-        skipped["rewrite_data_files"] = (
-            f"{cand['files']} compactable files ({ratio:.0%} < {policy.max_small_file_ratio:.0%}) and "
-            f"{deletes_ratio:.2f} delete files per data file (< {policy.max_deletes_per_data_file})"
-        )
-
-    # position delete files ----------------------------------------------------
-    if "rewrite_position_delete_files" in allowed:
-        if health.format_version < 2:
-            skipped["rewrite_position_delete_files"] = "format-version 1 tables have no delete files"
-        elif health.position_delete_files and (by_deletes or force):
-            actions.append(
-                PlannedAction(
-                    "rewrite_position_delete_files",
-                    {"options": {"rewrite-all": "true"}},
-                    f"{health.position_delete_files} position delete files: compact them and drop dangling ones",
-                )
-            )
-        else:
-            skipped["rewrite_position_delete_files"] = f"{health.position_delete_files} position delete files"
-
-    # manifests ----------------------------------------------------------------
-    if "rewrite_manifests" in allowed:
-        if health.manifests > policy.max_manifests or (force and health.manifests > 1):
-            actions.append(
-                PlannedAction(
-                    "rewrite_manifests",
-                    {},
-                    f"{health.manifests} manifests (threshold {policy.max_manifests})" if not force else "forced",
-                )
-            )
-        else:
-            skipped["rewrite_manifests"] = f"{health.manifests} manifests <= {policy.max_manifests}"
-
-    # expiry -------------------------------------------------------------------
-    if "expire_snapshots" in allowed:
-        if not gc:
-            skipped["expire_snapshots"] = "gc.enabled=false: Iceberg refuses expire_snapshots on this table"
-        elif expiry is None:
-            skipped["expire_snapshots"] = "no expiry preview"
-        else:
-            findings["expirable_snapshots"] = len(expiry.expire)
-            findings["held_snapshots"] = expiry.held_snapshots
-            # compaction in the same run makes the replaced files reclaimable only through expiry
-            if len(expiry.expire) >= policy.min_snapshots_to_expire or (force and expiry.expire):
-                actions.append(
-                    PlannedAction(
-                        "expire_snapshots",
-                        {"older_than_ms": policy.expire_older_than_ms, "retain_last": policy.retain_last},
-                        f"{len(expiry.expire)} snapshots older than {iso(policy.expire_older_than_ms)} beyond the "
-                        f"last {policy.retain_last} (threshold {policy.min_snapshots_to_expire})",
-                    )
-                )
-            else:
-                skipped["expire_snapshots"] = (
-                    f"{len(expiry.expire)} expirable snapshots (< {policy.min_snapshots_to_expire})"
-                    + (f"; {len(expiry.held_snapshots)} old snapshots held by refs" if expiry.held_snapshots else "")
-                )
-
-    # orphans ------------------------------------------------------------------
-    if "remove_orphan_files" in allowed:
-        if not policy.remove_orphans:
-            skipped["remove_orphan_files"] = "remove_orphans is off (it lists the whole table location)"
-        elif not actions and not force:
-            skipped["remove_orphan_files"] = (
-                "no other action needs a Spark job; orphan removal rides along with one (or use force=True, "
-                "or schedule IcebergRemoveOrphanFilesOperator on its own cadence)"
-            )
-        elif not gc:
-            skipped["remove_orphan_files"] = "gc.enabled=false: Iceberg refuses remove_orphan_files on this table"
-        else:
-            actions.append(
-                PlannedAction(
-                    "remove_orphan_files",
-                    {"older_than_ms": policy.orphan_older_than_ms, "dry_run": policy.orphan_dry_run},
-                    f"policy asks for orphan removal (files older than {iso(policy.orphan_older_than_ms)}"
-                    + (", dry run)" if policy.orphan_dry_run else ")"),
-                )
-            )
-    # statistics -----------------------------------------------------------------
-    findings["statistics_fresh"] = health.statistics_fresh
-    rewrites = [a.action for a in actions if a.action in ("rewrite_data_files", "rewrite_position_delete_files")]
-    if policy.compute_stats and health.snapshot_id is not None and (health.statistics_fresh is False or rewrites):
-        actions.append(
-            PlannedAction(
-                COMPUTE_STATS,
-                {},
-                "table statistics describe an older snapshot"
-                if not rewrites
-                else f"{' and '.join(rewrites)} will produce a new snapshot",
-            )
-        )
-    elif policy.compute_stats:
-        skipped[COMPUTE_STATS] = "table statistics describe the current snapshot"
+    by_deletes = _plan_compaction(plan, layout or [])
+    _plan_position_deletes(plan, by_deletes)
+    _plan_manifests(plan)
+    _plan_expiry(plan, expiry)
+    _plan_orphans(plan)  # after the others: it rides along with another action's job
+    _plan_statistics(plan)
     order = {name: i for i, name in enumerate(EXECUTION_ORDER)}
-    actions.sort(key=lambda a: order[a.action])
-    return MaintenanceDecision(actions=actions, skipped=skipped, findings=findings)
+    plan.actions.sort(key=lambda a: order[a.action])
+    return MaintenanceDecision(actions=plan.actions, skipped=plan.skipped, findings=plan.findings)

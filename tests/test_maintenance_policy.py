@@ -12,6 +12,7 @@ import pendulum
 import pytest
 
 from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError, IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.expiry_policy import ExpiryPreview, preview_expiry, validate_retain_last
 from airflow_iceberg_provider.maintenance_policy import (
     ORPHAN_MIN_AGE,
     MaintenancePolicy,
@@ -23,15 +24,14 @@ from airflow_iceberg_provider.maintenance_policy import (
     check_orphan_cutoff,
     compaction_candidates,
     decide,
+    file_layout,
     parse_duration,
-    preview_expiry,
     resolve_cutoff,
     resolve_policy,
     rewrite_options,
-    validate_retain_last,
     validate_strategy,
 )
-from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, TableHealth
+from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     ACTIONS,
     MaintenanceSqlError,
@@ -368,7 +368,6 @@ def test_compaction_candidates_mirror_binpack_rules():
 def test_healthy_table_needs_no_action():
     h = health(data_files=30, small_files=30)
     layout = [part(f"day={i}", 1) for i in range(30)]  # one (small) file per partition: nothing to merge
-    from airflow_iceberg_provider.maintenance_policy import ExpiryPreview
 
     expiry = ExpiryPreview(older_than_ms=NOW - 5 * DAY, retain_last=1, expire=[], retain=[10])
     d = decide(h, policy(), properties={}, layout=layout, expiry=expiry)
@@ -377,7 +376,6 @@ def test_healthy_table_needs_no_action():
 
 
 def test_unhealthy_table_gets_ordered_actions_with_reasons():
-    from airflow_iceberg_provider.maintenance_policy import ExpiryPreview
 
     h = health(data_files=200, small_files=200, delete_files=40, position_delete_files=40, manifests=150, snapshots=220)
     expiry = ExpiryPreview(older_than_ms=NOW - 5 * DAY, retain_last=1, expire=list(range(100)), retain=[1])
@@ -398,7 +396,6 @@ def test_unhealthy_table_gets_ordered_actions_with_reasons():
 
 
 def test_gc_disabled_skips_expiry_and_orphans_and_v1_skips_delete_rewrites():
-    from airflow_iceberg_provider.maintenance_policy import ExpiryPreview
 
     expiry = ExpiryPreview(older_than_ms=0, retain_last=1, expire=[1, 2], retain=[3])
     d = decide(
@@ -482,3 +479,26 @@ def test_statistics_are_planned_only_when_a_policy_asks_and_they_are_stale():
     props = {"airflow-iceberg.maintenance.compute-stats": "true"}
     assert resolve_policy(props, now=NOW).compute_stats is True
     assert resolve_policy(props, now=NOW, compute_stats=False).compute_stats is False
+
+
+def test_file_layout_counts_small_large_and_delete_files_per_partition():
+    mib = 1024 * 1024
+
+    def f(partition, size, content="data", spec_id=0):
+        return DataFileFacts(spec_id, partition, content, size, 10)
+
+    files = [
+        f("p=1", 10 * mib),  # small (< 75 MiB of 100)
+        f("p=1", 90 * mib),  # in range
+        f("p=1", 200 * mib),  # large (> 180 MiB)
+        f("p=1", 1 * mib, "position_deletes"),
+        f("p=2", 1 * mib, "equality_deletes"),
+        f("p=1", 5 * mib, spec_id=1),  # another spec: its own group
+    ]
+    layout = file_layout(files, target_file_size=100 * mib)
+    assert [(p.spec_id, p.partition) for p in layout] == [(0, "p=1"), (0, "p=2"), (1, "p=1")]
+    p1 = layout[0]
+    assert (p1.data_files, p1.small_files, p1.large_files, p1.delete_files) == (3, 1, 1, 1)
+    assert (p1.data_bytes, p1.small_bytes) == (300 * mib, 10 * mib)
+    assert (layout[1].data_files, layout[1].delete_files) == (0, 1)
+    assert file_layout([], target_file_size=mib) == []

@@ -306,7 +306,7 @@ def positive_int(
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         bound = "2^31-1" if maximum == JAVA_INT_MAX else ("2^63-1" if maximum == JAVA_LONG_MAX else str(maximum))
         raise IcebergValidationError(
-            f"{param}={describe(value)} is invalid: it must be an integer from {minimum} to {bound}; "
+            f"{param}={describe(value)} is invalid: it must be {'a positive integer' if minimum == 1 else 'an integer'} from {minimum} to {bound}; "
             f"pass e.g. {max(minimum, 1)}{' or leave it unset (None)' if not required else ''}.{' ' + hint if hint else ''}"
         )
     return value

@@ -216,7 +216,7 @@ def test_positive_int():
     for bad in (0, -1, "x", True, 1.5, "1.5", 2**31, "0"):
         with pytest.raises(
             IcebergValidationError,
-            match=r"^min_snapshots_to_keep=.* is invalid: it must be an integer from 1 to 2\^31-1; pass e\.g\. 1",
+            match=r"^min_snapshots_to_keep=.* is invalid: it must be a positive integer from 1 to 2\^31-1; pass e\.g\. 1",
         ):
             params.positive_int(bad, "min_snapshots_to_keep")
     with pytest.raises(IcebergValidationError, match="retain_last=0 .* Keep at least one."):

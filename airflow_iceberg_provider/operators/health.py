@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergHealthThresholdError, IcebergValidationError
 from airflow_iceberg_provider.health_policy import (
     METADATA_LEFTOVER_DEFAULT_AGE,
@@ -24,11 +25,14 @@ from airflow_iceberg_provider.health_policy import (
     resolve_thresholds,
 )
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.maintenance_policy import now_ms, parse_duration
+from airflow_iceberg_provider.maintenance_policy import now_ms
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_iceberg_provider.health_policy import Breach, HealthThresholds
+    from airflow_iceberg_provider.models import TableHealth
 
 ON_BREACH = ("fail", "warn")
 
@@ -73,12 +77,24 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         on_breach = _validate_on_breach(self.on_breach)
-        hook = self.catalog_hook
-        tbl = hook.load_table(self.ident)
+        tbl = self.catalog_hook.load_table(self.ident)
         thresholds = resolve_thresholds(tbl.metadata.properties, **{n: getattr(self, n) for n in THRESHOLDS})
-        health = hook.health(tbl)
+        health = self.catalog_hook.health(tbl)
         found = breaches(health, thresholds)
-        result = with_string_ids(
+        result = self._result(health, thresholds, found)
+        self._record(
+            context, health, result, "succeeded" if not found else ("failed" if on_breach == "fail" else "warned")
+        )
+        for b in found:
+            self.log.warning("%s health threshold crossed: %s", self.ident, b.message)
+        if found and on_breach == "fail":
+            context["ti"].xcom_push(key="return_value", value=result)
+            raise self._breach_error(found)
+        self.log.info("%s health: %s", self.ident, "within all thresholds" if not found else f"{len(found)} breach(es)")
+        return result
+
+    def _result(self, health: TableHealth, thresholds: HealthThresholds, found: Sequence[Breach]) -> dict[str, Any]:
+        return with_string_ids(
             {
                 "table": self.ident.dotted,
                 "healthy": not found,
@@ -87,28 +103,26 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
                 "thresholds": thresholds.to_dict(),
             }
         )
-        hook.record_ledger(
+
+    def _record(self, context: Context, health: TableHealth, result: dict[str, Any], status: str) -> None:
+        self.catalog_hook.record_ledger(
             operation="health_check",
             table=self.ident.dotted,
-            status="succeeded" if not found else ("failed" if on_breach == "fail" else "warned"),
+            status=status,
             context=context,
             snapshot_before=health.snapshot_id,
             snapshot_after=health.snapshot_id,
             metrics=result["health"],
             details={"breaches": result["breaches"], "thresholds": result["thresholds"]},
         )
-        for b in found:
-            self.log.warning("%s health threshold crossed: %s", self.ident, b.message)
-        if found and on_breach == "fail":
-            context["ti"].xcom_push(key="return_value", value=result)
-            raise IcebergHealthThresholdError(
-                f"{self.ident} crossed {len(found)} health threshold(s): "
-                + "; ".join(b.message for b in found)
-                + ". Run the maintenance plan (IcebergMaintenancePlanOperator) or raise the threshold "
-                "(argument or table property airflow-iceberg.health.<key>)."
-            )
-        self.log.info("%s health: %s", self.ident, "within all thresholds" if not found else f"{len(found)} breach(es)")
-        return result
+
+    def _breach_error(self, found: Sequence[Breach]) -> IcebergHealthThresholdError:
+        return IcebergHealthThresholdError(
+            f"{self.ident} crossed {len(found)} health threshold(s): "
+            + "; ".join(b.message for b in found)
+            + ". Run the maintenance plan (IcebergMaintenancePlanOperator) or raise the threshold "
+            "(argument or table property airflow-iceberg.health.<key>)."
+        )
 
 
 def _validate_on_breach(value: Any) -> str:
@@ -159,8 +173,8 @@ class IcebergMetadataHygieneOperator(IcebergBaseOperator):
         result = metadata_hygiene(
             self.catalog_hook,
             self.ident.dotted,
-            previous_versions_max=None if self.previous_versions_max in (None, "") else int(self.previous_versions_max),
-            older_than=parse_duration(self.older_than, "older_than"),
+            previous_versions_max=params.positive_int(self.previous_versions_max, "previous_versions_max"),
+            older_than=params.duration(self.older_than, "older_than", required=True),
             dry_run=str(self.dry_run).strip().lower() == "true",
             context=context,
         )
@@ -236,8 +250,10 @@ def run_metadata_hygiene(hook: Any, table: str, options: Any, context: Any = Non
     return metadata_hygiene(
         hook,
         table,
-        previous_versions_max=None if pvm in (None, "") else int(pvm),
-        older_than=parse_duration(options.get("older_than", METADATA_LEFTOVER_DEFAULT_AGE), "older_than"),
+        previous_versions_max=params.positive_int(pvm, "metadata_hygiene.previous_versions_max"),
+        older_than=params.duration(
+            options.get("older_than", METADATA_LEFTOVER_DEFAULT_AGE), "metadata_hygiene.older_than", required=True
+        ),
         dry_run=str(options.get("dry_run", False)).strip().lower() == "true",
         context=context,
     )

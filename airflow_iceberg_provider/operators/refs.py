@@ -14,26 +14,19 @@ that snapshot references — until the hold is released (the tag is dropped with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_iceberg_provider._ref_logic import (
-    duration_ms,
-    legal_hold_tag_name,
-    positive_int,
-    tag_retention,
-    timestamp_ms,
-    validate_operation,
-    validate_summary,
-)
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_snapshot_id
+from airflow_iceberg_provider import params
+from airflow_iceberg_provider._ref_logic import check_tag_name, tag_retention, validate_summary
+from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
+from airflow_iceberg_provider.governance import is_legal_hold
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 
@@ -43,13 +36,11 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
+    from airflow_iceberg_provider.models import SnapshotInfo
 
-def _templated(value: Any) -> bool:
-    return isinstance(value, str) and "{{" in value
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
+_T = TypeVar("_T")
+_templated = params.is_templated
+_blank = params.is_unset
 
 
 class _RefOperator(IcebergBaseOperator):
@@ -73,6 +64,22 @@ class _RefOperator(IcebergBaseOperator):
         except Exception as ledger_err:  # the refusal is what matters; never mask it
             self.log.warning("Could not record the refusal in the ledger: %s", ledger_err)
 
+    def _attempt(
+        self, context: Context, operation: str, ref: str, details: Mapping[str, Any], commit: Callable[[], _T]
+    ) -> _T:
+        """Run one commit; a refusal is recorded in the ledger (with ``details``) and re-raised."""
+        try:
+            return commit()
+        except IcebergRefusedError as err:
+            self._refused(context, operation, ref, err, **details)
+            raise
+
+    def _record(
+        self, context: Context, operation: str, ref: str, status: str, details: Mapping[str, Any], **kw: Any
+    ) -> None:
+        """The ledger row of a finished ref operation (``kw``: snapshot_before/after, started_at)."""
+        self._ledger(context, operation, ref, status, details=dict(details), **kw)
+
     def _verify_ref(self, ref: str, snapshot_id: int, ref_type: str, **retention: int | None) -> None:
         """Re-read the table and check the ref points where it should, with the retention asked for."""
         found = self.catalog_hook.refs(self.ident).get(ref)
@@ -95,7 +102,7 @@ class _RefOperator(IcebergBaseOperator):
 
     def _source_snapshot(self, tbl: Table, ref: str, snapshot_id: Any, what: str) -> int:
         if not _blank(snapshot_id):
-            return validate_snapshot_id(snapshot_id, "snapshot_id")
+            return params.snapshot_id(snapshot_id, "snapshot_id", required=True)
         head = self.catalog_hook.ref_snapshot_id(tbl, validate_ref(ref, "ref"))
         if head is None:
             raise IcebergRefusedError(
@@ -178,29 +185,17 @@ class IcebergCreateTagOperator(_RefOperator):
         if legal_hold and _blank(case_id):
             raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
 
-    def _tag_name(self) -> str:
-        tag = validate_ref(self.tag, "tag", allow_main=False)
-        if self.legal_hold:
-            return validate_ref(legal_hold_tag_name(tag), "tag", allow_main=False)
-        if tag.startswith(LEGAL_HOLD_PREFIX):
-            raise IcebergValidationError(
-                f"tag={tag!r} uses the legal-hold prefix {LEGAL_HOLD_PREFIX!r}; pass legal_hold=True with a "
-                "case_id to place a hold, or choose a name without the prefix."
-            )
-        return tag
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        tag = self._tag_name()
-        max_age = duration_ms(self.max_ref_age, "max_ref_age")
-        if self.legal_hold and max_age is not None:
-            raise IcebergValidationError("legal_hold=True with max_ref_age: a legal hold must not expire on its own.")
+    def _resolve(self) -> tuple[str, int | None]:
+        """The tag's name (the one rule: :func:`~airflow_iceberg_provider._ref_logic.check_tag_name`) and retention."""
         if self.legal_hold and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires a non-empty case_id.")
-        hook = self.catalog_hook
-        started = datetime.now(UTC)
-        tbl = hook.load_table(self.ident)
-        previous = tbl.metadata.refs.get(tag)
-        snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "tag")
+        tag = check_tag_name(self.tag, "tag", legal_hold=self.legal_hold, case_id=self.case_id)
+        max_age = params.retention_ms(self.max_ref_age, "max_ref_age")
+        if self.legal_hold and max_age is not None:
+            raise IcebergValidationError("legal_hold=True with max_ref_age: a legal hold must not expire on its own.")
+        return tag, max_age
+
+    def _details(self, tag: str, max_age: int | None) -> dict[str, Any]:
         details: dict[str, Any] = {
             "tag": tag,
             "source_ref": None if not _blank(self.snapshot_id) else self.ref,
@@ -210,33 +205,31 @@ class IcebergCreateTagOperator(_RefOperator):
         }
         if self.legal_hold:
             details.update(case_id=str(self.case_id), reason=self.hold_reason)
-        try:
-            outcome = hook.create_tag(tbl, tag, snapshot_id=snapshot_id, max_ref_age_ms=max_age, replace=self.replace)
-        except IcebergRefusedError as err:
-            self._refused(context, "create_tag", tag, err, **details, snapshot_id=snapshot_id)
-            raise
+        return details
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        tag, max_age = self._resolve()
+        hook, started = self.catalog_hook, datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        previous = tbl.metadata.refs.get(tag)
+        snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "tag")
+        details = self._details(tag, max_age)
+        outcome = self._attempt(
+            context, "create_tag", tag, {**details, "snapshot_id": snapshot_id},
+            lambda: hook.create_tag(tbl, tag, snapshot_id=snapshot_id, max_ref_age_ms=max_age, replace=self.replace),
+        )  # fmt: skip
         # a hold carries a never-expiring max-ref-age (the table's default must not drop it)
         self._verify_ref(tag, snapshot_id, "tag", max_ref_age_ms=tag_retention(tag, max_age))
-        self._ledger(
-            context,
-            "create_tag",
-            tag,
-            "noop" if outcome == "exists" else "succeeded",
-            snapshot_before=previous.snapshot_id if previous is not None else None,
-            snapshot_after=snapshot_id,
-            details={**details, "outcome": outcome},
+        self._record(
+            context, "create_tag", tag, "noop" if outcome == "exists" else "succeeded", {**details, "outcome": outcome},
+            snapshot_before=previous.snapshot_id if previous is not None else None, snapshot_after=snapshot_id,
             started_at=started,
-        )
+        )  # fmt: skip
         self.log.info("Tag %s on %s -> snapshot %s: %s", tag, self.ident, snapshot_id, outcome)
-        result = {
-            "table": self.ident.dotted,
-            "tag": tag,
-            "snapshot_id": snapshot_id,
-            "outcome": outcome,
-            "max_ref_age_ms": max_age,
-            "legal_hold": self.legal_hold,
-        }
-        return with_string_ids(result)
+        return with_string_ids({
+            "table": self.ident.dotted, "tag": tag, "snapshot_id": snapshot_id, "outcome": outcome,
+            "max_ref_age_ms": max_age, "legal_hold": self.legal_hold,
+        })  # fmt: skip
 
 
 class IcebergCreateBranchOperator(_RefOperator):
@@ -289,38 +282,33 @@ class IcebergCreateBranchOperator(_RefOperator):
         self.max_ref_age = max_ref_age
         self.replace = replace
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        branch = validate_ref(self.branch, "branch", allow_main=False)
-        retention = {
-            "max_ref_age_ms": duration_ms(self.max_ref_age, "max_ref_age"),
-            "max_snapshot_age_ms": duration_ms(self.max_snapshot_age, "max_snapshot_age"),
-            "min_snapshots_to_keep": positive_int(self.min_snapshots_to_keep, "min_snapshots_to_keep"),
+    def _resolve(self) -> tuple[str, dict[str, int | None]]:
+        """The branch name (never ``main``) and its retention, as Iceberg stores it."""
+        return params.ref_name(self.branch, "branch", allow_main=False), {  # type: ignore[return-value]
+            "max_ref_age_ms": params.retention_ms(self.max_ref_age, "max_ref_age"),
+            "max_snapshot_age_ms": params.retention_ms(self.max_snapshot_age, "max_snapshot_age"),
+            "min_snapshots_to_keep": params.positive_int(self.min_snapshots_to_keep, "min_snapshots_to_keep"),
         }
-        hook = self.catalog_hook
-        started = datetime.now(UTC)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        branch, retention = self._resolve()
+        hook, started = self.catalog_hook, datetime.now(UTC)
         tbl = hook.load_table(self.ident)
         previous = tbl.metadata.refs.get(branch)
         snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "branch from")
         details = {"branch": branch, "source_ref": None if not _blank(self.snapshot_id) else self.ref, **retention}
-        try:
-            outcome = hook.create_branch(tbl, branch, snapshot_id=snapshot_id, replace=self.replace, **retention)
-        except IcebergRefusedError as err:
-            self._refused(context, "create_branch", branch, err, **details, snapshot_id=snapshot_id)
-            raise
+        outcome = self._attempt(
+            context, "create_branch", branch, {**details, "snapshot_id": snapshot_id},
+            lambda: hook.create_branch(tbl, branch, snapshot_id=snapshot_id, replace=self.replace, **retention),
+        )  # fmt: skip
         head = hook.ref_snapshot_id(self.ident, branch)
-        self._verify_ref(
-            branch, head if outcome in ("exists", "retention_updated") else snapshot_id, "branch", **retention
-        )
-        self._ledger(
-            context,
-            "create_branch",
-            branch,
-            "noop" if outcome == "exists" else "succeeded",
-            snapshot_before=previous.snapshot_id if previous is not None else None,
-            snapshot_after=head,
-            details={**details, "outcome": outcome},
-            started_at=started,
-        )
+        kept = outcome in ("exists", "retention_updated")  # the branch stays where it is (maybe advanced)
+        self._verify_ref(branch, head if kept else snapshot_id, "branch", **retention)
+        self._record(
+            context, "create_branch", branch, "noop" if outcome == "exists" else "succeeded",
+            {**details, "outcome": outcome}, snapshot_before=previous.snapshot_id if previous is not None else None,
+            snapshot_after=head, started_at=started,
+        )  # fmt: skip
         self.log.info("Branch %s on %s from snapshot %s: %s", branch, self.ident, snapshot_id, outcome)
         result = {"table": self.ident.dotted, "branch": branch, "snapshot_id": head, "outcome": outcome, **retention}
         return with_string_ids(result)
@@ -390,7 +378,7 @@ class IcebergDropTagOperator(_DropRefOperator):
         self.release_legal_hold = release_legal_hold
         self.release_reason = release_reason
         if isinstance(tag, str) and not _templated(tag):
-            validate_ref(tag, "tag", allow_main=False)
+            params.ref_name(tag, "tag", allow_main=False)
 
     def _check_drop(self, context: Context, name: str) -> None:
         if is_legal_hold(name) and not self.release_legal_hold:
@@ -424,7 +412,7 @@ class IcebergDropBranchOperator(_DropRefOperator):
         super().__init__(**kwargs)
         self.branch = branch
         if isinstance(branch, str) and not _templated(branch):
-            validate_ref(branch, "branch", allow_main=False)
+            params.ref_name(branch, "branch", allow_main=False)
 
     def execute(self, context: Context) -> dict[str, Any]:
         return self._drop(context, self.branch)
@@ -479,8 +467,9 @@ class IcebergRollbackOperator(_RefOperator):
         if sum(v is not None for v in (to_snapshot_id, to_tag, to_timestamp)) != 1:
             raise IcebergValidationError("Pass exactly one rollback target: to_snapshot_id, to_tag or to_timestamp.")
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        ref = validate_ref(self.ref, "ref")
+    def _resolve(self) -> tuple[str, dict[str, Any], dict[str, Any], int | None]:
+        """``(ref, target kwargs for the hook, the rendered targets given, expected head)``."""
+        ref = params.ref_name(self.ref, "ref")
         targets = {"to_snapshot_id": self.to_snapshot_id, "to_tag": self.to_tag, "to_timestamp": self.to_timestamp}
         given = {k: v for k, v in targets.items() if not _blank(v)}
         if len(given) != 1:
@@ -489,58 +478,54 @@ class IcebergRollbackOperator(_RefOperator):
             )
         kwargs: dict[str, Any] = {}
         if "to_snapshot_id" in given:
-            kwargs["snapshot_id"] = validate_snapshot_id(self.to_snapshot_id, "to_snapshot_id")
+            kwargs["snapshot_id"] = params.snapshot_id(self.to_snapshot_id, "to_snapshot_id")
         elif "to_tag" in given:
-            kwargs["tag"] = validate_ref(self.to_tag, "to_tag")
+            kwargs["tag"] = params.ref_name(self.to_tag, "to_tag")
         else:
-            kwargs["as_of_ms"] = timestamp_ms(self.to_timestamp, "to_timestamp")
-        expected = (
-            None
-            if _blank(self.expected_snapshot_id)
-            else validate_snapshot_id(self.expected_snapshot_id, "expected_snapshot_id")
-        )
+            kwargs["as_of_ms"] = params.instant_ms(self.to_timestamp, "to_timestamp")
+        return ref, kwargs, given, params.snapshot_id(self.expected_snapshot_id, "expected_snapshot_id")
+
+    def _plan_and_move(self, tbl: Table, ref: str, target_kwargs: dict[str, Any], expected: int | None) -> Any:
+        """``(target snapshot, snapshot ids dropped from the ref, moved?)``: resolve, then one CAS commit."""
         hook = self.catalog_hook
-        started = datetime.now(UTC)
-        tbl = hook.load_table(self.ident)
-        head = hook.ref_snapshot_id(tbl, ref)
-        details = {"target": {k: str(v) for k, v in given.items()}, "expected_snapshot_id": expected}
-        try:
-            target = hook.resolve_rollback_target(tbl, ref=ref, **kwargs)
-            chain = [s.snapshot_id for s in hook.ref_chain(tbl, ref)]
-            discarded = chain[chain.index(target.snapshot_id) + 1 :]
-            moved = hook.rollback(tbl, to_snapshot_id=target.snapshot_id, ref=ref, expected_snapshot_id=expected)
-        except IcebergRefusedError as err:
-            self._refused(context, "rollback", ref, err, **details, head=head)
-            raise
-        after = hook.ref_snapshot_id(self.ident, ref)
+        target = hook.resolve_rollback_target(tbl, ref=ref, **target_kwargs)
+        chain = [s.snapshot_id for s in hook.ref_chain(tbl, ref)]
+        discarded = chain[chain.index(target.snapshot_id) + 1 :]
+        moved = hook.rollback(tbl, to_snapshot_id=target.snapshot_id, ref=ref, expected_snapshot_id=expected)
+        return target, discarded, moved
+
+    def _verify_moved(self, ref: str, target: SnapshotInfo) -> None:
+        after = self.catalog_hook.ref_snapshot_id(self.ident, ref)
         if after != target.snapshot_id:
             raise IcebergCommitVerificationError(
                 f"After the rollback {self.ident} {ref!r} points at {after}, not {target.snapshot_id}; a "
                 "concurrent writer moved it. Inspect the table history."
             )
-        self._ledger(
-            context,
-            "rollback",
-            ref,
-            "succeeded" if moved else "noop",
-            snapshot_before=head,
-            snapshot_after=target.snapshot_id,
-            details={**details, "discarded_snapshots": discarded},
-            started_at=started,
-        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ref, target_kwargs, given, expected = self._resolve()
+        hook, started = self.catalog_hook, datetime.now(UTC)
+        tbl = hook.load_table(self.ident)
+        head = hook.ref_snapshot_id(tbl, ref)
+        details = {"target": {k: str(v) for k, v in given.items()}, "expected_snapshot_id": expected}
+        target, discarded, moved = self._attempt(
+            context, "rollback", ref, {**details, "head": head},
+            lambda: self._plan_and_move(tbl, ref, target_kwargs, expected),
+        )  # fmt: skip
+        self._verify_moved(ref, target)
+        self._record(
+            context, "rollback", ref, "succeeded" if moved else "noop",
+            {**details, "discarded_snapshots": discarded}, snapshot_before=head,
+            snapshot_after=target.snapshot_id, started_at=started,
+        )  # fmt: skip
         self.log.info(
             "Rolled %s %s back from %s to %s (discarded from the ref: %s)",
             self.ident, ref, head, target.snapshot_id, discarded or "nothing",
         )  # fmt: skip
-        result = {
-            "table": self.ident.dotted,
-            "ref": ref,
-            "snapshot_id": target.snapshot_id,
-            "previous_snapshot_id": head,
-            "rolled_back": moved,
-            "discarded": discarded,
-        }
-        return with_string_ids(result)
+        return with_string_ids({
+            "table": self.ident.dotted, "ref": ref, "snapshot_id": target.snapshot_id,
+            "previous_snapshot_id": head, "rolled_back": moved, "discarded": discarded,
+        })  # fmt: skip
 
 
 class IcebergCommitCheckOperator(_RefOperator):
@@ -591,60 +576,67 @@ class IcebergCommitCheckOperator(_RefOperator):
         self.summary = summary if summary is not None else {}  # validated once rendered
         self.after_snapshot_id = after_snapshot_id
         self.since = since
-        self.min_commits = positive_int(min_commits, "min_commits")
+        self.min_commits = params.positive_int(min_commits, "min_commits")
         if operation is not None and not _templated(operation):
-            validate_operation(operation)
+            params.operation(operation)
 
     def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
         """A commit check only reads the table (an OpenLineage input)."""
         return [self.ident.dotted], []
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        ref = validate_ref(self.ref, "ref")
-        operation = validate_operation(self.operation)
-        summary = validate_summary(self.summary)
-        after = (
-            None
-            if _blank(self.after_snapshot_id)
-            else validate_snapshot_id(self.after_snapshot_id, "after_snapshot_id")
-        )
-        since = timestamp_ms(self.since, "since")
-        hook = self.catalog_hook
-        tbl = hook.load_table(self.ident)
+    def _resolve(self) -> dict[str, Any]:
+        """The rendered search: ``ref``, ``operation``, ``summary``, ``after_snapshot_id``, ``since_ms``."""
+        return {
+            "ref": params.ref_name(self.ref, "ref"),
+            "operation": params.operation(self.operation),
+            "summary": validate_summary(self.summary),
+            "after_snapshot_id": params.snapshot_id(self.after_snapshot_id, "after_snapshot_id"),
+            "since_ms": params.instant_ms(self.since, "since"),
+        }
+
+    def _check_searchable(self, tbl: Table, q: Mapping[str, Any]) -> None:
+        """Refuse a search that cannot mean anything: no such ref, or a baseline outside its history."""
+        ref, after = q["ref"], q["after_snapshot_id"]
         if ref != MAIN_BRANCH and ref not in tbl.metadata.refs:
             raise IcebergCommitVerificationError(
-                f"{self.ident} has no ref {ref!r}, so no commit matching {operation or 'any operation'} "
-                f"{summary or ''} exists on it. Check that the job wrote to this table and branch."
+                f"{self.ident} has no ref {ref!r}, so no commit matching {q['operation'] or 'any operation'} "
+                f"{q['summary'] or ''} exists on it. Check that the job wrote to this table and branch."
             )
-        if after is not None and after not in {s.snapshot_id for s in hook.ref_chain(tbl, ref)}:
+        if after is not None and after not in {s.snapshot_id for s in self.catalog_hook.ref_chain(tbl, ref)}:
             raise IcebergCommitVerificationError(
                 f"after_snapshot_id={after} is not in the history of {self.ident} {ref!r} (rolled back past, "
                 "expired, or from another branch), so 'commits after it' is undefined. Pass a snapshot of this "
                 "ref, or use since=<time>."
             )
-        found = hook.find_snapshots(
-            tbl, ref=ref, operation=operation, summary=summary, after_snapshot_id=after, since_ms=since
-        )
-        need = self.min_commits or 1
+
+    def _verify_found(self, found: Sequence[SnapshotInfo], q: Mapping[str, Any]) -> str:
+        """The search criteria as text; refuses when fewer than ``min_commits`` matched."""
+        after, since = q["after_snapshot_id"], q["since_ms"]
         criteria = (
-            f"operation={operation or 'any'}, summary={summary or '{}'}"
+            f"operation={q['operation'] or 'any'}, summary={q['summary'] or '{}'}"
             + (f", after snapshot {after}" if after is not None else "")
             + (f", since {since} ms" if since is not None else "")
         )
+        need = self.min_commits or 1
         if len(found) < need:
             raise IcebergCommitVerificationError(
-                f"Expected at least {need} commit(s) on {self.ident} {ref!r} with {criteria}; found {len(found)}. "
-                "The writer did not commit what it claimed (or committed elsewhere)."
+                f"Expected at least {need} commit(s) on {self.ident} {q['ref']!r} with {criteria}; found "
+                f"{len(found)}. The writer did not commit what it claimed (or committed elsewhere)."
             )
+        return criteria
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        q = self._resolve()
+        ref = q["ref"]
+        tbl = self.catalog_hook.load_table(self.ident)
+        self._check_searchable(tbl, q)
+        found = self.catalog_hook.find_snapshots(tbl, **q)
+        criteria = self._verify_found(found, q)
         newest = found[-1]
         self.log.info(
             "Found %d matching commit(s) on %s %s (%s); newest %s",
-            len(found),
-            self.ident,
-            ref,
-            criteria,
-            newest.snapshot_id,
-        )
+            len(found), self.ident, ref, criteria, newest.snapshot_id,
+        )  # fmt: skip
         result = {
             "table": self.ident.dotted,
             "ref": ref,

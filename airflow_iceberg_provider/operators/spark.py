@@ -6,14 +6,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider._ref_logic import SNAPSHOT_OPERATIONS
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
+from airflow_iceberg_provider import params
+from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_iceberg_provider.hooks.spark import JobRun
+    from airflow_iceberg_provider.models import SnapshotInfo
 
 
 class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
@@ -60,51 +63,19 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
         super().__init__(**kwargs)
         self.application = application
         self.ref = ref
-        bad = [op for op in expected_operations if op not in SNAPSHOT_OPERATIONS]
-        if bad or not expected_operations:
-            raise IcebergValidationError(
-                f"expected_operations={list(expected_operations)!r} is invalid; use a non-empty subset "
-                f"of {list(SNAPSHOT_OPERATIONS)}."
-            )
-        self.expected_operations = tuple(expected_operations)
+        self.expected_operations = tuple(params.operations(expected_operations, "expected_operations"))
         self.params_for_job = params_for_job if params_for_job is not None else {}  # validated once rendered
 
     def execute(self, context: Context) -> dict[str, Any]:
-        ref = validate_ref(self.ref, "ref")
-        if not isinstance(self.params_for_job, Mapping):
-            raise IcebergValidationError(
-                f"params_for_job={self.params_for_job!r:.80} is not a mapping; pass a dict of JSON values."
-            )
-        try:
-            json.dumps(self.params_for_job)
-        except (TypeError, ValueError) as err:
-            raise IcebergValidationError(
-                f"params_for_job is not JSON-serialisable ({err}); pass plain strings, numbers, lists and dicts."
-            ) from err
-        hook = self.catalog_hook
-        existing = hook.refs(self.ident).get(ref)
+        ref, job_params = self._resolve()
+        existing = self.catalog_hook.refs(self.ident).get(ref)
         before = existing.snapshot_id if existing else None
-        spec = self.job_spec(context, "spark_submit", ref=ref, params=self.params_for_job)
-        ident = spec["airflow"]
-        spec["snapshot_properties"] = {f"airflow.{k.replace('_', '-')}": v for k, v in ident.items() if v}
+        spec = self.job_spec(context, "spark_submit", ref=ref, params=job_params)
+        spec["snapshot_properties"] = {f"airflow.{k.replace('_', '-')}": v for k, v in spec["airflow"].items() if v}
         self.log.info("Submitting %s for %s@%s (head before: %s)", self.application, self.ident, ref, before)
         run = self.spark_hook.submit(self.spark_hook.plan(self.application, spec=spec, name=f"airflow-{self.task_id}"))
         snap = self.verify_new_commit(ref=ref, before_snapshot_id=before, operations=self.expected_operations)
-        job_rows = hook.read_governance_rows("ledger", event_id=run.job_run_id)
-        if not job_rows:  # the application did not use run_job: record the operation ourselves
-            hook.record_ledger(
-                operation="spark_submit",
-                table=self.ident.dotted,
-                ref=ref,
-                status="succeeded",
-                context=context,
-                snapshot_before=before,
-                snapshot_after=snap.snapshot_id,
-                metrics=_summary_metrics(snap.summary),
-                details={"application": str(self.application)},
-                started_at=run.started_at,
-                event_id=run.job_run_id,
-            )
+        self._record(context, ref, before, snap, run)
         result = {
             "table": self.ident.dotted,
             "ref": ref,
@@ -117,6 +88,40 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
         }
         self.log.info("Verified commit on %s@%s: %s", self.ident, ref, result)
         return with_string_ids(result)
+
+    def _resolve(self) -> tuple[str, Mapping[str, Any]]:
+        """The rendered ref and ``params_for_job`` (a mapping of JSON values)."""
+        ref = params.ref_name(self.ref, "ref")
+        if not isinstance(self.params_for_job, Mapping):
+            raise IcebergValidationError(
+                f"params_for_job={self.params_for_job!r:.80} is not a mapping; pass a dict of JSON values."
+            )
+        try:
+            json.dumps(self.params_for_job)
+        except (TypeError, ValueError) as err:
+            raise IcebergValidationError(
+                f"params_for_job is not JSON-serialisable ({err}); pass plain strings, numbers, lists and dicts."
+            ) from err
+        return ref, self.params_for_job
+
+    def _record(self, context: Context, ref: str, before: int | None, snap: SnapshotInfo, run: JobRun) -> None:
+        """A ledger row, unless the application wrote its own (``iceberg_job_runtime.run_job`` does)."""
+        hook = self.catalog_hook
+        if hook.read_governance_rows("ledger", event_id=run.job_run_id):
+            return
+        hook.record_ledger(
+            operation="spark_submit",
+            table=self.ident.dotted,
+            ref=ref,
+            status="succeeded",
+            context=context,
+            snapshot_before=before,
+            snapshot_after=snap.snapshot_id,
+            metrics=_summary_metrics(snap.summary),
+            details={"application": str(self.application)},
+            started_at=run.started_at,
+            event_id=run.job_run_id,
+        )
 
 
 def _summary_metrics(summary: Mapping[str, str]) -> dict[str, int]:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_iceberg_provider._ref_logic import timestamp_ms, validate_operation, validate_summary
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_snapshot_id, validate_table
+from airflow_iceberg_provider import params
+from airflow_iceberg_provider._ref_logic import validate_summary
+from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.exceptions import IcebergProviderError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
@@ -119,8 +120,8 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         self._known_location: str | None = None
         if isinstance(table, str) and "{{" not in table:
             validate_table(table)
-        if isinstance(operation, str) and "{{" not in operation:
-            validate_operation(operation)
+        if isinstance(operation, str) and not params.is_templated(operation):
+            params.operation(operation)
         if self.deferrable and self.mode == "reschedule":
             raise IcebergValidationError("deferrable=True and mode='reschedule' exclude each other; pick one.")
 
@@ -163,17 +164,13 @@ class IcebergSnapshotSensor(BaseSensorOperator):
 
     def _validate(self) -> tuple[str, str | None, dict[str, str]]:
         validate_table(self.table)
-        return validate_ref(self.ref, "ref"), validate_operation(self.operation), validate_summary(self.summary)
+        return params.ref_name(self.ref, "ref"), params.operation(self.operation), validate_summary(self.summary)
 
     def resolve_baseline(self, context: Context) -> tuple[int | None, int | None]:
         """``(after_snapshot_id, after_timestamp_ms)`` for this run (rendered args or remembered state)."""
         if self._baseline is None:
-            after_id = (
-                None
-                if self.after_snapshot_id in (None, "")
-                else validate_snapshot_id(self.after_snapshot_id, "after_snapshot_id")
-            )
-            after_ms = timestamp_ms(self.after_timestamp, "after_timestamp")
+            after_id = params.snapshot_id(self.after_snapshot_id, "after_snapshot_id")
+            after_ms = params.instant_ms(self.after_timestamp, "after_timestamp")
             if self.since_last_seen:
                 state = self._read_state(context)
                 if state is not None:
@@ -215,22 +212,24 @@ class IcebergSnapshotSensor(BaseSensorOperator):
             found = self.poke(context)
             if isinstance(found, PokeReturnValue) and found.is_done:
                 return found.xcom_value
+        self.defer(
+            trigger=self._trigger(context), method_name="execute_complete", timeout=timedelta(seconds=self.timeout)
+        )
+
+    def _trigger(self, context: Context) -> IcebergSnapshotTrigger:
+        """The trigger that waits in the triggerer for the same commit :meth:`poke` looks for."""
         ref, operation, summary = self._validate()
         after_id, after_ms = self.resolve_baseline(context)
         self.log.info("Deferring: waiting for a commit on %s@%s after %s / %s ms", self.table, ref, after_id, after_ms)
-        self.defer(
-            trigger=IcebergSnapshotTrigger(
-                table=validate_table(self.table).dotted,
-                ref=ref,
-                after_snapshot_id=after_id,
-                after_timestamp_ms=after_ms,
-                operation=operation,
-                summary=summary,
-                iceberg_catalog_conn_id=self.iceberg_catalog_conn_id,
-                poll_interval=self.poke_interval,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+        return IcebergSnapshotTrigger(
+            table=validate_table(self.table).dotted,
+            ref=ref,
+            after_snapshot_id=after_id,
+            after_timestamp_ms=after_ms,
+            operation=operation,
+            summary=summary,
+            iceberg_catalog_conn_id=self.iceberg_catalog_conn_id,
+            poll_interval=self.poke_interval,
         )
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> dict[str, Any]:

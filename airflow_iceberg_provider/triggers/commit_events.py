@@ -9,8 +9,9 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_iceberg_provider._ref_logic import matches, validate_operation, validate_summary
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_snapshot_id, validate_table
+from airflow_iceberg_provider import params
+from airflow_iceberg_provider._ref_logic import matches, validate_summary
+from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, IcebergRefNotFoundError
 from airflow_iceberg_provider.ids import id_str, with_string_ids
 from airflow_iceberg_provider.models import SnapshotInfo
@@ -115,13 +116,9 @@ class IcebergCommitEventTrigger(IcebergEventTriggerBase):
         super().__init__()
         self.table = validate_table(table).dotted
         self.ref = validate_ref(ref, "ref")
-        self.operation = validate_operation(operation)
+        self.operation = params.operation(operation)
         self.summary = validate_summary(summary)
-        self.after_snapshot_id = (
-            None
-            if after_snapshot_id in (None, "")
-            else id_str(validate_snapshot_id(after_snapshot_id, "after_snapshot_id"))
-        )
+        self.after_snapshot_id = id_str(params.snapshot_id(after_snapshot_id, "after_snapshot_id"))
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.poll_interval = validate_poll_interval(poll_interval)
 

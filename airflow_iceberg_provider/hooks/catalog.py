@@ -566,50 +566,43 @@ class IcebergCatalogHook(BaseHook):
     def apply_ref_changes(self, table: str | TableIdent | Table, changes: Sequence[RefChange]) -> bool:
         """Apply a plan's ref changes (move, create, remove; branches and tags) in ONE catalog commit.
 
-        The updates and ``assert-ref-snapshot-id`` requirements are the ones pyiceberg's
-        ``manage_snapshots()`` chain builds, one requirement per ref (where the plan saw it;
-        ``None``: the ref must not exist), so a concurrent change to any of them fails the whole
-        commit with :class:`IcebergCommitConflictError` and nothing changes. They are committed
-        directly because pyiceberg 0.12's ``Transaction`` keeps one requirement per *type*, which
-        would drop every ref's assertion but the first (Java and iceberg-go keep one per ref).
-        Moving ``main`` sets the current snapshot. Returns whether a commit was made.
+        One ``manage_snapshots()`` chain, as pyiceberg's builders do: each step carries an
+        ``assert-ref-snapshot-id`` requirement for its ref, all committed together, so a concurrent
+        change to any of them fails the whole commit with :class:`IcebergCommitConflictError` and
+        nothing changes. The plan's expectations are checked against the loaded metadata first
+        (the requirements assert what was loaded). ``main`` moves with ``create_branch("main")``
+        (as :meth:`fast_forward`), never ``set_current_snapshot()``: that one stages separately,
+        and pyiceberg 0.12's ``Transaction`` keeps only the first staging's requirement of a type,
+        so ``main``'s assertion would be lost. Returns whether a commit was made.
         """
-        from pyiceberg.exceptions import CommitFailedException
-        from pyiceberg.table.update import (
-            AssertRefSnapshotId,
-            AssertTableUUID,
-            RemoveSnapshotRefUpdate,
-            SetSnapshotRefUpdate,
-        )
-
         if not changes:
             return False
         tbl = self._table(table)
-        requirements: list[Any] = [AssertTableUUID(uuid=tbl.metadata.table_uuid)]
-        updates: list[Any] = []
         for c in changes:
             validate_ref(c.ref, allow_main=c.snapshot_id is not None)
-            requirements.append(AssertRefSnapshotId(ref=c.ref, snapshot_id=c.expected_snapshot_id))
-            if c.snapshot_id is None:
-                updates.append(RemoveSnapshotRefUpdate(ref_name=c.ref))
-                continue
-            updates.append(
-                SetSnapshotRefUpdate(
-                    ref_name=c.ref,
-                    type=c.ref_type,
-                    snapshot_id=c.snapshot_id,
-                    max_ref_age_ms=c.max_ref_age_ms,
-                    max_snapshot_age_ms=c.max_snapshot_age_ms,
-                    min_snapshots_to_keep=c.min_snapshots_to_keep,
+            found = tbl.metadata.refs.get(c.ref)
+            if (found.snapshot_id if found is not None else None) != c.expected_snapshot_id:
+                raise IcebergCommitConflictError(
+                    f"Ref {c.ref!r} of {_name(tbl)} points at {found.snapshot_id if found else 'nothing'}, not "
+                    f"{c.expected_snapshot_id if c.expected_snapshot_id is not None else 'nothing'} as planned; "
+                    "another writer changed it. Nothing was changed."
                 )
-            )
-        with self.translate_errors(_name(tbl)):
-            try:
-                for requirement in requirements:  # the loaded metadata first: a stale plan fails before any I/O
-                    requirement.validate(tbl.metadata)
-            except CommitFailedException as err:
-                raise CommitFailedException(f"{err} (the plan saw another state; nothing was changed)") from err
-            tbl._do_commit(tuple(updates), tuple(requirements))  # what Transaction.commit_transaction calls
+        with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
+            for c in changes:
+                if c.snapshot_id is None and c.ref_type == "tag":
+                    ms.remove_tag(c.ref)
+                elif c.snapshot_id is None:
+                    ms.remove_branch(c.ref)
+                elif c.ref_type == "tag":
+                    ms.create_tag(c.snapshot_id, c.ref, max_ref_age_ms=c.max_ref_age_ms)
+                else:
+                    ms.create_branch(
+                        c.snapshot_id,
+                        c.ref,
+                        max_ref_age_ms=c.max_ref_age_ms,
+                        max_snapshot_age_ms=c.max_snapshot_age_ms,
+                        min_snapshots_to_keep=c.min_snapshots_to_keep,
+                    )
         return True
 
     def ensure_table_properties(self, table: str | TableIdent | Table, properties: Mapping[str, str]) -> bool:

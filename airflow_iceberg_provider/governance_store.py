@@ -201,7 +201,7 @@ class GovernanceStore:
     def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
         """Create an erasure requests table (request_id, subject_key, received_at, status…) if missing."""
         from airflow_iceberg_provider.erasure_policy import REQUESTS_COLUMNS
-        from airflow_iceberg_provider.table_evolution import parse_columns
+        from airflow_iceberg_provider.schema import parse_columns
 
         hook = self.hook
         ident = validate_table(table, "requests_table")

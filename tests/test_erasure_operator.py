@@ -171,7 +171,7 @@ def test_deadline_sensor_ignores_done_requests(erasure_lake):
 
 
 def _schema(columns):
-    from airflow_iceberg_provider.operators.table import parse_columns
+    from airflow_iceberg_provider.schema import parse_columns
 
     return parse_columns(columns)
 

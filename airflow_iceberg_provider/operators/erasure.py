@@ -334,6 +334,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "files_considered": int(m.get("files_considered", 0)),
             "files_pruned_bounds": int(m.get("files_pruned_bounds", 0)),
             "files_pruned_bloom": int(m.get("files_pruned_bloom", 0)),
+            "files_pruned_dictionary": int(m.get("files_pruned_dictionary", 0)),
             "files_raw_read": int(m.get("files_raw_read", 0)),
             "snapshots_kept": int(m.get("snapshots_retained", 0)),
             "tags_pending_purge": list(m.get("tags_showing_subjects") or []),

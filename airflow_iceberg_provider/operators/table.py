@@ -7,12 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
-from airflow_iceberg_provider.table_evolution import (  # re-exported: parse_* used to live here
-    build_request,
-    describe,
-    parse_columns,
-    parse_partition_spec,
-)
+from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec  # re-exported: tests import here
+from airflow_iceberg_provider.table_evolution import build_request, describe
 
 __all__ = ["IcebergCreateTableOperator", "parse_columns", "parse_partition_spec"]
 

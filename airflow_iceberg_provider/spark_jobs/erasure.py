@@ -193,7 +193,7 @@ class ErasureRun:
     def pruned_hits(self, locations: dict[str, str], prefix: str) -> dict[str, int]:
         """Raw hits over the files pruning cannot exclude; counts recorded as ``<prefix>_*`` and totals."""
         pr = esc.candidates(self, locations)
-        for k in ("considered", "pruned_bounds", "pruned_bloom", "raw_read"):
+        for k in ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read"):
             self.metrics[f"{prefix}_files_{k}"] = pr[k]
             self.metrics[f"files_{k}"] = self.metrics.get(f"files_{k}", 0) + pr[k]
         return self.raw_hits(pr["candidates"])

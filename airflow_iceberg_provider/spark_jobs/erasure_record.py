@@ -104,6 +104,7 @@ def write_evidence(
         "files_considered": m.get("files_considered", 0),
         "files_pruned_bounds": m.get("files_pruned_bounds", 0),
         "files_pruned_bloom": m.get("files_pruned_bloom", 0),
+        "files_pruned_dictionary": m.get("files_pruned_dictionary", 0),
         "files_raw_read": m.get("files_raw_read", 0),
         "snapshots_kept": m.get("snapshots_retained", 0),
         "leftovers_removed": m.get("leftovers_removed", 0),

@@ -65,17 +65,53 @@ def file_metrics(run: Any, locations: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def _bloom_check(hashes: dict[str, dict[int, list[int]]]) -> Any:
-    def check(f: dict[str, Any]) -> dict[str, bool]:
+def field_ids(run: Any) -> dict[str, int]:
+    """Iceberg field id of each subject column (Parquet columns are matched by id, not name)."""
+    schema = run.jtable(refresh=False).schema()
+    fields = {c: schema.findField(c) for c in run.columns}
+    return {c: int(f.fieldId()) for c, f in fields.items() if f is not None}
+
+
+def _probe_local(path: str, probes: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return {}
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return ep.file_proofs(lambda o, n: mm[o : o + n], size, probes, ids)
+
+
+def _probe_hadoop(run: Any, f: dict[str, Any], probes: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
+    """Object storage: ranged reads (footer, bloom blocks, dictionary pages) through Hadoop's
+    FileSystem (S3A for ``s3://``); any failure proves nothing (the file stays a candidate)."""
+    from py4j.protocol import Py4JError
+
+    if not f.get("size"):
+        return {}
+    try:
+        path = run.spark._jvm.org.apache.hadoop.fs.Path(f["location"])
+        stream = path.getFileSystem(run.spark._jsc.hadoopConfiguration()).open(path)
+        try:
+
+            def read(offset: int, length: int) -> bytes:
+                stream.seek(offset)
+                return bytes(stream.readNBytes(length))
+
+            return ep.file_proofs(read, int(f["size"]), probes, ids)
+        finally:
+            stream.close()
+    except Py4JError:
+        return {}
+
+
+def _file_check(run: Any, probes: dict[str, Any], ids: dict[str, int]) -> Any:
+    """file -> {column: proof} from its bloom filters and dictionary pages (local or object storage)."""
+
+    def check(f: dict[str, Any]) -> dict[str, Any]:
         path = f["path"]
-        if not path.startswith("/") or not os.path.isfile(path):
-            return {}  # object storage: no bloom probe here yet, the file stays a candidate
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size == 0:
-                return {}
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                return ep.bloom_excludes(lambda o, n: mm[o : o + n], size, hashes)
+        if path.startswith("/"):
+            return _probe_local(path, probes, ids) if os.path.isfile(path) else {}
+        return _probe_hadoop(run, f, probes, ids)
 
     return check
 
@@ -83,12 +119,14 @@ def _bloom_check(hashes: dict[str, dict[int, list[int]]]) -> Any:
 def candidates(run: Any, locations: dict[str, str]) -> dict[str, Any]:
     """Prune ``locations`` (normalised path -> location) to the files that may hold a subject."""
     if not locations:
-        return {"candidates": [], "considered": 0, "pruned_bounds": 0, "pruned_bloom": 0, "raw_read": 0}
+        counts = ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read")
+        return {"candidates": [], **dict.fromkeys(counts, 0)}
     keys = subject_keys(run)
     props = {r.key: r.value for r in run.sql(f"SHOW TBLPROPERTIES {run.t}").collect()}
-    hashes = {c: ep.key_hashes(v) for c, v in keys.items()}
+    probes = {c: ep.key_probes(v) for c, v in keys.items()}
     files = file_metrics(run, locations)
-    result = ep.prune_files(files, keys, props, _bloom_check(hashes) if run.spec.get("bloom_pruning", True) else None)
+    check = _file_check(run, probes, field_ids(run)) if run.spec.get("bloom_pruning", True) else None
+    result = ep.prune_files(files, keys, props, check)
     result["candidates"] = [locations[p] for p in result["candidates"]]
     return result
 

@@ -53,6 +53,7 @@ EVIDENCE_COLUMNS_13 = (
     ("files_considered", "bigint"),
     ("files_pruned_bounds", "bigint"),
     ("files_pruned_bloom", "bigint"),
+    ("files_pruned_dictionary", "bigint"),
     ("files_raw_read", "bigint"),
     ("snapshots_kept", "bigint"),
     ("leftovers_removed", "bigint"),

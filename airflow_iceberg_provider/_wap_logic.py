@@ -60,7 +60,9 @@ def validate_on_rerun(value: Any, param: str = "on_rerun") -> str:
 
 def validate_replace_where(value: Any, param: str = "replace_where") -> str | None:
     """``None`` for unset values, else one read-only SQL predicate (the audit's fragment rules)."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+    from airflow_iceberg_provider.params import is_unset
+
+    if is_unset(value):  # the provider's one rule for "unset"
         return None
     from airflow_iceberg_provider.spark_jobs.audit_checks import CheckSpecError, _sql_fragment
 

@@ -28,6 +28,7 @@ from airflow_iceberg_provider._validation import (
     validate_table,
 )
 from airflow_iceberg_provider.catalog_config import CatalogConfig
+from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergCommitConflictError,
@@ -980,28 +981,6 @@ def to_epoch_ms(value: datetime | int | float | str | None) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
-
-
-def sqlite_busy_timeout_ms() -> int:
-    """How long a SQLite catalog waits for a lock before failing (retryably), in ms.
-
-    ``[iceberg_provider] sqlite_busy_timeout_ms`` (env ``AIRFLOW__ICEBERG_PROVIDER__SQLITE_BUSY_TIMEOUT_MS``),
-    default 30000. Past it, the operation fails with :class:`IcebergCatalogUnavailableError`.
-    """
-    import os
-
-    raw = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SQLITE_BUSY_TIMEOUT_MS")
-    if raw is None:
-        try:
-            from airflow.configuration import conf
-
-            raw = conf.get("iceberg_provider", "sqlite_busy_timeout_ms", fallback=None)
-        except Exception:  # config unavailable (pure unit tests)
-            raw = None
-    try:
-        return max(0, int(str(raw).strip())) if raw not in (None, "") else 30000
-    except ValueError:
-        return 30000
 
 
 def _sqlite_tune(catalog: Catalog) -> None:

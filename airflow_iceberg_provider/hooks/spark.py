@@ -35,6 +35,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
+from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -56,17 +57,7 @@ def job_path(job: str) -> Path:
     return path
 
 
-def _config(key: str) -> str | None:
-    """``[iceberg_provider] <key>`` from Airflow config (env ``AIRFLOW__ICEBERG_PROVIDER__<KEY>``)."""
-    env = os.environ.get(f"AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}")
-    if env is not None:
-        return env or None
-    try:
-        from airflow.configuration import conf
-
-        return conf.get(CONFIG_SECTION, key, fallback=None) or None
-    except Exception:  # config unavailable (e.g. pure unit tests)
-        return None
+_config = setting  # ``[iceberg_provider] <key>``: airflow_iceberg_provider.config is the one reader
 
 
 def java_properties_line(key: str, value: str) -> str:

@@ -23,13 +23,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_plan, assets
+from airflow_iceberg_provider import _wap_plan, assets, params
 from airflow_iceberg_provider._validation import (
     MAIN_BRANCH,
     branch_name_for_run,
     validate_name,
     validate_ref,
-    validate_snapshot_id,
 )
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
@@ -77,10 +76,8 @@ def iceberg_asset(table: str, catalog: str = "lakehouse") -> Asset:
     return assets.iceberg_asset(table, catalog)
 
 
-def unset(value: Any) -> bool:
-    """The WAP operators' one rule for "unset": ``None``, blank, or what a template renders for a
-    missing value (``"None"``, ``"null"``)."""
-    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "null"))
+#: the provider's one rule for "unset" (``None``, blank, ``"None"``, ``"null"``): :func:`airflow_iceberg_provider.params.is_unset`
+unset = params.is_unset
 
 
 def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:
@@ -92,12 +89,12 @@ def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | No
                 "branch is not set and there is no DAG run to derive it from; pass branch='...' explicitly."
             )
         return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
-    return validate_ref(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
+    return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)  # type: ignore[return-value]
 
 
 def optional_snapshot_id(value: Any, param: str) -> int | None:
     """``None`` for unset values (templates render a missing XCom as ``"None"``), else a validated id."""
-    return None if unset(value) else validate_snapshot_id(value, param)
+    return params.snapshot_id(value, param)
 
 
 def refuse_unsupported_format(tbl: Table, table: str) -> None:

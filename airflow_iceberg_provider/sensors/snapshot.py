@@ -31,9 +31,9 @@ def default_state_key(dag_id: str, task_id: str, table: str, ref: str) -> str:
 
 
 def _default_deferrable() -> bool:
-    from airflow.configuration import conf
+    from airflow_iceberg_provider.config import airflow_flag
 
-    return conf.getboolean("operators", "default_deferrable", fallback=False)
+    return airflow_flag("operators", "default_deferrable", fallback=False)
 
 
 class IcebergSnapshotSensor(BaseSensorOperator):

@@ -20,12 +20,9 @@ URL_PREFIX = "/governance"
 
 def governance_url(path: str, **params: Any) -> str:
     """``[api] base_url`` (if set) + ``/governance`` + ``path`` + query string of the non-empty params."""
-    try:
-        from airflow.configuration import conf
+    from airflow_iceberg_provider.config import airflow_setting
 
-        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
-    except Exception:  # pragma: no cover - config always importable in Airflow
-        base = ""
+    base = airflow_setting("api", "base_url").rstrip("/")
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     return f"{base}{URL_PREFIX}{path}{'?' + query if query else ''}"
 

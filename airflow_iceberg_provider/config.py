@@ -1,0 +1,75 @@
+"""Configuration lookups, in one place: the provider's ``[iceberg_provider]`` options and Airflow's own.
+
+An option ``[iceberg_provider] <key>`` is read from the environment variable
+``AIRFLOW__ICEBERG_PROVIDER__<KEY>`` first (an empty value means "unset"), then from
+Airflow's configuration; when Airflow's configuration cannot be loaded (pure unit tests,
+the Spark side) the option is unset. Nothing else in the provider reads ``conf`` or the
+environment for a setting.
+
+Options (documented in ``get_provider_info()["config"]``):
+
+``spark_jars``, ``spark_packages``, ``pyspark_python``
+    the Spark runtime of the provider's jobs (Spark hook);
+``expiry_floor``
+    the youngest snapshot age expiry may remove unless lowered per task (maintenance operators);
+``sqlite_busy_timeout_ms``
+    how long a SQLite catalog waits for a lock (catalog hook), default 30000.
+
+This module only reads settings; it does not validate their meaning (the callers do,
+naming the option in their messages).
+"""
+
+from __future__ import annotations
+
+import os
+
+SECTION = "iceberg_provider"
+DEFAULT_SQLITE_BUSY_TIMEOUT_MS = 30000
+
+
+def setting(key: str) -> str | None:
+    """``[iceberg_provider] <key>`` (env ``AIRFLOW__ICEBERG_PROVIDER__<KEY>`` first); ``None`` when unset."""
+    env = os.environ.get(f"AIRFLOW__{SECTION.upper()}__{key.upper()}")
+    if env is not None:
+        return env or None
+    try:
+        from airflow.configuration import conf
+
+        return conf.get(SECTION, key, fallback=None) or None
+    except Exception:  # config unavailable (e.g. pure unit tests)
+        return None
+
+
+def int_setting(key: str, default: int, *, minimum: int = 0) -> int:
+    """An integer option; ``default`` when unset or not an integer, at least ``minimum``."""
+    raw = setting(key)
+    try:
+        return max(minimum, int(str(raw).strip())) if raw not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def airflow_setting(section: str, key: str, fallback: str = "") -> str:
+    """One of Airflow's own options (e.g. ``[api] base_url``); ``fallback`` when config is unavailable."""
+    try:
+        from airflow.configuration import conf
+
+        return conf.get(section, key, fallback=fallback) or fallback
+    except Exception:  # config unavailable
+        return fallback
+
+
+def airflow_flag(section: str, key: str, fallback: bool = False) -> bool:
+    """A boolean option of Airflow's own (e.g. ``[operators] default_deferrable``)."""
+    from airflow.configuration import conf
+
+    return conf.getboolean(section, key, fallback=fallback)
+
+
+def sqlite_busy_timeout_ms() -> int:
+    """How long a SQLite catalog waits for a lock before failing (retryably), in ms.
+
+    ``[iceberg_provider] sqlite_busy_timeout_ms`` (env ``AIRFLOW__ICEBERG_PROVIDER__SQLITE_BUSY_TIMEOUT_MS``),
+    default 30000. Past it, the operation fails with ``IcebergCatalogUnavailableError``.
+    """
+    return int_setting("sqlite_busy_timeout_ms", DEFAULT_SQLITE_BUSY_TIMEOUT_MS)

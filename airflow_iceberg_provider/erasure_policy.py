@@ -428,12 +428,13 @@ def erasure_ready_properties(
 
 
 def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mapping[str, str]) -> list[str]:
-    """A warning per subject column written without a Parquet bloom filter (erasure then raw-reads
-    every file the bounds cannot exclude)."""
+    """A warning per subject column written without a Parquet bloom filter (erasure then skips a file
+    only by exact manifest bounds or by fully dictionary-encoded column chunks, and raw-reads the rest)."""
     return [
         f"{table}: subject column {c!r} has no Parquet bloom filter (set write.parquet.bloom-filter-enabled.column."
-        f"{c}=true, see erasure_policy.erasure_ready_properties); erasure analysis and verification raw-read every "
-        "file its manifest bounds cannot exclude"
+        f"{c}=true, see erasure_policy.erasure_ready_properties); erasure analysis and verification skip a file "
+        "only when its exact manifest bounds or its dictionary pages (column chunks whose every data page is "
+        "dictionary-encoded) prove no subject is in it, and raw-read every other file"
         for c in columns
         if str(properties.get(f"write.parquet.bloom-filter-enabled.column.{c}", "false")).lower() != "true"
     ]

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
-from airflow_iceberg_provider.spark_jobs.audit_engine import (
+from airflow_iceberg_provider.spark_jobs.audit_files import (
     Field,
     column_bounds,
     local_path,

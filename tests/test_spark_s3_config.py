@@ -16,6 +16,13 @@ from airflow_iceberg_provider.catalog_config import (
     CatalogConfig,
     s3_spark_properties,
 )
+from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
+from airflow_iceberg_provider.spark_jobs.audit_files import Field, data_file_source, read_parquet_columns, s3_options
+from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
+    MaintenanceSqlError,
+    orphan_location_args,
+    remove_orphan_files_sql,
+)
 
 P = "spark.sql.catalog.lake"
 AK, SK, TOKEN, PG_PWD = "AKIA-EXAMPLE-KEY", "s3-secret-EXAMPLE", "session-token-EXAMPLE", "pg-pass-EXAMPLE"
@@ -117,3 +124,77 @@ def test_local_warehouse_is_untouched_even_with_s3_properties():
 def test_user_io_impl_is_kept():
     out = s3_spark_properties({"io-impl": "com.example.MyFileIO", "s3.region": "x"})
     assert out["io-impl"] == "com.example.MyFileIO" and out["client.region"] == "x"
+
+
+# ------------------------------------------------------------------ orphan removal on object storage
+@pytest.mark.parametrize(
+    ("location", "io_impl", "expected"),
+    [
+        (
+            "s3://bucket/wh/db/t",
+            S3_FILE_IO,
+            {"prefix_mismatch_mode": "ERROR", "equal_schemes": {"s3a,s3n": "s3"}, "prefix_listing": True},
+        ),
+        ("s3a://bucket/wh/db/t", HADOOP_FILE_IO, {"prefix_mismatch_mode": "ERROR", "equal_schemes": {"s3a,s3n": "s3"}}),
+        ("file:///data/wh/db/t", HADOOP_FILE_IO, {"prefix_mismatch_mode": "ERROR"}),
+        ("/data/wh/db/t", None, {"prefix_mismatch_mode": "ERROR"}),
+    ],
+    ids=["s3-S3FileIO", "s3a-HadoopFileIO", "file", "bare-path"],
+)
+def test_orphan_scheme_handling_follows_location_and_file_io(location, io_impl, expected):
+    assert orphan_location_args(location, io_impl) == expected
+
+
+def test_orphan_sql_carries_scheme_handling_and_never_deletes_on_mismatch():
+    args = orphan_location_args("s3://bucket/wh/db/t", S3_FILE_IO)
+    sql = remove_orphan_files_sql("lake", "db.t", older_than_ms=0, dry_run=True, **args)
+    assert "equal_schemes => map('s3a,s3n', 's3')" in sql
+    assert "prefix_mismatch_mode => 'ERROR'" in sql and "prefix_listing => true" in sql
+    plain = remove_orphan_files_sql("lake", "db.t", older_than_ms=0)
+    assert "equal_schemes" not in plain and "prefix_listing" not in plain
+    with pytest.raises(MaintenanceSqlError, match="prefix_mismatch_mode='delete'"):
+        remove_orphan_files_sql("lake", "db.t", older_than_ms=0, prefix_mismatch_mode="delete")
+    quoted = remove_orphan_files_sql("lake", "db.t", older_than_ms=0, equal_authorities={"a'b": "c"})
+    assert "map('a\\'b', 'c')" in quoted  # keys and values are escaped literals
+
+
+# ------------------------------------------------------------------ the audit's driver read on S3
+def test_driver_s3_options_come_from_the_sessions_s3a_conf():
+    conf = CatalogConfig.from_connection_fields(
+        conn_id="c",
+        host="sqlite:////data/catalog.db",
+        login=None,
+        password=None,
+        extra={"catalog_type": "sql", "catalog_name": "lake", "warehouse": "s3://bucket/wh", "properties": S3_PROPS},
+    ).spark_conf()
+    options = s3_options(conf.all().get)  # what the driver's spark.conf.get sees (public + properties file)
+    assert options == {
+        "access_key": AK,
+        "secret_key": SK,
+        "session_token": TOKEN,
+        "region": "eu-west-1",
+        "endpoint_override": "127.0.0.1:8333",
+        "scheme": "http",
+    }
+    assert s3_options({}.get) == {}  # no settings: pyarrow's default AWS credential chain
+    https = s3_options({"spark.hadoop.fs.s3a.endpoint": "s3.eu-west-1.amazonaws.com"}.get)
+    assert https == {"endpoint_override": "s3.eu-west-1.amazonaws.com", "scheme": "https"}
+
+
+def test_driver_reads_s3_locations_through_the_object_store_and_refuses_without_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyarrow import fs
+
+    (tmp_path / "bucket" / "wh").mkdir(parents=True)
+    field = pa.field("qty", pa.int64(), metadata={b"PARQUET:field_id": b"5"})
+    pq.write_table(pa.table({"qty": [1, 2]}, schema=pa.schema([field])), tmp_path / "bucket/wh/a b.parquet")
+    store = fs.SubTreeFileSystem(str(tmp_path), fs.LocalFileSystem())  # stands in for S3: bucket/key paths
+    fields = {"qty": Field("qty", 5, "long")}
+    for location in ("s3://bucket/wh/a%20b.parquet", "s3a://bucket/wh/a%20b.parquet"):
+        columns = read_parquet_columns([location], fields, 2, lambda: store)
+        assert columns["qty"][0].to_pylist() == [1, 2]
+    with pytest.raises(Unsupported, match="s3://"):
+        data_file_source("s3://bucket/wh/a%20b.parquet")  # no object store: Spark reads the rows
+    with pytest.raises(Unsupported, match="gs://"):
+        data_file_source("gs://bucket/a.parquet", lambda: store)

@@ -169,6 +169,14 @@ def sql_options(options: Mapping[str, Any]) -> str:
     return f"map({', '.join(parts)})"
 
 
+def sql_string_map(mapping: Mapping[str, str]) -> str:
+    """``map('k', 'v', …)`` of string literals (:func:`sql_string` escapes every key and value)."""
+    parts = []
+    for key, value in sorted(mapping.items()):
+        parts += [sql_string(str(key)), sql_string(str(value))]
+    return f"map({', '.join(parts)})"
+
+
 def check_sort_order(sort_order: str) -> str:
     """Accept ``zorder(a, b)`` or ``col [ASC|DESC] [NULLS FIRST|LAST], …``; return it stripped."""
     text = " ".join(str(sort_order).split())
@@ -294,8 +302,21 @@ def remove_orphan_files_sql(
     older_than_ms: int,
     dry_run: bool = True,
     max_concurrent_deletes: int | None = None,
+    equal_schemes: Mapping[str, str] | None = None,
+    equal_authorities: Mapping[str, str] | None = None,
+    prefix_mismatch_mode: str | None = None,
+    prefix_listing: bool | None = None,
 ) -> str:
-    """``CALL system.remove_orphan_files`` (the procedure refuses intervals under 24 h)."""
+    """``CALL system.remove_orphan_files`` (the procedure refuses intervals under 24 h).
+
+    ``equal_schemes`` / ``equal_authorities`` / ``prefix_mismatch_mode`` / ``prefix_listing``
+    are Iceberg's own arguments; :func:`orphan_location_args` computes them for a table's
+    location and FileIO.
+    """
+    if prefix_mismatch_mode is not None and prefix_mismatch_mode not in PREFIX_MISMATCH_MODES:
+        raise MaintenanceSqlError(
+            f"prefix_mismatch_mode={prefix_mismatch_mode!r} is not one of {', '.join(PREFIX_MISMATCH_MODES)}"
+        )
     return _call(
         catalog,
         "remove_orphan_files",
@@ -304,8 +325,44 @@ def remove_orphan_files_sql(
             ("older_than", sql_timestamp(older_than_ms)),
             ("dry_run", sql_bool(dry_run)),
             ("max_concurrent_deletes", sql_int(max_concurrent_deletes) if max_concurrent_deletes else None),
+            ("equal_schemes", sql_string_map(equal_schemes) if equal_schemes else None),
+            ("equal_authorities", sql_string_map(equal_authorities) if equal_authorities else None),
+            ("prefix_mismatch_mode", sql_string(prefix_mismatch_mode) if prefix_mismatch_mode else None),
+            ("prefix_listing", sql_bool(prefix_listing) if prefix_listing is not None else None),
         ],
     )
+
+
+#: Iceberg's ``DeleteOrphanFiles.PrefixMismatchMode``. Never ``DELETE`` here: a file whose scheme or
+#: authority differs from the metadata's for the same path may be a live file under another name.
+PREFIX_MISMATCH_MODES = ("ERROR", "IGNORE", "DELETE")
+#: One object store, several URI schemes (Hadoop's S3A / S3N names for S3): compared as equal.
+S3_EQUAL_SCHEMES = {"s3a,s3n": "s3"}
+#: FileIOs that list a prefix in one paginated call (``SupportsPrefixOperations``).
+PREFIX_LISTING_FILE_IOS = ("org.apache.iceberg.aws.s3.S3FileIO",)
+
+
+def orphan_location_args(location: str, io_impl: str | None) -> dict[str, Any]:
+    """Scheme handling for ``remove_orphan_files`` on a table at ``location`` read through ``io_impl``.
+
+    A live file must never be listed as an orphan because the listing names it differently
+    from the table metadata (``s3a://b/k`` listed, ``s3://b/k`` referenced, or the reverse):
+
+    * object-store locations (``s3``, ``s3a``, ``s3n``) compare those schemes as equal
+      (``equal_schemes``); the authority is the bucket, compared as is;
+    * ``prefix_mismatch_mode`` is ``ERROR`` everywhere: a path that still differs in scheme or
+      authority stops the run before anything is deleted (Iceberg's ``DELETE`` would remove it);
+    * with ``S3FileIO`` the listing is the FileIO's own prefix listing (``prefix_listing``):
+      one paginated ``ListObjectsV2`` walk instead of a Hadoop directory walk, and the listed
+      names carry the table location's scheme. ``HadoopFileIO`` (S3A) lists through Hadoop.
+    """
+    scheme = location.split("://", 1)[0].lower() if "://" in location else "file"
+    args: dict[str, Any] = {"prefix_mismatch_mode": "ERROR"}
+    if scheme in ("s3", "s3a", "s3n"):
+        args["equal_schemes"] = dict(S3_EQUAL_SCHEMES)
+        if (io_impl or "") in PREFIX_LISTING_FILE_IOS:
+            args["prefix_listing"] = True
+    return args
 
 
 def compute_table_stats_sql(catalog: str, table: str, *, snapshot_id: int | None = None) -> str:

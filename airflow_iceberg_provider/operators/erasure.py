@@ -218,28 +218,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
 
     # ----------------------------------------------------------------- execute
     def execute(self, context: Context) -> dict[str, Any]:
-        ident, hook = self.ident, self.catalog_hook
-        phase = validate_phase(self.phase)
-        columns = validate_subject_columns(self.subject_columns)
-        policy = validate_ref_policy(self.ref_policy)
-        scope = self._scope()
-        source = self._source(phase)
-        self._preflight(columns, phase)
-        salt = self._salt()
-        hook.governance_table("erasure_evidence")
-        self.log.info(
-            "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, ident, columns, source["kind"], policy
-        )
-        spec = self.job_spec(
-            context,
-            "erasure",
-            subject_columns=columns,
-            source=source,
-            ref_policy=policy,
-            salt=salt,
-            tables_in_scope=scope,
-            phase=phase,
-        )
+        ident, phase = self.ident, validate_phase(self.phase)
+        spec = self._plan_job(context, phase)
         run, row = self.run_spark_job(context, "erasure", spec, extra_py_files=ERASURE_MODULES)
         if row["status"] == "refused":
             raise IcebergRefusedError(
@@ -252,6 +232,30 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self._verify_evidence(run.job_run_id, row, summary)
         self.log.info("Erasure (%s) of %s: %s", phase, ident, {k: summary[k] for k in _LOGGED})
         return summary
+
+    def _plan_job(self, context: Context, phase: str) -> dict[str, Any]:
+        """Resolve the arguments, refuse from metadata (nothing changed), and build the job's spec."""
+        columns = validate_subject_columns(self.subject_columns)
+        policy = validate_ref_policy(self.ref_policy)
+        scope = self._scope()
+        source = self._source(phase)
+        self._preflight(columns, phase)
+        salt = self._salt()
+        self.catalog_hook.governance_table("erasure_evidence")
+        self.log.info(
+            "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)",
+            phase, self.ident, columns, source["kind"], policy,
+        )  # fmt: skip
+        return self.job_spec(
+            context,
+            "erasure",
+            subject_columns=columns,
+            source=source,
+            ref_policy=policy,
+            salt=salt,
+            tables_in_scope=scope,
+            phase=phase,
+        )
 
     def _preflight(self, columns: list[str], phase: str) -> None:
         """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""

@@ -1,136 +1,21 @@
 """Pure logic of tags, branches, rollback and commit sensors (no catalog, no Airflow I/O).
 
-Kept apart from the operators so it is testable in milliseconds: parsing of
-retention durations and points in time, the legal-hold naming rule, and the
-choice of "the new commit" a sensor reports.
+Kept apart from the operators so it is testable in milliseconds: the legal-hold
+naming rule, ref plans, and the choice of "the new commit" a sensor reports.
+Durations, points in time, counts and snapshot operations are converted by
+:mod:`airflow_iceberg_provider.params` (one home; ``SNAPSHOT_OPERATIONS`` lives there).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider._validation import validate_ref
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
-
-SNAPSHOT_OPERATIONS = ("append", "overwrite", "delete", "replace")
-_INT_RE = re.compile(r"^[0-9]{1,19}\Z")
-#: Iceberg stores ref ages as Java ``long`` milliseconds and snapshot counts as ``int``.
-JAVA_LONG_MAX = 2**63 - 1
-JAVA_INT_MAX = 2**31 - 1
-
-
-def duration_ms(value: Any, param: str) -> int | None:
-    """A positive retention as milliseconds; ``None`` stays ``None`` (no retention set).
-
-    Accepts a :class:`datetime.timedelta` (pendulum ``Duration`` included), an ISO-8601
-    duration string (``"P30D"``, ``"PT12H"``; months count 30 days, years 365), or an
-    integer number of milliseconds (also as a decimal string, as templates render).
-    """
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. timedelta(days=30) or 'P30D'.")
-    ms: int
-    if isinstance(value, timedelta):
-        ms = int(value.total_seconds() * 1000)
-    elif isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise IcebergValidationError(f"{param}={value!r} is not a finite duration; pass e.g. 'P30D'.")
-        ms = int(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        if _INT_RE.match(text) or (text.startswith("-") and _INT_RE.match(text[1:])):
-            ms = int(text)
-        else:
-            ms = _iso_duration_ms(text, param)
-    else:
-        raise IcebergValidationError(
-            f"{param}={value!r} is not a duration; pass a timedelta / pendulum Duration, an ISO-8601 "
-            "duration such as 'P30D', or milliseconds."
-        )
-    if ms <= 0:
-        raise IcebergValidationError(
-            f"{param}={value!r} is {ms} ms; a retention must be positive. Leave it unset (None) to keep "
-            "the ref and its snapshots forever, or pass a positive duration such as 'P30D'."
-        )
-    if ms > JAVA_LONG_MAX:
-        raise IcebergValidationError(
-            f"{param}={value!r} is {ms} ms, more than Iceberg can store (2^63-1 ms); leave it unset (None) "
-            "to keep the ref forever."
-        )
-    return ms
-
-
-def _iso_duration_ms(text: str, param: str) -> int:
-    import pendulum
-
-    try:
-        parsed = pendulum.parse(text)
-    except Exception as err:
-        raise IcebergValidationError(
-            f"{param}={text!r} is not an ISO-8601 duration; use e.g. 'P30D', 'PT12H' or 'P1Y'."
-        ) from err
-    if not isinstance(parsed, timedelta):
-        raise IcebergValidationError(
-            f"{param}={text!r} is a point in time, not a duration; use e.g. 'P30D' or timedelta(days=30)."
-        )
-    return int(parsed.total_seconds() * 1000)
-
-
-def positive_int(value: Any, param: str) -> int | None:
-    """A positive integer (templated strings accepted); ``None`` stays ``None``."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= JAVA_INT_MAX:
-        raise IcebergValidationError(f"{param}={value!r} must be a positive integer (e.g. 10, at most 2^31-1) or None.")
-    return value
-
-
-def timestamp_ms(value: Any, param: str) -> int | None:
-    """A point in time as epoch milliseconds; ``None`` stays ``None``.
-
-    Accepts a datetime (naive = UTC; pendulum included), an ISO-8601 string, or epoch
-    milliseconds (int or decimal string).
-    """
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if isinstance(value, bool):
-        raise IcebergValidationError(f"{param}={value!r} is not a timestamp.")
-    if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise IcebergValidationError(f"{param}={value!r} is not a timestamp.")
-        ms = int(value)
-    elif isinstance(value, str) and _INT_RE.match(value.strip()):
-        ms = int(value.strip())
-    elif isinstance(value, str | datetime):
-        from datetime import UTC
-
-        try:
-            dt = value if isinstance(value, datetime) else datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError as err:
-            raise IcebergValidationError(
-                f"{param}={value!r} is not a timestamp; pass a datetime, an ISO-8601 string such as "
-                "'2026-01-31T23:59:59+00:00', or epoch milliseconds."
-            ) from err
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=UTC)
-        ms = int(dt.timestamp() * 1000)
-    else:
-        raise IcebergValidationError(
-            f"{param}={value!r} is not a timestamp; pass a datetime, an ISO-8601 string or epoch milliseconds."
-        )
-    if ms < 0:
-        raise IcebergValidationError(f"{param}={value!r} is before 1970; pass a real commit time.")
-    return ms
 
 
 @dataclass(frozen=True)
@@ -241,16 +126,6 @@ def plan_tag(
             "changed."
         )
     return "replaced", change
-
-
-def validate_operation(value: Any, param: str = "operation") -> str | None:
-    if value is None or value == "":
-        return None
-    if value not in SNAPSHOT_OPERATIONS:
-        raise IcebergValidationError(
-            f"{param}={value!r} is not a snapshot operation; use one of {SNAPSHOT_OPERATIONS}."
-        )
-    return str(value)
 
 
 def validate_summary(value: Any, param: str = "summary") -> dict[str, str]:

@@ -7,17 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 import pytest
 
-from airflow_iceberg_provider._ref_logic import (
-    duration_ms,
-    legal_hold_tag_name,
-    positive_int,
-    select_new_commit,
-    timestamp_ms,
-    validate_operation,
-    validate_summary,
-)
+from airflow_iceberg_provider._ref_logic import legal_hold_tag_name, select_new_commit, validate_summary
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.params import instant_ms as timestamp_ms
+from airflow_iceberg_provider.params import operation as validate_operation
+from airflow_iceberg_provider.params import positive_int
+from airflow_iceberg_provider.params import retention_ms as duration_ms
 
 DAY_MS = 86_400_000
 

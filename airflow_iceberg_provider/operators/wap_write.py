@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _wap_logic as rerun
-from airflow_iceberg_provider._ref_logic import SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
@@ -33,6 +32,7 @@ from airflow_iceberg_provider.operators.wap import (
     resolve_branch,
     wap_write_conf,
 )
+from airflow_iceberg_provider.params import SNAPSHOT_OPERATIONS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

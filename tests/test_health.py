@@ -177,6 +177,26 @@ def test_health_check_warns_and_returns_a_branch_condition(small_files, capfd):
     assert ok["healthy"] is True and ok["breaches"] == []
 
 
+def test_health_check_warns_about_erasure_subject_columns_without_a_bloom_filter(small_files, capfd):
+    hook = small_files
+    hook.ensure_table_properties("db.small", {"write.parquet.bloom-filter-enabled.column.order_id": "true"})
+    before = hook.metadata_location("db.small")
+    out = IcebergTableHealthCheckOperator(
+        task_id="h", table="db.small", on_breach="warn", subject_columns=["customer_id", "order_id"]
+    ).execute(fake_context())
+    (warning,) = out["warnings"]
+    assert "'customer_id' has no Parquet bloom filter" in warning and "dictionary pages" in warning
+    assert "'customer_id' has no Parquet bloom filter" in capfd.readouterr().out
+    only_bloom = IcebergTableHealthCheckOperator(
+        task_id="h2", table="db.small", on_breach="warn", subject_columns="order_id"
+    )
+    assert only_bloom.execute(fake_context())["warnings"] == []
+    bad = IcebergTableHealthCheckOperator(task_id="h3", table="db.small", subject_columns=["nope"])
+    with pytest.raises(IcebergValidationError, match=r"subject_columns entry 'nope' is not a column of db.small"):
+        bad.execute(ctx_with_xcom())
+    assert hook.metadata_location("db.small") == before
+
+
 def test_health_check_refuses_bad_arguments(small_files):
     with pytest.raises(IcebergValidationError, match="on_breach='page' is not one of"):
         IcebergTableHealthCheckOperator(task_id="h", table="db.small", on_breach="page")

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.erasure_policy import bloom_filter_warnings
 from airflow_iceberg_provider.exceptions import IcebergHealthThresholdError, IcebergValidationError
 from airflow_iceberg_provider.health_policy import (
     METADATA_LEFTOVER_DEFAULT_AGE,
@@ -48,11 +49,14 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
 
     :param on_breach: ``"fail"`` (default) raises :class:`IcebergHealthThresholdError` after
         pushing the result to XCom; ``"warn"`` logs each breach at WARNING and succeeds.
+    :param subject_columns: erasure subject columns (#13): one WARNING (and an entry in the
+        XCom's ``warnings``) per column written without a Parquet bloom filter; a name that is
+        not a column is refused before anything is read or recorded.
     :return: ``{"table", "healthy", "breaches": [{"threshold", "limit", "value", "message"}],
-        "health", "thresholds"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
+        "health", "thresholds", "warnings"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
     """
 
-    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "on_breach", *THRESHOLDS)
+    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "on_breach", "subject_columns", *THRESHOLDS)
 
     def __init__(
         self,
@@ -63,10 +67,12 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         max_snapshots: int | str | None = None,
         max_metadata_bytes: int | str | None = None,
         max_metadata_log: int | str | None = None,
+        subject_columns: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.on_breach = on_breach
+        self.subject_columns = subject_columns
         self.max_files = max_files
         self.min_avg_file_size_bytes = min_avg_file_size_bytes
         self.max_snapshots = max_snapshots
@@ -79,9 +85,10 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         on_breach = _validate_on_breach(self.on_breach)
         tbl = self.catalog_hook.load_table(self.ident)
         thresholds = resolve_thresholds(tbl.metadata.properties, **{n: getattr(self, n) for n in THRESHOLDS})
+        warnings = self._subject_column_warnings(tbl)
         health = self.catalog_hook.health(tbl)
         found = breaches(health, thresholds)
-        result = self._result(health, thresholds, found)
+        result = {**self._result(health, thresholds, found), "warnings": warnings}
         self._record(
             context, health, result, "succeeded" if not found else ("failed" if on_breach == "fail" else "warned")
         )
@@ -92,6 +99,21 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
             raise self._breach_error(found)
         self.log.info("%s health: %s", self.ident, "within all thresholds" if not found else f"{len(found)} breach(es)")
         return result
+
+    def _subject_column_warnings(self, tbl: Any) -> list[str]:
+        """Erasure subject columns without a bloom filter (logged now; erasure prunes less there)."""
+        raw = self.subject_columns
+        columns = [raw] if isinstance(raw, str) else list(raw or [])
+        names = [f.name for f in tbl.schema().fields]
+        for c in columns:
+            if c not in names:
+                raise IcebergValidationError(
+                    f"subject_columns entry {c!r} is not a column of {self.ident}; pass one of {names}."
+                )
+        warnings = bloom_filter_warnings(self.ident.dotted, columns, tbl.metadata.properties)
+        for w in warnings:
+            self.log.warning("%s", w)
+        return warnings
 
     def _result(self, health: TableHealth, thresholds: HealthThresholds, found: Sequence[Breach]) -> dict[str, Any]:
         return with_string_ids(

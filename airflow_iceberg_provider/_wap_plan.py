@@ -338,18 +338,121 @@ def plan_create_branch(
     return BranchPlan("create", branch, source, (change,), message=f"created at snapshot {source}")
 
 
+# ------------------------------------------------------------------- write
+def write_base(
+    by_id: Mapping[int, Any], requested: int | None, branch_head: int | None, main_head: int | None
+) -> int | None:
+    """The snapshot a WAP write starts from: the given base, else where the branch meets ``main``, else ``main``'s head."""
+    if requested is not None:
+        return requested
+    return merge_base(by_id, branch_head, main_head) if branch_head is not None else main_head
+
+
+def plan_branch_reset(
+    table: str, branch: str, existing: RefInfo | None, base: int | None, by_id: Mapping[int, Any]
+) -> tuple[RefChange, ...]:
+    """Ref changes that make ``branch`` start at ``base`` before a write (an earlier try's commits discarded).
+
+    A missing branch is pinned to ``base`` (Spark would cut it from the current ``main``); a branch
+    beyond ``base`` is reset to it with its retention (compare-and-swap on its head); one that does
+    not descend from ``base`` is refused.
+    """
+    if existing is not None and existing.type != "branch":
+        raise IcebergRefusedError(f"{table} has a tag named {branch!r}; WAP needs a branch. Nothing was changed.")
+    if existing is None:
+        return (RefChange(branch, "branch", base, None),) if base is not None else ()
+    if existing.snapshot_id == base:
+        return ()
+    if base is not None and base not in ancestry(by_id, existing.snapshot_id):
+        raise IcebergRefusedError(
+            f"Branch {branch!r} of {table} is at {existing.snapshot_id}, which does not descend from the base "
+            f"{base}; refusing to reset it. Pass the right base_snapshot_id or a new branch name."
+        )
+    if base is None:  # no base (empty table when it was cut): drop it, the write creates it again
+        return (RefChange(branch, "branch", None, existing.snapshot_id),)
+    return (
+        RefChange(
+            branch, "branch", base, existing.snapshot_id,
+            max_ref_age_ms=existing.max_ref_age_ms,
+            max_snapshot_age_ms=existing.max_snapshot_age_ms,
+            min_snapshots_to_keep=existing.min_snapshots_to_keep,
+        ),
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------- audit
+@dataclass(frozen=True)
+class AuditPlan:
+    """What the audit job evaluates: the exact snapshot, its base, the change set's values."""
+
+    snapshot_id: int
+    base: int | None
+    main_head: int | None
+    change: dict[str, int]
+    #: observed values of the change-set checks (from snapshot summaries, no scan)
+    change_values: dict[str, float | None]
+    #: change-set checks that cannot apply, with the reason
+    skipped: dict[str, str]
+
+
+def audit_target(
+    table: str, branch: str, refs: Mapping[str, RefInfo], requested: int | None, by_id: Mapping[int, Any]
+) -> int:
+    """The snapshot to audit: ``requested`` (or the branch head), which must be on the branch."""
+    branch_ref = refs.get(branch)
+    if branch_ref is None or branch_ref.type != "branch":
+        raise IcebergRefNotFoundError(
+            f"{table} has no branch {branch!r} to audit; run the WAP write first (refs: {sorted(refs)})."
+        )
+    snapshot_id = requested or branch_ref.snapshot_id
+    if snapshot_id not in ancestry(by_id, branch_ref.snapshot_id):
+        raise IcebergRefusedError(
+            f"Snapshot {snapshot_id} is not on branch {branch!r} of {table} (head {branch_ref.snapshot_id}); "
+            "nothing to audit."
+        )
+    return snapshot_id
+
+
+def plan_audit(
+    snapshot_id: int,
+    base: int | None,
+    main_head: int | None,
+    snapshots: Sequence[Any],
+    *,
+    wants_ratio: bool,
+    baseline: int | None,
+) -> AuditPlan:
+    """The change set of ``snapshots`` (base exclusive .. audited) and the change-set checks' values.
+
+    :param baseline: net rows of the previous published change (``added_rows_ratio``'s denominator).
+    """
+    change = rerun.change_metrics(snapshots)
+    values: dict[str, float | None] = {"change.added_rows": change["net_added_records"]}
+    skipped: dict[str, str] = {}
+    if wants_ratio and baseline:
+        values["change.added_rows_ratio"] = change["net_added_records"] / baseline
+    elif wants_ratio:
+        skipped["change.added_rows_ratio"] = "no previous published change to compare with"
+    return AuditPlan(snapshot_id, base, main_head, change, values, skipped)
+
+
 __all__ = [
     "ON_CONFLICT",
+    "AuditPlan",
     "BranchPlan",
     "PublishPlan",
     "PublishState",
     "ancestry",
+    "audit_target",
     "audit_verdict",
     "audited_snapshot",
     "branch_snapshots",
     "cherry_picked",
     "cherrypick_missing",
     "merge_base",
+    "plan_audit",
+    "plan_branch_reset",
     "plan_create_branch",
     "plan_publish",
+    "write_base",
 ]

@@ -16,13 +16,17 @@ from airflow_iceberg_provider._ref_logic import RefChange, check_tag_name, plan_
 from airflow_iceberg_provider._wap_plan import (
     PublishState,
     ancestry,
+    audit_target,
     audit_verdict,
     audited_snapshot,
     branch_snapshots,
     cherrypick_missing,
     merge_base,
+    plan_audit,
+    plan_branch_reset,
     plan_create_branch,
     plan_publish,
+    write_base,
 )
 from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
@@ -82,7 +86,9 @@ def test_fast_forward_with_tag_and_drop_is_one_change_set():
         ("daily-1", "tag", 4, None),  # the tag must not exist yet
         ("b", "branch", None, 4),  # the branch is dropped only if it is still where it was audited
     ]
-    assert plan.tag_outcome == "created" and plan.result()["branch_dropped"] is True and plan.result()["tag"] == "daily-1"
+    assert (
+        plan.tag_outcome == "created" and plan.result()["branch_dropped"] is True and plan.result()["tag"] == "daily-1"
+    )
 
 
 def test_first_publish_to_an_empty_main():
@@ -226,3 +232,38 @@ def test_plan_create_branch():
         plan_create_branch(T, "t", refs(t=RefInfo("t", "tag", 2)), by_id, 2)
     with pytest.raises(IcebergRefNotFoundError, match="Snapshot 42"):
         plan_create_branch(T, "new", refs(), by_id, 42)
+
+
+# ------------------------------------------------------------------ write and audit
+def test_write_base_and_branch_reset():
+    by_id = history(snap(5, 2))
+    assert write_base(by_id, 3, 4, 5) == 3  # given
+    assert write_base(by_id, None, 4, 5) == 2  # where the branch meets main
+    assert write_base(by_id, None, None, 5) == 5  # no branch yet: main's head
+    assert plan_branch_reset(T, "b", None, 2, by_id) == (RefChange("b", "branch", 2, None),)  # pin before Spark
+    assert plan_branch_reset(T, "b", None, None, by_id) == ()
+    assert plan_branch_reset(T, "b", RefInfo("b", "branch", 2), 2, by_id) == ()
+    kept = RefInfo("b", "branch", 4, max_snapshot_age_ms=86_400_000)
+    assert plan_branch_reset(T, "b", kept, 2, by_id) == (
+        RefChange("b", "branch", 2, 4, max_snapshot_age_ms=86_400_000),  # CAS on the old head, retention kept
+    )
+    assert plan_branch_reset(T, "b", kept, None, by_id) == (RefChange("b", "branch", None, 4),)
+    with pytest.raises(IcebergRefusedError, match="does not descend from the base 5"):
+        plan_branch_reset(T, "b", kept, 5, by_id)
+    with pytest.raises(IcebergRefusedError, match="tag named 'b'"):
+        plan_branch_reset(T, "b", RefInfo("b", "tag", 4), 2, by_id)
+
+
+def test_audit_target_and_plan():
+    by_id = history()
+    assert audit_target(T, "b", refs(), None, by_id) == 4 and audit_target(T, "b", refs(), 3, by_id) == 3
+    with pytest.raises(IcebergRefNotFoundError, match=r"no branch 'x' to audit.*refs: \['b', 'main'\]"):
+        audit_target(T, "x", refs(), None, by_id)
+    with pytest.raises(IcebergRefusedError, match="Snapshot 42 is not on branch 'b'"):
+        audit_target(T, "b", refs(), 42, by_id)
+    snaps = branch_snapshots(by_id, 4, 2)
+    plan = plan_audit(4, 2, 2, snaps, wants_ratio=True, baseline=5)
+    assert plan.change_values == {"change.added_rows": 10, "change.added_rows_ratio": 2.0} and plan.skipped == {}
+    first = plan_audit(4, 2, 2, snaps, wants_ratio=True, baseline=None)
+    assert "change.added_rows_ratio" in first.skipped and "change.added_rows_ratio" not in first.change_values
+    assert plan_audit(4, 2, 2, snaps, wants_ratio=False, baseline=None).skipped == {}

@@ -30,10 +30,10 @@ from airflow_iceberg_provider._validation import (
     validate_name,
     validate_ref,
 )
+from airflow_iceberg_provider._wap_plan import AuditPlan, BranchPlan, audit_target, plan_audit, plan_create_branch
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergCommitVerificationError,
-    IcebergRefNotFoundError,
     IcebergRefusedError,
     IcebergValidationError,
 )
@@ -230,46 +230,43 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
         tbl = hook.load_table(table)
         refuse_unsupported_format(tbl, table)
         source = from_sid if from_sid is not None else hook.ref_snapshot_id(tbl, from_ref)
-        if source is not None:
-            hook.snapshot(tbl, snapshot_id=source)  # exists?
+        plan = plan_create_branch(table, branch, hook.refs(tbl), snapshots_by_id(hook, tbl), source)
         tbl, enabled_now = ensure_wap_enabled(hook, tbl, table)
-        existing = hook.refs(tbl).get(branch)
-        created = False
-        if existing is not None:
-            if existing.type != "branch":
-                raise IcebergRefusedError(
-                    f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
-                )
-            base = merge_base(hook, tbl, existing.snapshot_id, source)
-            self.log.info("Branch %s of %s already exists at %s (base %s)", branch, table, existing.snapshot_id, base)
-        elif source is None:
-            base = None
-            self.log.info("%s has no snapshot yet; the first WAP write creates branch %s", table, branch)
-        else:
-            hook.set_ref(tbl, branch, source)
-            base, created = source, True
-            self.log.info("Created branch %s of %s at snapshot %s", branch, table, source)
-        if created or enabled_now:
-            hook.record_ledger(
-                operation="wap_create_branch",
-                table=table,
-                ref=branch,
-                status="succeeded",
-                context=context,
-                snapshot_before=base,
-                snapshot_after=base,
-                details=with_string_ids(
-                    {"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now}
-                ),
+        hook.apply_ref_changes(tbl, plan.changes)
+        self.log.info("Branch %s of %s: %s", branch, table, plan.message)
+        self._verify(plan)
+        if plan.action == "create" or enabled_now:
+            self._record(
+                context, plan, {"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now}
             )
         result = {
             "table": table,
             "branch": branch,
-            "base_snapshot_id": base,
-            "created": created,
+            "base_snapshot_id": plan.base,
+            "created": plan.action == "create",
             "wap_enabled_now": enabled_now,
         }
         return with_string_ids(result)
+
+    def _verify(self, plan: BranchPlan) -> None:
+        """A created branch is at its base (re-read through the catalog)."""
+        found = self.catalog_hook.refs(self.ident).get(plan.branch) if plan.action == "create" else None
+        if plan.action == "create" and (found is None or found.snapshot_id != plan.base):
+            raise IcebergCommitVerificationError(
+                f"After creating branch {plan.branch!r} of {self.ident}, it is {found}, not at snapshot {plan.base}."
+            )
+
+    def _record(self, context: Context, plan: BranchPlan, details: dict[str, Any]) -> None:
+        self.catalog_hook.record_ledger(
+            operation="wap_create_branch",
+            table=self.ident.dotted,
+            ref=plan.branch,
+            status="succeeded",
+            context=context,
+            snapshot_before=plan.base,
+            snapshot_after=plan.base,
+            details=with_string_ids(details),
+        )
 
 
 class IcebergWapAuditOperator(IcebergSparkBaseOperator):
@@ -448,71 +445,64 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         checks = self.parse_checks()
         branch = resolve_branch(self.branch, context, self.branch_prefix)
-        hook, table = self.catalog_hook, self.ident.dotted
-        tbl = hook.load_table(table)
-        snapshot_id, base, main_head = self._audited_snapshot(tbl, branch)
-        snapshots = branch_snapshots(hook, tbl, snapshot_id, base)
-        change = change_metrics(snapshots)
-        values, skipped = self._change_values(checks, change, tbl)
-        base_values = self._reusable_base_values(checks, table, base, snapshots, tbl)
-        spec = self.job_spec(
-            context,
-            "wap_audit",
-            ref=branch,
-            snapshot_id=snapshot_id,
-            base_snapshot_id=base,
-            checks=[c.to_dict() for c in checks],
-            change_values=values,
-            skipped=skipped,
-            audit_table=hook.governance_table("audit_results"),
-            incremental_base=base if base_values else None,
-            base_values=base_values,
-            driver_read=self.driver_read,
-        )
+        plan, snapshots, tbl = self._plan(branch, checks)
+        base_values = self._reusable_base_values(checks, self.ident.dotted, plan.base, snapshots, tbl)
+        spec = self._spec(context, branch, checks, plan, base_values)
         self.log.info(
-            "Auditing %s@%s snapshot %s (base %s) with %d checks", table, branch, snapshot_id, base, len(checks)
+            "Auditing %s@%s snapshot %s (base %s) with %d checks",
+            self.ident.dotted,
+            branch,
+            plan.snapshot_id,
+            plan.base,
+            len(checks),
         )
         run, ledger = self.run_spark_job(context, "wap_audit", spec, extra_py_files=AUDIT_MODULES)
         results = self._recorded_results(checks, run.job_run_id, branch)
-        summary = self._summary(branch, snapshot_id, base, main_head, results, run.job_run_id, ledger, change)
+        summary = self._summary(branch, plan, results, run.job_run_id, ledger)
         self._report(context, summary, ledger["metrics"])
         if summary["failed"]:
             raise IcebergAuditFailedError(self._failure_message(summary, spec["audit_table"]))
         return summary
 
-    def _audited_snapshot(self, tbl: Table, branch: str) -> tuple[int, int | None, int | None]:
-        """``(snapshot to audit, the branch's base, main's head)``; the snapshot must be on the branch."""
+    def _plan(self, branch: str, checks: Sequence[audit_checks.Check]) -> tuple[AuditPlan, list[Any], Table]:
+        """Resolve (one table load) and plan: the exact snapshot on the branch, its base, the change set."""
         hook, table = self.catalog_hook, self.ident.dotted
-        existing = hook.refs(tbl).get(branch)
-        if existing is None or existing.type != "branch":
-            raise IcebergRefNotFoundError(
-                f"{table} has no branch {branch!r} to audit; run the WAP write first (refs: {sorted(hook.refs(tbl))})."
-            )
-        snapshot_id = optional_snapshot_id(self.snapshot_id, "snapshot_id") or existing.snapshot_id
-        if not hook.is_ancestor(tbl, snapshot_id, existing.snapshot_id):
-            raise IcebergRefusedError(
-                f"Snapshot {snapshot_id} is not on branch {branch!r} of {table} (head {existing.snapshot_id}); "
-                "nothing to audit."
-            )
+        tbl = hook.load_table(table)
+        refs, by_id = hook.refs(tbl), snapshots_by_id(hook, tbl)
+        requested = optional_snapshot_id(self.snapshot_id, "snapshot_id")
+        snapshot_id = audit_target(table, branch, refs, requested, by_id)
         main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
         base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        if base is None:
-            base = merge_base(hook, tbl, snapshot_id, main_head)
-        return snapshot_id, base, main_head
+        base = base if base is not None else _wap_plan.merge_base(by_id, snapshot_id, main_head)
+        snapshots = _wap_plan.branch_snapshots(by_id, snapshot_id, base)
+        wants_ratio = any(c.check_type == "added_rows_ratio" for c in checks)
+        baseline = previous_published_added(hook, tbl, table) if wants_ratio else None
+        plan = plan_audit(snapshot_id, base, main_head, snapshots, wants_ratio=wants_ratio, baseline=baseline)
+        return plan, snapshots, tbl
 
-    def _change_values(
-        self, checks: Sequence[audit_checks.Check], change: Mapping[str, int], tbl: Table
-    ) -> tuple[dict[str, float | None], dict[str, str]]:
-        """Observed values of the change-set checks (from snapshot summaries), and the ones that cannot apply."""
-        values: dict[str, float | None] = {"change.added_rows": change["net_added_records"]}
-        skipped: dict[str, str] = {}
-        if any(c.check_type == "added_rows_ratio" for c in checks):
-            baseline = previous_published_added(self.catalog_hook, tbl, self.ident.dotted)
-            if baseline:
-                values["change.added_rows_ratio"] = change["net_added_records"] / baseline
-            else:
-                skipped["change.added_rows_ratio"] = "no previous published change to compare with"
-        return values, skipped
+    def _spec(
+        self,
+        context: Context,
+        branch: str,
+        checks: Sequence[audit_checks.Check],
+        plan: AuditPlan,
+        base_values: dict[str, float | None],
+    ) -> dict[str, Any]:
+        """The audit job's spec: the exact snapshot, the checks, the values known without a scan."""
+        return self.job_spec(
+            context,
+            "wap_audit",
+            ref=branch,
+            snapshot_id=plan.snapshot_id,
+            base_snapshot_id=plan.base,
+            checks=[c.to_dict() for c in checks],
+            change_values=plan.change_values,
+            skipped=plan.skipped,
+            audit_table=self.catalog_hook.governance_table("audit_results"),
+            incremental_base=plan.base if base_values else None,
+            base_values=base_values,
+            driver_read=self.driver_read,
+        )
 
     def _recorded_results(
         self, checks: Sequence[audit_checks.Check], job_run_id: str, branch: str
@@ -531,13 +521,10 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     def _summary(
         self,
         branch: str,
-        snapshot_id: int,
-        base: int | None,
-        main_head: int | None,
+        plan: AuditPlan,
         results: list[dict[str, Any]],
         job_run_id: str,
         ledger: Mapping[str, Any],
-        change: Mapping[str, int],
     ) -> dict[str, Any]:
         """The XCom value: every check's observed value and condition, the failed ones, ids as strings."""
         failed = audit_report.failed_checks(results)
@@ -546,9 +533,9 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             {
                 "table": self.ident.dotted,
                 "branch": branch,
-                "snapshot_id": snapshot_id,
-                "base_snapshot_id": base,
-                "main_snapshot_id": main_head,
+                "snapshot_id": plan.snapshot_id,
+                "base_snapshot_id": plan.base,
+                "main_snapshot_id": plan.main_head,
                 "passed": not failed,
                 "outcome": audit_report.completion_line(len(results), len(failed)),
                 "checks": len(results),
@@ -560,7 +547,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 "incremental_checks": metrics.get("from_change_set", 0),
                 "metadata_checks": metrics.get("from_metadata", 0),
                 "appended_read_by": metrics.get("appended_read_by"),
-                **change,
+                **plan.change,
             }
         )
 

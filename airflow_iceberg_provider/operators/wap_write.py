@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _wap_logic as rerun
 from airflow_iceberg_provider._validation import MAIN_BRANCH
+from airflow_iceberg_provider._wap_plan import plan_branch_reset, write_base
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefNotFoundError,
@@ -26,10 +27,10 @@ from airflow_iceberg_provider.operators.wap import (
     _refuse_wap_conf,
     branch_snapshots,
     ensure_wap_enabled,
-    merge_base,
     optional_snapshot_id,
     refuse_unsupported_format,
     resolve_branch,
+    snapshots_by_id,
     wap_write_conf,
 )
 from airflow_iceberg_provider.params import SNAPSHOT_OPERATIONS
@@ -247,29 +248,41 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
         tbl, _ = ensure_wap_enabled(hook, tbl, table)
-        main_before = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        existing = hook.refs(tbl).get(branch)
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        if base is None:
-            base = merge_base(hook, tbl, existing.snapshot_id, main_before) if existing else main_before
+        main_before, existing = hook.ref_snapshot_id(tbl, MAIN_BRANCH), hook.refs(tbl).get(branch)
+        requested = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        base = write_base(
+            snapshots_by_id(hook, tbl), requested, existing.snapshot_id if existing else None, main_before
+        )
         reset_from = self._reset_to_base(tbl, branch, existing, base)
-        props = rerun.summary_properties(identity)
         replaced = self._replace_files(branch, base, plan, identity) if plan.action == "replace" else {}
-        run = self._submit(context, branch, base, statements, props, plan, identity)
+        run = self._submit(context, branch, base, statements, rerun.summary_properties(identity), plan, identity)
         head, metrics = self._verified_change(branch, base, main_before)
         self._record(context, branch, base, head, metrics, run, plan)
+        rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
+        return self._result(branch, base, head, reset_from, run, rerun_info, metrics)
+
+    def _result(
+        self,
+        branch: str,
+        base: int | None,
+        head: int,
+        reset_from: int | None,
+        run: Any,
+        rerun_info: dict[str, Any],
+        metrics: dict[str, int],
+    ) -> dict[str, Any]:
         result = {
-            "table": table,
+            "table": self.ident.dotted,
             "branch": branch,
             "base_snapshot_id": base,
             "snapshot_id": head,
             "reset_from_snapshot_id": reset_from,
             "job_run_id": run.job_run_id,
             "seconds": round(run.seconds, 3),
-            "rerun": {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced},
+            "rerun": rerun_info,
             **metrics,
         }
-        self.log.info("Verified WAP write on %s@%s: %s", table, branch, result)
+        self.log.info("Verified WAP write on %s@%s: %s", self.ident.dotted, branch, result)
         return with_string_ids(result)
 
     def _replace_files(
@@ -392,42 +405,20 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         )
 
     def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
-        """Discard an earlier try's commits on the branch; make sure the branch starts at ``base``."""
+        """Discard an earlier try's commits on the branch (``_wap_plan.plan_branch_reset``); the old head or ``None``."""
         hook, table = self.catalog_hook, self.ident.dotted
-        if existing is not None and existing.type != "branch":
-            raise IcebergRefusedError(f"{table} has a tag named {branch!r}; WAP needs a branch. Nothing was changed.")
-        if existing is not None and existing.snapshot_id == base:
-            return None
-        if existing is None:
-            if base is not None:  # pin the branch to its base before Spark would cut it from the current main
-                hook.set_ref(tbl, branch, base)
-            return None
-        if base is not None and not hook.is_ancestor(tbl, base, existing.snapshot_id):
-            raise IcebergRefusedError(
-                f"Branch {branch!r} of {table} is at {existing.snapshot_id}, which does not descend from the base "
-                f"{base}; refusing to reset it. Pass the right base_snapshot_id or a new branch name."
-            )
-        self.log.warning(
-            "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "
-            "the retried write does not duplicate rows",
-            branch,
-            table,
-            existing.snapshot_id,
-            base,
-        )
-        if base is None:
-            hook.remove_ref(tbl, branch)
-        else:
-            hook.set_ref(
-                tbl,
+        changes = plan_branch_reset(table, branch, existing, base, snapshots_by_id(hook, tbl))
+        if existing is not None and changes:
+            self.log.warning(
+                "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "
+                "the retried write does not duplicate rows",
                 branch,
+                table,
+                existing.snapshot_id,
                 base,
-                expected_snapshot_id=existing.snapshot_id,
-                max_ref_age_ms=existing.max_ref_age_ms,
-                max_snapshot_age_ms=existing.max_snapshot_age_ms,
-                min_snapshots_to_keep=existing.min_snapshots_to_keep,
             )
-        return existing.snapshot_id
+        hook.apply_ref_changes(tbl, changes)
+        return existing.snapshot_id if existing is not None and changes else None
 
 
 __all__ = ["IcebergWapWriteOperator", "plan_rerun_from_catalog", "stop_for_rerun"]

@@ -176,3 +176,103 @@ def select_new_commit(
         candidates = [s for s in candidates if s.timestamp_ms > after_timestamp_ms]
     found = [s for s in candidates if matches(s, operation, summary or {})]
     return (found[-1] if found else None), len(found)
+
+
+def plan_branch(
+    existing: RefInfo | None,
+    branch: str,
+    snapshot_id: int,
+    retention: Mapping[str, int | None],
+    *,
+    table: str,
+    descends: bool,
+    replace: bool = False,
+) -> tuple[str, RefChange | None]:
+    """``(outcome, change)`` for a branch starting at ``snapshot_id`` with ``retention``
+    (``max_ref_age_ms``, ``max_snapshot_age_ms``, ``min_snapshots_to_keep``).
+
+    ``created``; ``exists`` (no change) when the branch already starts at (or has since
+    advanced from) ``snapshot_id`` -- ``descends`` says whether its head descends from it --
+    with the same retention; ``retention_updated`` (same head, new retention);
+    ``replaced`` when ``replace`` re-points a diverged branch.
+
+    :raises IcebergRefusedError: a tag of that name, or a diverged branch without
+        ``replace`` (nothing was changed).
+    """
+    if existing is None:
+        return "created", RefChange(branch, "branch", snapshot_id, None, **retention)
+    if existing.type != "branch":
+        raise IcebergRefusedError(
+            f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
+        )
+    if descends:
+        if all(getattr(existing, k) == v for k, v in retention.items()):
+            return "exists", None
+        head = existing.snapshot_id
+        return "retention_updated", RefChange(branch, "branch", head, head, **retention)
+    if not replace:
+        raise IcebergRefusedError(
+            f"Branch {branch!r} of {table} already exists at snapshot {existing.snapshot_id}, which does "
+            f"not descend from {snapshot_id}; refusing to re-point it (its commits would be lost). Pass "
+            "replace=True to re-point it deliberately, or choose another name. Nothing was changed."
+        )
+    return "replaced", RefChange(branch, "branch", snapshot_id, existing.snapshot_id, **retention)
+
+
+def rollback_target(
+    chain: Sequence[SnapshotInfo],
+    refs: Mapping[str, RefInfo],
+    *,
+    table: str,
+    ref: str,
+    known_ids: set[int] | frozenset[int],
+    snapshot_id: int | str | None = None,
+    tag: str | None = None,
+    as_of_ms: int | None = None,
+) -> SnapshotInfo:
+    """The snapshot to roll ``ref`` back to (exactly one of id, tag or time), checked to be an ancestor.
+
+    :param chain: the ref's ancestry, oldest first (head last).
+    :param known_ids: ids of every snapshot still in the table's metadata.
+    :param as_of_ms: picks the newest snapshot of the ref's ancestry committed at or before that time.
+    :raises IcebergRefusedError: the target is not an ancestor of the ref's head.
+    """
+    from airflow_iceberg_provider._validation import validate_snapshot_id
+    from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError
+
+    if sum(x is not None for x in (snapshot_id, tag, as_of_ms)) != 1:
+        raise ValueError("resolve_rollback_target() takes exactly one of snapshot_id, tag or as_of_ms.")
+    if not chain:
+        raise IcebergRefNotFoundError(
+            f"{table} has no {ref!r} with snapshots to roll back; existing refs: {sorted(refs) or 'none'}."
+        )
+    head = chain[-1].snapshot_id
+    if as_of_ms is not None:
+        older = [s for s in chain if s.timestamp_ms <= as_of_ms]
+        if not older:
+            raise IcebergRefusedError(
+                f"{table} {ref!r} has no ancestor committed at or before {as_of_ms} ms (its oldest "
+                f"ancestor is {chain[0].snapshot_id} at {chain[0].timestamp_ms} ms). Nothing was changed."
+            )
+        return older[-1]
+    if tag is not None:
+        validate_ref(tag, "tag")
+        found = refs.get(tag)
+        if found is None or found.type != "tag":
+            raise IcebergRefNotFoundError(
+                f"Tag {tag!r} does not exist on {table}; existing tags: "
+                f"{sorted(n for n, r in refs.items() if r.type == 'tag') or 'none'}."
+            )
+        snapshot_id = found.snapshot_id
+    sid = validate_snapshot_id(snapshot_id)
+    if sid not in known_ids:
+        raise IcebergRefNotFoundError(f"Snapshot {sid} does not exist on {table} (expired or never created).")
+    by_id = {s.snapshot_id: s for s in chain}
+    if sid not in by_id:
+        raise IcebergRefusedError(
+            f"Cannot roll {table} {ref!r} back to snapshot {sid}"
+            + (f" (tag {tag!r})" if tag else "")
+            + f": it is not an ancestor of the head {head}. Rollback only moves a ref back along its own "
+            "history; to publish another line of history use a branch and fast-forward. Nothing was changed."
+        )
+    return by_id[sid]

@@ -650,48 +650,19 @@ class IcebergCatalogHook(BaseHook):
 
         :raises IcebergRefusedError: the name is taken (nothing was changed).
         """
-        from airflow_iceberg_provider._ref_logic import tag_retention
-        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+        from airflow_iceberg_provider._ref_logic import plan_tag, tag_retention
 
         tbl = self._table(table)
         validate_ref(tag, "tag", allow_main=False)
-        max_ref_age_ms = tag_retention(tag, max_ref_age_ms)
+        tag_retention(tag, max_ref_age_ms)  # a hold with another age is refused before anything else
         if tbl.metadata.snapshot_by_id(snapshot_id) is None:
             raise IcebergRefNotFoundError(
                 f"Snapshot {snapshot_id} does not exist on {_name(tbl)} (expired or never created); cannot tag it."
             )
-        existing = tbl.metadata.refs.get(tag)
-        outcome = "created"
-        if existing is not None:
-            if existing.snapshot_ref_type.value != "tag":
-                raise IcebergRefusedError(
-                    f"{_name(tbl)} already has a branch named {tag!r}; a tag cannot replace a branch. Choose "
-                    "another tag name. Nothing was changed."
-                )
-            if existing.snapshot_id == snapshot_id and existing.max_ref_age_ms == max_ref_age_ms:
-                return "exists"
-            from airflow_iceberg_provider.governance import is_legal_hold
-
-            if is_legal_hold(tag) and existing.snapshot_id == snapshot_id:
-                # A hold placed before holds carried their own max-ref-age: pin it (same snapshot).
-                self.set_ref(tbl, tag, snapshot_id, ref_type="tag", max_ref_age_ms=max_ref_age_ms)
-                return "hold_pinned"
-            if is_legal_hold(tag):
-                raise IcebergRefusedError(
-                    f"Tag {tag!r} of {_name(tbl)} is a legal hold on snapshot {existing.snapshot_id}; a hold is "
-                    f"never moved (requested: {snapshot_id}, max_ref_age_ms={max_ref_age_ms}). Release it "
-                    "explicitly (drop the tag with release_legal_hold=True) or place a hold under another "
-                    "name. Nothing was changed."
-                )
-            if not replace:
-                raise IcebergRefusedError(
-                    f"Tag {tag!r} of {_name(tbl)} already points at snapshot {existing.snapshot_id} "
-                    f"(max_ref_age_ms={existing.max_ref_age_ms}); refusing to move it to {snapshot_id} "
-                    f"(max_ref_age_ms={max_ref_age_ms}): tags are immutable audit points. Pass replace=True to "
-                    "move it deliberately, or choose another name. Nothing was changed."
-                )
-            outcome = "replaced"
-        self.set_ref(tbl, tag, snapshot_id, ref_type="tag", max_ref_age_ms=max_ref_age_ms)
+        existing = ref_infos(tbl.metadata.refs).get(tag)
+        outcome, change = plan_tag(existing, tag, snapshot_id, max_ref_age_ms, table=_name(tbl), replace=replace)
+        if change is not None:
+            self.apply_ref_changes(tbl, [change])
         return outcome
 
     def create_branch(
@@ -715,7 +686,7 @@ class IcebergCatalogHook(BaseHook):
         :raises IcebergRefusedError: ``main``, a tag of that name, or a branch that does
             not descend from ``snapshot_id`` without ``replace=True`` (nothing changed).
         """
-        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+        from airflow_iceberg_provider._ref_logic import plan_branch
 
         tbl = self._table(table)
         validate_ref(branch, "branch", allow_main=False)
@@ -729,28 +700,14 @@ class IcebergCatalogHook(BaseHook):
             "max_snapshot_age_ms": max_snapshot_age_ms,
             "min_snapshots_to_keep": min_snapshots_to_keep,
         }
-        existing = tbl.metadata.refs.get(branch)
-        if existing is None:
-            self.set_ref(tbl, branch, snapshot_id, ref_type="branch", **retention)
-            return "created"
-        if existing.snapshot_ref_type.value != "branch":
-            raise IcebergRefusedError(
-                f"{_name(tbl)} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
-            )
-        same_retention = all(getattr(existing, k) == v for k, v in retention.items())
-        if self.is_ancestor(tbl, snapshot_id, existing.snapshot_id):
-            if same_retention:
-                return "exists"
-            self.set_ref(tbl, branch, existing.snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention)
-            return "retention_updated"
-        if not replace:
-            raise IcebergRefusedError(
-                f"Branch {branch!r} of {_name(tbl)} already exists at snapshot {existing.snapshot_id}, which does "
-                f"not descend from {snapshot_id}; refusing to re-point it (its commits would be lost). Pass "
-                "replace=True to re-point it deliberately, or choose another name. Nothing was changed."
-            )
-        self.set_ref(tbl, branch, snapshot_id, expected_snapshot_id=existing.snapshot_id, **retention)
-        return "replaced"
+        existing = ref_infos(tbl.metadata.refs).get(branch)
+        descends = existing is not None and self.is_ancestor(tbl, snapshot_id, existing.snapshot_id)
+        outcome, change = plan_branch(
+            existing, branch, snapshot_id, retention, table=_name(tbl), descends=descends, replace=replace
+        )
+        if change is not None:
+            self.apply_ref_changes(tbl, [change])
+        return outcome
 
     def resolve_rollback_target(
         self,
@@ -768,47 +725,19 @@ class IcebergCatalogHook(BaseHook):
 
         :raises IcebergRefusedError: the target is not an ancestor of the ref's head.
         """
-        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+        from airflow_iceberg_provider._ref_logic import rollback_target
 
-        if sum(x is not None for x in (snapshot_id, tag, as_of_ms)) != 1:
-            raise ValueError("resolve_rollback_target() takes exactly one of snapshot_id, tag or as_of_ms.")
         tbl = self._table(table)
-        chain = self.ref_chain(tbl, ref)
-        if not chain:
-            raise IcebergRefNotFoundError(
-                f"{_name(tbl)} has no {ref!r} with snapshots to roll back; existing refs: "
-                f"{sorted(tbl.metadata.refs) or 'none'}."
-            )
-        head = chain[-1].snapshot_id
-        if as_of_ms is not None:
-            older = [s for s in chain if s.timestamp_ms <= as_of_ms]
-            if not older:
-                raise IcebergRefusedError(
-                    f"{_name(tbl)} {ref!r} has no ancestor committed at or before {as_of_ms} ms (its oldest "
-                    f"ancestor is {chain[0].snapshot_id} at {chain[0].timestamp_ms} ms). Nothing was changed."
-                )
-            return older[-1]
-        if tag is not None:
-            validate_ref(tag, "tag")
-            found = tbl.metadata.refs.get(tag)
-            if found is None or found.snapshot_ref_type.value != "tag":
-                raise IcebergRefNotFoundError(
-                    f"Tag {tag!r} does not exist on {_name(tbl)}; existing tags: "
-                    f"{sorted(n for n, r in tbl.metadata.refs.items() if r.snapshot_ref_type.value == 'tag') or 'none'}."
-                )
-            snapshot_id = found.snapshot_id
-        sid = validate_snapshot_id(snapshot_id)
-        if tbl.metadata.snapshot_by_id(sid) is None:
-            raise IcebergRefNotFoundError(f"Snapshot {sid} does not exist on {_name(tbl)} (expired or never created).")
-        by_id = {s.snapshot_id: s for s in chain}
-        if sid not in by_id:
-            raise IcebergRefusedError(
-                f"Cannot roll {_name(tbl)} {ref!r} back to snapshot {sid}"
-                + (f" (tag {tag!r})" if tag else "")
-                + f": it is not an ancestor of the head {head}. Rollback only moves a ref back along its own "
-                "history; to publish another line of history use a branch and fast-forward. Nothing was changed."
-            )
-        return by_id[sid]
+        return rollback_target(
+            self.ref_chain(tbl, ref),
+            ref_infos(tbl.metadata.refs),
+            table=_name(tbl),
+            ref=ref,
+            known_ids={s.snapshot_id for s in tbl.metadata.snapshots},
+            snapshot_id=snapshot_id,
+            tag=tag,
+            as_of_ms=as_of_ms,
+        )
 
     def rollback(
         self,

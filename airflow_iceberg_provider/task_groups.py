@@ -26,6 +26,18 @@ def _xcom(task_id: str, key: str) -> str:
     return "{{ ti.xcom_pull(task_ids='" + task_id + "')['" + key + "'] }}"
 
 
+def _asset_outlets(asset: Asset | bool | None, table: str, catalog_name: str) -> list[Asset]:
+    """``True``: the table's ``iceberg://`` Asset; an Asset: itself; ``None``/``False``: none."""
+    if asset is True:
+        return [iceberg_asset(table, catalog_name)]
+    return [asset] if isinstance(asset, Asset) else []
+
+
+def _step(shared: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A Spark step's arguments: every upstream step must have succeeded, then the user's overrides."""
+    return _merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **shared}, overrides)
+
+
 def wap_task_group(
     *,
     table: str,
@@ -91,23 +103,12 @@ def wap_task_group(
     :return: the TaskGroup (use it in ``>>`` like a task).
     """
     common: dict[str, Any] = {"table": table, "iceberg_catalog_conn_id": iceberg_catalog_conn_id}
-    spark: dict[str, Any] = {
-        "spark_conn_id": spark_conn_id,
-        "spark_conf": spark_conf,
-        "jars": jars,
-        "packages": packages,
-    }
-    outlets: list[Asset] = []
-    if asset is True:
-        outlets = [iceberg_asset(table, catalog_name)]
-    elif isinstance(asset, Asset):
-        outlets = [asset]
+    spark = {**common, "spark_conn_id": spark_conn_id, "spark_conf": spark_conf, "jars": jars, "packages": packages}
     with TaskGroup(group_id, **group_kwargs) as group:
         create = IcebergWapCreateBranchOperator(
             task_id="create_branch", branch=branch, branch_prefix=branch_prefix, from_ref=from_ref, **common
         )
-        branch_x = _xcom(create.task_id, "branch")
-        base_x = _xcom(create.task_id, "base_snapshot_id")
+        branch_x, base_x = _xcom(create.task_id, "branch"), _xcom(create.task_id, "base_snapshot_id")
         write = IcebergWapWriteOperator(
             task_id="write",
             branch=branch_x,
@@ -118,7 +119,7 @@ def wap_task_group(
             params_for_job=params_for_job,
             on_rerun=on_rerun,
             replace_where=replace_where,
-            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, write_kwargs),
+            **_step(spark, write_kwargs),
         )
         audit = IcebergWapAuditOperator(
             task_id="audit",
@@ -130,7 +131,7 @@ def wap_task_group(
             change_checks=change_checks,
             partition_clause=partition_clause,
             # a failed audit raises AirflowFailException anyway; retries only re-run a crashed job
-            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, audit_kwargs),
+            **_step(spark, audit_kwargs),
         )
         publish = IcebergWapPublishOperator(
             task_id="publish",
@@ -141,8 +142,8 @@ def wap_task_group(
             on_rerun=on_rerun,
             drop_branch=drop_branch,
             tag=tag,
-            outlets=outlets,
-            **_merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **common, **spark}, publish_kwargs),
+            outlets=_asset_outlets(asset, table, catalog_name),
+            **_step(spark, publish_kwargs),
         )
         create >> write >> audit >> publish
     return group

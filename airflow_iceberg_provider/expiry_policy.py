@@ -20,25 +20,23 @@ from typing import Any
 from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergRefusedError,
-    IcebergValidationError,
 )
 from airflow_iceberg_provider.governance import is_legal_hold
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
+from airflow_iceberg_provider.params import positive_int
 
 
 def iso(ms: int | None) -> str | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
+#: why ``retain_last`` is at least 1 (appended to its refusal)
+RETAIN_HINT = "expire_snapshots always keeps at least the current snapshot of main; pass retain_last=1 or more."
+
+
 def validate_retain_last(value: Any, param: str = "retain_last") -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
-        raise IcebergValidationError(
-            f"{param}={value!r} is invalid; it must be an integer >= 1 and < 2^31 (expire_snapshots always keeps at "
-            "least the current snapshot of main). Pass retain_last=1 or more."
-        )
-    return value
+    """A required ``retain_last`` (1 .. 2^31-1), through :func:`airflow_iceberg_provider.params.positive_int`."""
+    return positive_int(value, param, required=True, hint=RETAIN_HINT)  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

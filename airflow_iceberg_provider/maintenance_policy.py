@@ -18,12 +18,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
 from airflow_iceberg_provider.expiry_policy import ExpiryPreview, iso, preview_expiry, validate_retain_last
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
+from airflow_iceberg_provider.params import JAVA_LONG_MAX
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     ACTIONS,
     COMPUTE_STATS,
@@ -61,10 +63,6 @@ _ORPHAN_RISK = (
 
 
 # ----------------------------------------------------------------------------- time
-_SHORT_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)\s*$", re.IGNORECASE)
-_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds"}
-
-
 def now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
 
@@ -73,79 +71,12 @@ _now_ms = now_ms  # for functions whose parameter is called now_ms
 
 
 def parse_duration(value: Any, param: str) -> timedelta:
-    """A duration: ``timedelta`` / pendulum ``Duration``, ``"36h"``, ``"3d"``, ``"90m"``, ISO ``"P3D"``.
-
-    :raises IcebergValidationError: naming ``param`` when the value is not a duration.
-    """
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, str):
-        m = _SHORT_DURATION.match(value)
-        if m:
-            return timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
-        if value.strip().upper().startswith("P"):
-            try:
-                import pendulum
-
-                parsed = pendulum.parse(value.strip())
-                if isinstance(parsed, timedelta):
-                    return parsed
-            except Exception:  # fall through to the error below
-                pass
-    raise IcebergValidationError(
-        f"{param}={value!r} is not a duration; pass a timedelta / pendulum.duration(...), a string like "
-        "'36h', '3d', '90m', or an ISO-8601 duration such as 'P3D' or 'PT36H'."
-    )
+    """A required duration (the one grammar: :func:`airflow_iceberg_provider.params.duration`)."""
+    return params.duration(value, param, required=True)  # type: ignore[return-value]
 
 
-#: Latest instant the cutoffs accept (9999-12-31T23:59:59.999Z): beyond it nothing can be rendered or compared.
-MAX_EPOCH_MS = 253_402_300_799_999
-#: Largest count or size Iceberg's procedures take (a Java ``long``).
-JAVA_LONG_MAX = 2**63 - 1
-
-
-def resolve_cutoff(value: Any, param: str, *, now: int) -> int:
-    """``older_than`` as an absolute instant in epoch ms (between 1970 and the year 9999).
-
-    A duration means "older than now minus it"; a ``datetime`` (naive = UTC), an
-    ISO-8601 timestamp string or an ``int`` (epoch milliseconds) is an instant.
-    """
-    try:
-        out = _resolve_cutoff(value, param, now=now)
-    except (OverflowError, OSError) as err:  # durations / instants beyond what a datetime holds
-        raise IcebergValidationError(f"{param}={value!r} is out of range: {err}.") from err
-    if not 0 <= out <= MAX_EPOCH_MS:
-        raise IcebergValidationError(
-            f"{param}={value!r} resolves to {out} ms since the epoch, outside 1970..9999; pass a duration such "
-            "as '7d' or a real timestamp."
-        )
-    return out
-
-
-def _resolve_cutoff(value: Any, param: str, *, now: int) -> int:
-    if isinstance(value, bool) or value is None:
-        raise IcebergValidationError(f"{param}={value!r} is not a duration or timestamp.")
-    if isinstance(value, timedelta):
-        return now - int(value.total_seconds() * 1000)
-    if isinstance(value, datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return int(dt.timestamp() * 1000)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        if re.fullmatch(r"\d{10,16}", text):
-            return int(text)
-        if _SHORT_DURATION.match(text) or text.upper().startswith("P"):
-            return now - int(parse_duration(text, param).total_seconds() * 1000)
-        try:
-            return _resolve_cutoff(datetime.fromisoformat(text.replace("Z", "+00:00")), param, now=now)
-        except ValueError:
-            pass
-    raise IcebergValidationError(
-        f"{param}={value!r} is neither a duration nor a timestamp; pass e.g. pendulum.duration(days=7), "
-        "'7d', 'P7D', a datetime, an ISO-8601 timestamp or epoch milliseconds."
-    )
+#: ``older_than`` as an absolute instant (a duration means now minus it): :func:`params.cutoff_ms`.
+resolve_cutoff = params.cutoff_ms
 
 
 def _human(td: timedelta) -> str:
@@ -159,11 +90,8 @@ def _human(td: timedelta) -> str:
 
 # ----------------------------------------------------------------------- validation
 def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= JAVA_LONG_MAX:
-        raise IcebergValidationError(f"{param}={value!r} is invalid; pass an integer >= {minimum} (and < 2^63).")
-    return value
+    """A required count or size, ``minimum`` .. 2^63-1 (Iceberg's procedures take a Java ``long``)."""
+    return params.positive_int(value, param, required=True, minimum=minimum, maximum=JAVA_LONG_MAX)  # type: ignore[return-value]
 
 
 #: refused in ``where`` filters: they select files to rewrite, they never change anything themselves

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.expiry_policy import validate_retain_last
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     ExpiryPreview,
@@ -38,9 +39,6 @@ from airflow_iceberg_provider.operators._maintenance_base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
-
-#: why ``retain_last`` is at least 1 (appended to its refusal)
-RETAIN_HINT = "expire_snapshots always keeps at least the current snapshot of main; pass retain_last=1 or more."
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
     ) -> None:
         super().__init__(**kwargs)
         if isinstance(retain_last, int):
-            params.positive_int(retain_last, "retain_last", hint=RETAIN_HINT)
+            validate_retain_last(retain_last)
         self.older_than = older_than
         self.retain_last = retain_last
         self.snapshot_ids = snapshot_ids
@@ -147,11 +145,8 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
             else params.cutoff_ms(self.older_than, "older_than", now=now)
         )
         check_expiry_cutoff(cutoff, now=now, floor=expiry_floor(self.older_than_floor))
-        retain = params.positive_int(
-            defaults.min_snapshots_to_keep if params.is_unset(self.retain_last) else self.retain_last,
-            "retain_last",
-            required=True,
-            hint=RETAIN_HINT,
+        retain = validate_retain_last(
+            defaults.min_snapshots_to_keep if params.is_unset(self.retain_last) else self.retain_last
         )
         ids = _parse_ids(self.snapshot_ids)
         dry_run = str(self.dry_run).strip().lower() == "true"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.expiry_policy import validate_retain_last
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     ORPHAN_DEFAULT_AGE,
@@ -51,7 +52,7 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     expiry_floor,
     health_summary,
 )
-from airflow_iceberg_provider.operators.expiry import RETAIN_HINT, IcebergExpireSnapshotsOperator
+from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -405,7 +406,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         self.erasure_purge = erasure_purge
         self.metadata_hygiene = metadata_hygiene
         if isinstance(retain_last, int):
-            params.positive_int(retain_last, "retain_last", hint=RETAIN_HINT)
+            validate_retain_last(retain_last)
         if not params.is_templated(older_than_floor):
             params.duration(older_than_floor, "older_than_floor")
         self.policy_args: dict[str, Any] = {

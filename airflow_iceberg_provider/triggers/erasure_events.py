@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.erasure_policy import deadline_report
 from airflow_iceberg_provider.exceptions import (
@@ -17,7 +18,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.maintenance_policy import parse_duration
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
 #: ``logical``: the rows must be deleted (``logically_erased``); ``physical``: no file may hold them
@@ -39,7 +39,7 @@ def to_duration(value: Any, param: str) -> timedelta:
         if not math.isfinite(value):
             raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. '30d', '36h' or seconds.")
         return timedelta(seconds=value)
-    return parse_duration(value, param)
+    return params.duration(value, param, required=True)  # type: ignore[return-value]
 
 
 def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta], dict[str, timedelta]]:

@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -899,17 +899,11 @@ def _name(tbl: Table) -> str:
     return ".".join(tbl.name()[-2:])
 
 
-def to_epoch_ms(value: datetime | int | float | str | None) -> int:
-    """Accept a datetime (naive = UTC), epoch ms, or an ISO-8601 string."""
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{value!r} is not a timestamp; pass a datetime, epoch milliseconds or ISO-8601.")
-    if isinstance(value, (int, float)):
-        return int(value)
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return int(value.timestamp() * 1000)
+def to_epoch_ms(value: datetime | int | float | str | None, param: str = "as_of") -> int:
+    """A point in time as epoch ms (the one grammar: :func:`airflow_iceberg_provider.params.instant_ms`)."""
+    from airflow_iceberg_provider.params import instant_ms
+
+    return instant_ms(value, param, required=True)  # type: ignore[return-value]
 
 
 def _sqlite_tune(catalog: Catalog) -> None:

@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 JOB = ROOT / "bench" / "jobs" / "erasure_bench_job.py"
-JOBS_DIR = ROOT / "airflow_iceberg_provider" / "spark_jobs"
 
 
 def main() -> int:
@@ -64,7 +63,6 @@ def main() -> int:
         JOB,
         spec=spec,
         name="erasure-bench",
-        extra_py_files=[JOBS_DIR / "erasure.py", JOBS_DIR / "erasure_sql.py"],
     )
     t0 = time.monotonic()
     hook.submit(plan)

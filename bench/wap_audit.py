@@ -69,7 +69,7 @@ def main() -> int:
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
-    from airflow_iceberg_provider.operators.wap import AUDIT_MODULES, wap_write_conf
+    from airflow_iceberg_provider.operators.wap import wap_write_conf
     from airflow_iceberg_provider.spark_jobs import audit_checks
 
     checks = audit_checks.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
@@ -97,7 +97,6 @@ def main() -> int:
             ROOT / "bench" / "jobs" / "wap_audit_bench_job.py",
             spec=spec,
             extra_conf=wap_write_conf("bench_branch"),
-            extra_py_files=AUDIT_MODULES,
         )
         run = spark.submit(plan)
         res = json.loads(result_path.read_text())

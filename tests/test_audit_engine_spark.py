@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
-from airflow_iceberg_provider.operators.wap import AUDIT_MODULES
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +50,7 @@ def result(module_lake, tmp_path_factory):
         "table_checks": TABLE_CHECKS,
         "result_path": str(path),
     }
-    spark.submit(spark.plan(JOB, spec=spec, extra_py_files=AUDIT_MODULES))
+    spark.submit(spark.plan(JOB, spec=spec))
     return json.loads(path.read_text())
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
+from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks.spark import (
     JOB_RUNTIME_MODULE,
     IcebergSparkHook,
@@ -43,7 +45,9 @@ def test_plan_splits_secrets_and_defaults_to_maven_runtime(secret_lake, monkeypa
     assert plan.conf["spark.pyspark.python"] == "/opt/py"
     assert plan.secret_conf == {"spark.sql.catalog.lakehouse.s3.secret-access-key": SECRET}
     assert SECRET not in json.dumps(plan.conf) and SECRET not in json.dumps(plan.env_vars)
-    assert plan.py_files == [str(JOB_RUNTIME_MODULE)]
+    # the job runtime ships inside the spark_jobs package zip (one --py-files entry)
+    assert plan.py_files == [str(job_package_zip())]
+    assert "iceberg_job_runtime.py" in zipfile.ZipFile(plan.py_files[0]).namelist()
     assert plan.spec["catalog_name"] == "lakehouse" and plan.spec["governance_namespace"] == "governance"
 
 

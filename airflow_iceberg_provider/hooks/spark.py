@@ -6,8 +6,12 @@ submission, because it resolves its connection in ``__init__``) and adds:
 * the Spark catalog configuration derived from the *same* ``iceberg_catalog``
   connection the :class:`IcebergCatalogHook` uses (same catalog name);
 * the Iceberg runtime: Maven ``packages`` (production default) or local ``jars``;
-* the job protocol: a JSON *spec file* (0600, never argv values) and the shared
-  ``iceberg_job_runtime`` module shipped with ``--py-files``;
+* the job protocol: a JSON *spec file* (0600, never argv values) and the whole
+  ``spark_jobs`` package shipped as one zip with ``--py-files`` (built once per content by
+  :func:`~airflow_iceberg_provider.hooks._job_package.job_package_zip`), so jobs import
+  their siblings absolutely and user scripts keep ``from iceberg_job_runtime import run_job``;
+* the job registry (:data:`SPARK_JOBS`): which built-in job runs which entry script with
+  which extra jars, so operators name a job and never list files;
 * the secret channel: catalog secrets go only into a 0600 ``--properties-file``
   (merged with the distribution's ``spark-defaults.conf``), never into argv,
   environment passed on argv, or logs.
@@ -37,24 +41,61 @@ from airflow.sdk import BaseHook
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
-SPARK_JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
 CONFIG_SECTION = "iceberg_provider"
 
 
-def job_path(job: str) -> Path:
-    """Absolute path of a built-in job script (``spark_jobs/<job>.py``)."""
-    import re
+@dataclass(frozen=True)
+class SparkJob:
+    """A built-in Spark job: its entry script and what its submission needs.
 
-    path = SPARK_JOBS_DIR / f"{job}.py"
-    if not isinstance(job, str) or not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", job) or not path.is_file():
-        known = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py") if not p.stem.startswith("_"))
-        raise ValueError(f"Unknown Spark job {job!r}; built-in jobs are: {', '.join(known)}.")
-    return path
+    :param name: the name operators pass to :meth:`IcebergSparkHook.run_job`.
+    :param script: entry script file name in ``spark_jobs/`` (submitted by path).
+    :param needs_package: ship the ``spark_jobs`` package zip with ``--py-files`` (every
+        built-in job imports ``airflow_iceberg_provider.spark_jobs.*``).
+    :param extra_jars: jars this job needs on top of the hook's Iceberg runtime jars.
+    """
+
+    name: str
+    script: str
+    needs_package: bool = True
+    extra_jars: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return SPARK_JOBS_DIR / self.script
+
+
+#: The built-in jobs, by name. Storage jars (S3: ``AIP_S3_SPARK_JARS``) are per deployment and
+#: come from ``[iceberg_provider] spark_jars``, not from here.
+SPARK_JOBS: dict[str, SparkJob] = {
+    job.name: job
+    for job in (
+        SparkJob("wap_write", "wap_write.py"),
+        SparkJob("wap_audit", "wap_audit.py"),
+        SparkJob("wap_cherrypick", "wap_cherrypick.py"),
+        SparkJob("maintenance", "maintenance.py"),
+        SparkJob("erasure", "erasure.py"),
+    )
+}
+
+
+def spark_job(job: str) -> SparkJob:
+    """The registered built-in job ``job``; ``ValueError`` naming the known ones otherwise."""
+    entry = SPARK_JOBS.get(job) if isinstance(job, str) else None
+    if entry is None:
+        raise ValueError(f"Unknown Spark job {job!r}; built-in jobs are: {', '.join(sorted(SPARK_JOBS))}.")
+    return entry
+
+
+def job_path(job: str) -> Path:
+    """Absolute path of a built-in job's entry script (``spark_jobs/<script>``)."""
+    return spark_job(job).path
 
 
 _config = setting  # ``[iceberg_provider] <key>``: airflow_iceberg_provider.config is the one reader
@@ -227,11 +268,16 @@ class IcebergSparkHook(BaseHook):
         name: str | None = None,
         application_args: Sequence[str] = (),
         extra_py_files: Sequence[str | Path] = (),
+        extra_jars: Sequence[str] = (),
+        ship_package: bool = True,
     ) -> SubmitPlan:
         """Build the submission as data: conf split by sensitivity, runtime, env, spec.
 
-        :param extra_py_files: more modules shipped with ``--py-files`` next to the job
-            runtime (e.g. a job's pure-logic module), importable by the job by file stem.
+        :param extra_py_files: more modules shipped with ``--py-files`` after the ``spark_jobs``
+            package zip (a user job's own helpers), importable by the job by file stem.
+        :param extra_jars: jars added to the runtime jars (a registered job's own needs).
+        :param ship_package: ship the ``spark_jobs`` package zip (which also provides
+            ``iceberg_job_runtime`` to user scripts); built once per content.
         """
         cfg = self.catalog_hook.config
         catalog_conf = cfg.spark_conf()
@@ -245,6 +291,7 @@ class IcebergSparkHook(BaseHook):
         jars, packages = list(self._jars), list(self._packages)
         if not jars and not packages:
             packages = [ICEBERG_SPARK_RUNTIME]
+        jars += [j for j in extra_jars if j not in jars]
         env = dict(self.env_vars)
         if self.pyspark_python:
             # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster
@@ -266,7 +313,7 @@ class IcebergSparkHook(BaseHook):
             secret_conf=dict(catalog_conf.secret),
             jars=jars,
             packages=packages,
-            py_files=[str(JOB_RUNTIME_MODULE), *(str(p) for p in extra_py_files)],
+            py_files=[*([str(job_package_zip())] if ship_package else []), *(str(p) for p in extra_py_files)],
             env_vars=env,
             spec=full_spec,
             application_args=list(application_args),
@@ -282,9 +329,18 @@ class IcebergSparkHook(BaseHook):
         name: str | None = None,
         extra_py_files: Sequence[str | Path] = (),
     ) -> JobRun:
-        """Submit a built-in job script (``spark_jobs/<job>.py``) with its spec."""
+        """Submit a registered built-in job (:data:`SPARK_JOBS`) with its spec."""
+        entry = spark_job(job)
         return self.submit(
-            self.plan(job_path(job), spec=spec, extra_conf=extra_conf, name=name, extra_py_files=extra_py_files)
+            self.plan(
+                entry.path,
+                spec=spec,
+                extra_conf=extra_conf,
+                name=name,
+                extra_py_files=extra_py_files,
+                extra_jars=entry.extra_jars,
+                ship_package=entry.needs_package,
+            )
         )
 
     def submit(self, plan: SubmitPlan) -> JobRun:

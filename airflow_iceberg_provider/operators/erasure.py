@@ -44,7 +44,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.ids import id_str
 from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
@@ -53,9 +52,6 @@ from airflow_iceberg_provider.ui.links import GovernanceEvidenceLink
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-ERASURE_SQL_MODULE = SPARK_JOBS_DIR / "erasure_sql.py"
-#: Modules shipped with the erasure job (``--py-files``).
-ERASURE_MODULES = [str(SPARK_JOBS_DIR / f"erasure_{m}.py") for m in ("sql", "prune", "record", "scan")]
 DEFAULT_SALT_CONN_ID = "erasure_salt"
 _LOGGED = (
     "requests",
@@ -220,7 +216,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         ident, phase = self.ident, validate_phase(self.phase)
         spec = self._plan_job(context, phase)
-        run, row = self.run_spark_job(context, "erasure", spec, extra_py_files=ERASURE_MODULES)
+        run, row = self.run_spark_job(context, "erasure", spec)
         if row["status"] == "refused":
             raise IcebergRefusedError(
                 f"Erasure of {ident} refused, nothing was changed: {row['details'].get('refused')}"

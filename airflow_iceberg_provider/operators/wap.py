@@ -38,7 +38,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
-from airflow_iceberg_provider.hooks.spark import SPARK_JOBS_DIR
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
 from airflow_iceberg_provider.spark_jobs import audit_checks, audit_report
@@ -48,15 +47,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Asset, Context
     from pyiceberg.table import Table
 
-AUDIT_CHECKS_MODULE = SPARK_JOBS_DIR / "audit_checks.py"
-AUDIT_ENGINE_MODULE = SPARK_JOBS_DIR / "audit_engine.py"
-#: modules the wap_audit job imports (shipped with --py-files)
-AUDIT_MODULES = (
-    str(AUDIT_CHECKS_MODULE),
-    str(AUDIT_ENGINE_MODULE),
-    str(SPARK_JOBS_DIR / "arrow_sql.py"),
-    str(SPARK_JOBS_DIR / "audit_report.py"),
-)
 WAP_ENABLED = {"write.wap.enabled": "true"}
 #: the XCom key of a task's return value (a failed audit pushes its result under it before failing)
 XCOM_RETURN_KEY = "return_value"
@@ -456,7 +446,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             plan.base,
             len(checks),
         )
-        run, ledger = self.run_spark_job(context, "wap_audit", spec, extra_py_files=AUDIT_MODULES)
+        run, ledger = self.run_spark_job(context, "wap_audit", spec)
         results = self._recorded_results(checks, run.job_run_id, branch)
         summary = self._summary(branch, plan, results, run.job_run_id, ledger)
         self._report(context, summary, ledger["metrics"])

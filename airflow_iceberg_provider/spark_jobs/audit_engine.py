@@ -39,10 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-try:  # shipped with --py-files: a top-level module on the Spark side
-    import arrow_sql
-except ImportError:  # imported from the package (tests)
-    from . import arrow_sql
+from airflow_iceberg_provider.spark_jobs import arrow_sql
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +75,7 @@ def detect_modes(
     Spark's analyser: all together first (one analysis when they are all row predicates,
     the usual case), one by one only if that fails.
     """
-    import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
     general = [c for c in checks if c.kind == "table" and not c.aggregate]
     if not general:
@@ -115,7 +112,7 @@ def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, s
 
     :param column_types: lower-case column name -> Spark type name (called only when needed).
     """
-    import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
     if not any(c.kind == "table" and c.aggregate in ("sum", "min", "max") for c in checks):
         return list(checks)
@@ -189,7 +186,7 @@ class AuditEngine:
         :returns: the evaluation, the checks as evaluated (single-aggregate checks over
             non-numeric columns become general predicates) and the row/aggregate modes.
         """
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         source = self.source(snapshot_id)
         self._jtable_cache = None
@@ -227,7 +224,7 @@ class AuditEngine:
 
     # ------------------------------------------------------------------ full snapshot
     def _full(self, ev: Evaluation, checks: list, source: str, modes: dict[str, str], use_metadata: bool) -> None:
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         remaining = list(checks)
         meta = ac.build_metadata_query(remaining, source) if use_metadata else None
@@ -268,7 +265,7 @@ class AuditEngine:
         base_values: dict[str, float | None],
         modes: dict[str, str],
     ) -> None:
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         if snapshot_id == base_snapshot_id:  # nothing appended: the base's values are the branch's
             for c in checks:
@@ -330,7 +327,7 @@ class AuditEngine:
         self, ev: Evaluation, rest: list, modes: dict[str, str], appended: Appended, view: str, change: dict
     ) -> None:
         """Values of ``rest`` over the appended rows, evaluated by Spark (into ``change``)."""
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         if rest and appended.records <= self.driver_rows:
             # one shuffle-free projection, collected as Arrow and aggregated on the driver
@@ -359,7 +356,7 @@ class AuditEngine:
         here (a remote file system, a column missing from an older file, an expression
         outside the subset): Spark then reads the rows.
         """
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         projection = ac.driver_projection(checks, modes)
         fields = self._snapshot_fields(snapshot_id)
@@ -392,7 +389,7 @@ class AuditEngine:
         self, ev: Evaluation, check: Any, view: Callable[[], str], base_snapshot_id: int, bounds: Any
     ) -> float:
         """Distinct appended values of the check that the base holds too (0 without reading when metrics prove it)."""
-        import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
         if bounds is not None:
             start = time.monotonic()

@@ -39,16 +39,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-try:  # sibling modules when submitted by path
-    import erasure_prune as ep
-    import erasure_record as er
-    import erasure_scan as esc
-    import erasure_sql as es
-except ImportError:  # imported from the package (tests, Airflow side)
-    from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
-    from airflow_iceberg_provider.spark_jobs import erasure_record as er
-    from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
-    from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+from airflow_iceberg_provider.spark_jobs import erasure_record as er
+from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
+from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
 norm_path = esc.norm_path
 
@@ -704,6 +698,6 @@ def erase(ctx: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from iceberg_job_runtime import run_job
+    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import run_job
 
     run_job(erase)

@@ -13,10 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-try:  # sibling module when submitted by path
-    import erasure_sql as es
-except ImportError:  # imported from the package (tests, Airflow side)
-    from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
 
 def ts(ms: int | None) -> datetime | None:

@@ -12,12 +12,8 @@ import mmap
 import os
 from typing import Any
 
-try:  # sibling modules when submitted by path
-    import erasure_prune as ep
-    import erasure_sql as es
-except ImportError:  # imported from the package (tests, Airflow side)
-    from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
-    from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
 
 def norm_path(path: str) -> str:

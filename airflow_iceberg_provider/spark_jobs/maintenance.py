@@ -24,16 +24,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-try:  # sibling module when submitted by path (client mode)
-    from maintenance_sql import LEGAL_HOLD_PREFIX, PROCEDURE_OUTPUTS, action_sql, holds_dropped_by_age, quote_table
-except ImportError:  # imported from the package (tests, Airflow side)
-    from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
-        LEGAL_HOLD_PREFIX,
-        PROCEDURE_OUTPUTS,
-        action_sql,
-        holds_dropped_by_age,
-        quote_table,
-    )
+from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
+    LEGAL_HOLD_PREFIX,
+    PROCEDURE_OUTPUTS,
+    action_sql,
+    holds_dropped_by_age,
+    quote_table,
+)
 
 DEFAULT_ORPHAN_PATHS_LIMIT = 10_000
 
@@ -188,6 +185,6 @@ def maintenance(ctx: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from iceberg_job_runtime import run_job
+    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import run_job
 
     run_job(maintenance)

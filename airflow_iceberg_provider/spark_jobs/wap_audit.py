@@ -22,13 +22,13 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from iceberg_job_runtime import JobContext, run_job
+from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext, run_job
 
 
 def audit(ctx: JobContext) -> dict[str, Any]:
-    import audit_checks as ac
-    from audit_engine import CHANGE_SET, METADATA, AuditEngine
-    from audit_report import completion_line
+    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs.audit_engine import CHANGE_SET, METADATA, AuditEngine
+    from airflow_iceberg_provider.spark_jobs.audit_report import completion_line
 
     spec = ctx.spec
     spark = ctx.spark

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iceberg_job_runtime import JobContext, run_job
+from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext, run_job
 
 
 def cherrypick(ctx: JobContext) -> dict[str, Any]:

@@ -132,6 +132,6 @@ def write(ctx: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from iceberg_job_runtime import run_job
+    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import run_job
 
     run_job(write)

@@ -11,9 +11,9 @@ import json
 import time
 from typing import Any
 
-import erasure
-import erasure_sql as es
-from iceberg_job_runtime import build_session, load_spec
+from airflow_iceberg_provider.spark_jobs import erasure
+from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import build_session, load_spec
 
 NS = "erasure_bench"
 

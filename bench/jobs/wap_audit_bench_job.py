@@ -45,8 +45,8 @@ def orders(spark: Any, start: int, count: int) -> Any:
 
 
 def bench(ctx: JobContext) -> dict[str, Any]:
-    import audit_checks as ac
-    from audit_engine import AuditEngine
+    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine
 
     spark, spec = ctx.spark, ctx.spec
     table = ctx.table()

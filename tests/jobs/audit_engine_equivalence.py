@@ -122,9 +122,9 @@ def generated_expressions(count: int, seed: int) -> list[str]:
 
 
 def equivalence(ctx: JobContext) -> dict[str, Any]:
-    import arrow_sql
-    import audit_checks as ac
-    from audit_engine import AuditEngine, read_parquet_columns
+    from airflow_iceberg_provider.spark_jobs import arrow_sql
+    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine, read_parquet_columns
 
     spark, spec = ctx.spark, ctx.spec
     spark.conf.set("spark.sql.session.timeZone", "America/Toronto")  # literals are local: DST gap on 03-08

@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 JOB = ROOT / "bench" / "jobs" / "erasure_scale_job.py"
-JOBS_DIR = ROOT / "airflow_iceberg_provider" / "spark_jobs"
 
 
 def ok(flag: bool) -> str:
@@ -66,8 +65,7 @@ def main() -> int:
     result_path = work / "result.json"
     spec = {k: v for k, v in vars(args).items() if k not in ("driver_memory",)}
     spec.update(result_path=str(result_path), work_dir=str(work), salt="bench-salt-0123456789abcdef")
-    modules = [JOBS_DIR / f"erasure{m}.py" for m in ("", "_sql", "_prune", "_record", "_scan")]
-    plan = hook.plan(JOB, spec=spec, name="erasure-scale-bench", extra_py_files=modules)
+    plan = hook.plan(JOB, spec=spec, name="erasure-scale-bench")
     t0 = time.monotonic()
     hook.submit(plan)
     r = json.loads(result_path.read_text())

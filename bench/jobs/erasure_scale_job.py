@@ -11,8 +11,8 @@ import json
 import time
 from typing import Any
 
-import erasure
-from iceberg_job_runtime import build_session, load_spec
+from airflow_iceberg_provider.spark_jobs import erasure
+from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import build_session, load_spec
 
 NS = "erasure_scale"
 BLOOM = (

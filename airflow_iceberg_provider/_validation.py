@@ -90,17 +90,10 @@ def validate_ref(value: object, param: str = "ref", *, allow_main: bool = True) 
 
 
 def validate_snapshot_id(value: object, param: str = "snapshot_id") -> int:
-    """Accept an int or a decimal string (templated values render as strings)."""
-    if isinstance(value, bool):
-        value = None
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,20}", value.strip()):
-        value = int(value.strip())
-    if not isinstance(value, int):
-        raise IcebergValidationError(
-            f"{param}={_describe(value)} is not a snapshot id; pass the integer id "
-            "(see the table's snapshots via IcebergCatalogHook.list_snapshots)."
-        )
-    return value
+    """A required snapshot id: :func:`airflow_iceberg_provider.params.snapshot_id` (an int or its decimal string)."""
+    from airflow_iceberg_provider.params import snapshot_id
+
+    return snapshot_id(value, param, required=True)  # type: ignore[return-value]
 
 
 def branch_name_for_run(dag_id: str, run_id: str, prefix: str = "wap") -> str:

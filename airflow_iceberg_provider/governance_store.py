@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__
@@ -225,3 +226,43 @@ class GovernanceStore:
         with self.hook.translate_errors(".".join(tbl.name()[-2:])):
             rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
         return rows.to_pylist()
+
+
+class GovernanceVerbs:
+    """The catalog hook's governance verbs (mixed into ``IcebergCatalogHook``): a :class:`GovernanceStore`
+    per hook, and the public names that predate it, delegating to it."""
+
+    @cached_property
+    def governance(self) -> GovernanceStore:
+        """The governance tables (ledger, audit results, erasure evidence) of this connection."""
+        return GovernanceStore(self)
+
+    def governance_table(self, kind: str | GovernanceTable) -> str:
+        """Create the governance table if missing; return its ``namespace.table`` name."""
+        return self.governance.table(kind)
+
+    def append_governance_rows(self, kind: str, rows: list[dict[str, Any]]) -> None:
+        """Append rows to a governance table (:meth:`GovernanceStore.append`)."""
+        self.governance.append(kind, rows)
+
+    def read_governance_rows(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
+        """Rows of a governance table (:meth:`GovernanceStore.read`: column equalities, ``since``/``until``)."""
+        return self.governance.read(kind, **filters)
+
+    def record_ledger(self, **entry: Any) -> str:
+        """Write one ledger row for a metadata-only operation (:meth:`GovernanceStore.record_ledger`)."""
+        return self.governance.record_ledger(**entry)
+
+    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
+        """Legal-hold tags of a table with their ledger details (:meth:`GovernanceStore.legal_holds`)."""
+        return self.governance.legal_holds(table, with_ledger=with_ledger)
+
+    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
+        """Create an erasure requests table if missing (:meth:`GovernanceStore.ensure_erasure_requests_table`)."""
+        return self.governance.ensure_erasure_requests_table(table)
+
+    def erasure_request_states(
+        self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
+        return self.governance.erasure_request_states(table, statuses=statuses)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,10 +35,11 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE, GovernanceTable
+from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE
 from airflow_iceberg_provider.governance import airflow_identity as airflow_identity  # re-export: operators use it
-from airflow_iceberg_provider.governance_store import GovernanceStore
-from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth, ref_infos
+from airflow_iceberg_provider.governance_store import GovernanceVerbs
+from airflow_iceberg_provider.hooks._table_files import TableFilesMixin
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos
 from airflow_iceberg_provider.models import snapshot_info as snapshot_info  # re-export: operators use it
 
 if TYPE_CHECKING:
@@ -53,12 +53,8 @@ register_non_secret_terms()
 
 T = TypeVar("T")
 
-DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
-#: A data file below this share of the target size counts as "small".
-SMALL_FILE_FRACTION = 0.75
 
-
-class IcebergCatalogHook(BaseHook):
+class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
     """
     Interact with an Iceberg catalog through pyiceberg.
 
@@ -332,136 +328,6 @@ class IcebergCatalogHook(BaseHook):
                 continue
             out.append(info)
         return out
-
-    # ---------------------------------------------------------------- health
-    def health(self, table: str | TableIdent | Table, *, target_file_size: int | None = None) -> TableHealth:
-        """File, snapshot and manifest counts of a table's current ``main`` state.
-
-        Reads the manifest list and manifests of the current snapshot only (in
-        parallel threads); it never scans data files.
-        """
-        from pyiceberg.manifest import DataFileContent
-
-        tbl = self._table(table)
-        meta = tbl.metadata
-        target = target_file_size or int(meta.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE))
-        small_limit = int(target * SMALL_FILE_FRACTION)
-        snap = tbl.current_snapshot()
-        counts = {"data": 0, "data_bytes": 0, "records": 0, "pos": 0, "eq": 0, "del_bytes": 0, "small": 0}
-        manifests = snap.manifests(tbl.io) if snap is not None else []
-        for _spec_id, f in self._live_files(tbl, manifests):
-            if f.content == DataFileContent.DATA:
-                counts["data"] += 1
-                counts["data_bytes"] += f.file_size_in_bytes
-                counts["records"] += f.record_count
-                counts["small"] += f.file_size_in_bytes < small_limit
-            else:
-                counts["pos" if f.content == DataFileContent.POSITION_DELETES else "eq"] += 1
-                counts["del_bytes"] += f.file_size_in_bytes
-        snaps = meta.snapshots
-        return TableHealth(
-            table=_name(tbl),
-            snapshot_id=snap.snapshot_id if snap else None,
-            format_version=meta.format_version,
-            data_files=counts["data"],
-            data_bytes=counts["data_bytes"],
-            records=counts["records"],
-            delete_files=counts["pos"] + counts["eq"],
-            position_delete_files=counts["pos"],
-            equality_delete_files=counts["eq"],
-            delete_bytes=counts["del_bytes"],
-            manifests=len(manifests),
-            snapshots=len(snaps),
-            refs=len(meta.refs),
-            oldest_snapshot_ms=min((s.timestamp_ms for s in snaps), default=None),
-            target_file_size_bytes=target,
-            small_files=counts["small"],
-            metadata_bytes=self._file_size(tbl, tbl.metadata_location),
-            metadata_log_length=len(meta.metadata_log),
-            statistics_fresh=None if snap is None else any(s.snapshot_id == snap.snapshot_id for s in meta.statistics),
-        )
-
-    @staticmethod
-    def _live_files(tbl: Table, manifests: list[Any]) -> Iterator[tuple[int, Any]]:
-        """``(partition spec id, data file)`` of the live entries of ``manifests``, read in parallel threads."""
-
-        def entries(manifest: Any) -> tuple[int, list[Any]]:
-            return manifest.partition_spec_id, manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            for spec_id, batch in pool.map(entries, manifests):
-                for entry in batch:
-                    yield spec_id, entry.data_file
-
-    def data_files(
-        self, table: str | TableIdent | Table, *, all_snapshots: bool = False, deletes_only: bool = False
-    ) -> list[DataFileFacts]:
-        """Live data and delete files as plain values (partition as text, content as a name).
-
-        By default those of ``main``'s current snapshot; ``all_snapshots`` reads every
-        manifest of every snapshot still in the metadata (each once); ``deletes_only``
-        skips data manifests. Reads manifests only, never a data file.
-        """
-        tbl = self._table(table)
-        if all_snapshots:
-            unique = {m.manifest_path: m for s in tbl.metadata.snapshots for m in s.manifests(tbl.io)}
-            manifests = list(unique.values())
-        else:
-            snap = tbl.current_snapshot()
-            manifests = snap.manifests(tbl.io) if snap is not None else []
-        if deletes_only:
-            manifests = [m for m in manifests if m.content.value != 0]
-        return [
-            DataFileFacts(
-                spec_id=spec_id,
-                partition=str(f.partition),
-                content=f.content.name.lower(),
-                file_size_in_bytes=f.file_size_in_bytes,
-                record_count=f.record_count,
-            )
-            for spec_id, f in self._live_files(tbl, manifests)
-        ]
-
-    @staticmethod
-    def _file_size(tbl: Table, location: str | None) -> int | None:
-        if not location:
-            return None
-        try:
-            return len(tbl.io.new_input(location))
-        except (OSError, ValueError):
-            return None
-
-    def metadata_files(self, table: str | TableIdent | Table) -> list[tuple[str, int]]:
-        """``(location, modified epoch ms)`` of every file in the table's metadata directory.
-
-        Listed through the table's own FileIO file system (local, S3, GCS, ...), so the
-        locations compare with the metadata log's.
-        """
-        from pyarrow.fs import FileSelector, FileType
-        from pyiceberg.io.pyarrow import PyArrowFileIO
-
-        tbl = self._table(table)
-        directory = tbl.metadata_location.rsplit("/", 1)[0]
-        scheme, netloc, path = PyArrowFileIO.parse_location(directory)
-        fs = tbl.io.fs_by_scheme(scheme, netloc)  # type: ignore[attr-defined]
-        with self.translate_errors(_name(tbl)):
-            infos = fs.get_file_info(FileSelector(path, allow_not_found=True))
-        prefix = "file:" if scheme == "file" else f"{scheme}://"
-        return [
-            (f"{prefix}{i.path}", int(i.mtime.timestamp() * 1000))
-            for i in infos
-            if i.type == FileType.File and i.mtime is not None
-        ]
-
-    def delete_files(self, table: str | TableIdent | Table, locations: list[str]) -> int:
-        """Delete files through the table's FileIO; returns how many were deleted."""
-        tbl = self._table(table)
-        deleted = 0
-        for loc in locations:
-            with self.translate_errors(_name(tbl)):
-                tbl.io.delete(loc)
-            deleted += 1
-        return deleted
 
     # ---------------------------------------------------------- ref updates
     def set_ref(
@@ -835,43 +701,6 @@ class IcebergCatalogHook(BaseHook):
             "matched": count,
             "head_snapshot_id": chain[-1].snapshot_id if chain else None,
         }
-
-    # ----------------------------------------------------------- governance
-    @cached_property
-    def governance(self) -> GovernanceStore:
-        """The governance tables (ledger, audit results, erasure evidence) of this connection."""
-        return GovernanceStore(self)
-
-    # The public names below predate GovernanceStore; they delegate to it.
-    def governance_table(self, kind: str | GovernanceTable) -> str:
-        """Create the governance table if missing; return its ``namespace.table`` name."""
-        return self.governance.table(kind)
-
-    def append_governance_rows(self, kind: str, rows: list[dict[str, Any]]) -> None:
-        """Append rows to a governance table (:meth:`GovernanceStore.append`)."""
-        self.governance.append(kind, rows)
-
-    def read_governance_rows(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
-        """Rows of a governance table (:meth:`GovernanceStore.read`: column equalities, ``since``/``until``)."""
-        return self.governance.read(kind, **filters)
-
-    def record_ledger(self, **entry: Any) -> str:
-        """Write one ledger row for a metadata-only operation (:meth:`GovernanceStore.record_ledger`)."""
-        return self.governance.record_ledger(**entry)
-
-    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
-        """Legal-hold tags of a table with their ledger details (:meth:`GovernanceStore.legal_holds`)."""
-        return self.governance.legal_holds(table, with_ledger=with_ledger)
-
-    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
-        """Create an erasure requests table if missing (:meth:`GovernanceStore.ensure_erasure_requests_table`)."""
-        return self.governance.ensure_erasure_requests_table(table)
-
-    def erasure_request_states(
-        self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
-        return self.governance.erasure_request_states(table, statuses=statuses)
 
     # --------------------------------------------------------------- helpers
     def retry_commit(self, fn: Callable[[], T], *, what: str, attempts: int = 5) -> T:

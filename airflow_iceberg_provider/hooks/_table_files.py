@@ -1,0 +1,163 @@
+"""File-level reads of a table through its FileIO: health counts, live data/delete files, metadata files.
+
+``TableFilesMixin`` is part of :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook`
+(the hook's public verbs ``health``, ``data_files``, ``metadata_files``, ``delete_files``),
+kept in its own module so the hook module holds the connection, error translation,
+load/refs/snapshots and compare-and-swap ref moves. These verbs read manifests (in
+parallel threads) and the metadata directory, never a data file, and return plain
+values; the rules that judge them live in ``maintenance_policy`` / ``health_policy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider.maintenance_policy import DEFAULT_TARGET_FILE_SIZE, MIN_FILE_SIZE_FRACTION
+from airflow_iceberg_provider.models import DataFileFacts, TableHealth
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+    from airflow_iceberg_provider._validation import TableIdent
+
+
+def _table_name(tbl: Table) -> str:
+    return ".".join(tbl.name()[-2:])
+
+
+class TableFilesMixin:
+    """Table file verbs of the catalog hook (needs ``_table`` and ``translate_errors`` from it)."""
+
+    _table: Any
+    translate_errors: Any
+
+    def health(self, table: str | TableIdent | Table, *, target_file_size: int | None = None) -> TableHealth:
+        """File, snapshot and manifest counts of a table's current ``main`` state.
+
+        Reads the manifest list and manifests of the current snapshot only (in
+        parallel threads); it never scans data files.
+        """
+        from pyiceberg.manifest import DataFileContent
+
+        tbl = self._table(table)
+        meta = tbl.metadata
+        target = target_file_size or int(meta.properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE))
+        small_limit = int(target * MIN_FILE_SIZE_FRACTION)
+        snap = tbl.current_snapshot()
+        counts = {"data": 0, "data_bytes": 0, "records": 0, "pos": 0, "eq": 0, "del_bytes": 0, "small": 0}
+        manifests = snap.manifests(tbl.io) if snap is not None else []
+        for _spec_id, f in self._live_files(tbl, manifests):
+            if f.content == DataFileContent.DATA:
+                counts["data"] += 1
+                counts["data_bytes"] += f.file_size_in_bytes
+                counts["records"] += f.record_count
+                counts["small"] += f.file_size_in_bytes < small_limit
+            else:
+                counts["pos" if f.content == DataFileContent.POSITION_DELETES else "eq"] += 1
+                counts["del_bytes"] += f.file_size_in_bytes
+        snaps = meta.snapshots
+        return TableHealth(
+            table=_table_name(tbl),
+            snapshot_id=snap.snapshot_id if snap else None,
+            format_version=meta.format_version,
+            data_files=counts["data"],
+            data_bytes=counts["data_bytes"],
+            records=counts["records"],
+            delete_files=counts["pos"] + counts["eq"],
+            position_delete_files=counts["pos"],
+            equality_delete_files=counts["eq"],
+            delete_bytes=counts["del_bytes"],
+            manifests=len(manifests),
+            snapshots=len(snaps),
+            refs=len(meta.refs),
+            oldest_snapshot_ms=min((s.timestamp_ms for s in snaps), default=None),
+            target_file_size_bytes=target,
+            small_files=counts["small"],
+            metadata_bytes=self._file_size(tbl, tbl.metadata_location),
+            metadata_log_length=len(meta.metadata_log),
+            statistics_fresh=None if snap is None else any(s.snapshot_id == snap.snapshot_id for s in meta.statistics),
+        )
+
+    @staticmethod
+    def _live_files(tbl: Table, manifests: list[Any]) -> Iterator[tuple[int, Any]]:
+        """``(partition spec id, data file)`` of the live entries of ``manifests``, read in parallel threads."""
+
+        def entries(manifest: Any) -> tuple[int, list[Any]]:
+            return manifest.partition_spec_id, manifest.fetch_manifest_entry(tbl.io, discard_deleted=True)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for spec_id, batch in pool.map(entries, manifests):
+                for entry in batch:
+                    yield spec_id, entry.data_file
+
+    def data_files(
+        self, table: str | TableIdent | Table, *, all_snapshots: bool = False, deletes_only: bool = False
+    ) -> list[DataFileFacts]:
+        """Live data and delete files as plain values (partition as text, content as a name).
+
+        By default those of ``main``'s current snapshot; ``all_snapshots`` reads every
+        manifest of every snapshot still in the metadata (each once); ``deletes_only``
+        skips data manifests. Reads manifests only, never a data file.
+        """
+        tbl = self._table(table)
+        if all_snapshots:
+            unique = {m.manifest_path: m for s in tbl.metadata.snapshots for m in s.manifests(tbl.io)}
+            manifests = list(unique.values())
+        else:
+            snap = tbl.current_snapshot()
+            manifests = snap.manifests(tbl.io) if snap is not None else []
+        if deletes_only:
+            manifests = [m for m in manifests if m.content.value != 0]
+        return [
+            DataFileFacts(
+                spec_id=spec_id,
+                partition=str(f.partition),
+                content=f.content.name.lower(),
+                file_size_in_bytes=f.file_size_in_bytes,
+                record_count=f.record_count,
+            )
+            for spec_id, f in self._live_files(tbl, manifests)
+        ]
+
+    @staticmethod
+    def _file_size(tbl: Table, location: str | None) -> int | None:
+        if not location:
+            return None
+        try:
+            return len(tbl.io.new_input(location))
+        except (OSError, ValueError):
+            return None
+
+    def metadata_files(self, table: str | TableIdent | Table) -> list[tuple[str, int]]:
+        """``(location, modified epoch ms)`` of every file in the table's metadata directory.
+
+        Listed through the table's own FileIO file system (local, S3, GCS, ...), so the
+        locations compare with the metadata log's.
+        """
+        from pyarrow.fs import FileSelector, FileType
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+
+        tbl = self._table(table)
+        directory = tbl.metadata_location.rsplit("/", 1)[0]
+        scheme, netloc, path = PyArrowFileIO.parse_location(directory)
+        fs = tbl.io.fs_by_scheme(scheme, netloc)  # type: ignore[attr-defined]
+        with self.translate_errors(_table_name(tbl)):
+            infos = fs.get_file_info(FileSelector(path, allow_not_found=True))
+        prefix = "file:" if scheme == "file" else f"{scheme}://"
+        return [
+            (f"{prefix}{i.path}", int(i.mtime.timestamp() * 1000))
+            for i in infos
+            if i.type == FileType.File and i.mtime is not None
+        ]
+
+    def delete_files(self, table: str | TableIdent | Table, locations: list[str]) -> int:
+        """Delete files through the table's FileIO; returns how many were deleted."""
+        tbl = self._table(table)
+        deleted = 0
+        for loc in locations:
+            with self.translate_errors(_table_name(tbl)):
+                tbl.io.delete(loc)
+            deleted += 1
+        return deleted

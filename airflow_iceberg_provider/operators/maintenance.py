@@ -283,10 +283,7 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         self.dry_run = dry_run
 
     def execute(self, context: Context) -> dict[str, Any]:
-        now = now_ms()
-        cutoff = params.cutoff_ms(self.older_than, "older_than", now=now)
-        check_orphan_cutoff(cutoff, now=now)
-        dry_run = str(self.dry_run).strip().lower() != "false"
+        cutoff, dry_run = self._resolve()
         tbl = self.catalog_hook.load_table(self.ident)
         if not dry_run:
             check_gc_enabled(tbl.metadata.properties, self.ident.dotted, "remove_orphan_files")
@@ -300,22 +297,21 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         out = results[0]["output"]
         self._verify_main_unmoved(before, results[0])
         self.log.info(
-            "%s: %d orphan files (%d bytes) %s; paths in ledger event %s",
-            self.ident,
-            out["orphan_files_count"],
-            out["orphan_bytes"],
-            "found (dry run, nothing deleted)" if dry_run else "removed",
-            row["event_id"],
-        )
+            "%s: %d orphan files (%d bytes) %s; paths in ledger event %s", self.ident, out["orphan_files_count"],
+            out["orphan_bytes"], "found (dry run, nothing deleted)" if dry_run else "removed", row["event_id"],
+        )  # fmt: skip
         return {
-            "table": self.ident.dotted,
-            "dry_run": dry_run,
-            "older_than": iso(cutoff),
-            "orphan_files": out["orphan_files_count"],
-            "orphan_bytes": out["orphan_bytes"],
-            "ledger_event_id": row["event_id"],
-            "spark_job": True,
-        }
+            "table": self.ident.dotted, "dry_run": dry_run, "older_than": iso(cutoff),
+            "orphan_files": out["orphan_files_count"], "orphan_bytes": out["orphan_bytes"],
+            "ledger_event_id": row["event_id"], "spark_job": True,
+        }  # fmt: skip
+
+    def _resolve(self) -> tuple[int, bool]:
+        """The cutoff (at least 24 h ago: Iceberg's floor) and the dry-run flag (a dry run unless 'false')."""
+        now = now_ms()
+        cutoff = params.cutoff_ms(self.older_than, "older_than", now=now)
+        check_orphan_cutoff(cutoff, now=now)
+        return cutoff, str(self.dry_run).strip().lower() != "false"
 
     def _verify_main_unmoved(self, before: TableHealth, result: Mapping[str, Any]) -> None:
         """Orphan removal commits nothing: main must be where it was."""

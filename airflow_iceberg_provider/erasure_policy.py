@@ -57,6 +57,7 @@ from airflow_iceberg_provider.spark_jobs.erasure_sql import (
 from airflow_iceberg_provider.spark_jobs.erasure_sql import LEGAL_HOLD_PREFIX as _JOB_LEGAL_HOLD_PREFIX
 
 __all__ = [
+    "new_request_rows",
     "FAILED",
     "FINAL_STATUSES",
     "PHASES",
@@ -168,6 +169,45 @@ def validate_request_ids(value: object) -> list[str] | None:
             )
         out.append(v)
     return out
+
+
+def new_request_rows(
+    requests: object, *, received_at: datetime, known: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """Rows to append to an erasure requests table for ``{request_id: subject_key}`` (status
+    ``pending``), skipping ids already in the table (``known``) so that a re-run adds nothing.
+
+    Request ids are opaque ticket ids (``[A-Za-z0-9_.:-]{1,128}``); a subject key must be a
+    non-empty string and is taken exactly as given (matching is exact: no trimming, no case
+    folding). Errors name the request id, never the subject key.
+    """
+    if not isinstance(requests, Mapping) or not requests:
+        raise IcebergValidationError(
+            "requests must be a non-empty mapping {request_id: subject_key}; pass e.g. {'REQ-1': '<subject key>'}."
+        )
+    ids = validate_request_ids(list(requests)) or []
+    for rid in ids:
+        key = requests[rid]
+        if not isinstance(key, str) or not key:
+            raise IcebergValidationError(
+                f"requests[{rid!r}] has no subject key (got {type(key).__name__}); pass the subject's key as a "
+                "non-empty string, exactly as it is stored in the subject columns."
+            )
+    if received_at.tzinfo is None:
+        raise IcebergValidationError("received_at has no time zone; pass an aware datetime, e.g. in UTC.")
+    seen = set(known)
+    return [
+        {
+            "request_id": rid,
+            "subject_key": requests[rid],
+            "received_at": received_at,
+            "status": "pending",
+            "updated_at": None,
+            "completed_at": None,
+        }
+        for rid in ids
+        if rid not in seen
+    ]
 
 
 def validate_subjects_file(path: object) -> tuple[str, str]:

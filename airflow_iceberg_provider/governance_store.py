@@ -215,6 +215,23 @@ class GovernanceStore:
             )
         return ident.dotted
 
+    def submit_erasure_requests(
+        self, table: str | TableIdent, requests: Mapping[str, str], *, received_at: datetime | None = None
+    ) -> list[str]:
+        """Add ``{request_id: subject_key}`` as ``pending`` requests (creating the table if missing) in
+        one commit and return the ids added; ids already in the table are skipped, so a re-run adds
+        nothing. The subject keys are written to the requests table only: never logged or returned."""
+        from airflow_iceberg_provider.erasure_policy import new_request_rows
+
+        name = self.ensure_erasure_requests_table(table)
+        known = [r["request_id"] for r in self.erasure_request_states(name)]
+        rows = new_request_rows(requests, received_at=received_at or datetime.now(UTC), known=known)
+        if rows:
+            tbl = self.hook.load_table(name)
+            with self.hook.translate_errors(name):
+                tbl.append(pa_table(rows, tbl))
+        return [r["request_id"] for r in rows]
+
     def erasure_request_states(
         self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
     ) -> list[dict[str, Any]]:
@@ -226,6 +243,13 @@ class GovernanceStore:
         with self.hook.translate_errors(".".join(tbl.name()[-2:])):
             rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
         return rows.to_pylist()
+
+
+def pa_table(rows: list[dict[str, Any]], tbl: Table) -> Any:
+    """Rows as an Arrow table in ``tbl``'s schema."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow())
 
 
 class GovernanceVerbs:
@@ -266,3 +290,9 @@ class GovernanceVerbs:
     ) -> list[dict[str, Any]]:
         """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
         return self.governance.erasure_request_states(table, statuses=statuses)
+
+    def submit_erasure_requests(
+        self, table: str | TableIdent, requests: Mapping[str, str], *, received_at: datetime | None = None
+    ) -> list[str]:
+        """Add pending erasure requests, idempotently (:meth:`GovernanceStore.submit_erasure_requests`)."""
+        return self.governance.submit_erasure_requests(table, requests, received_at=received_at)

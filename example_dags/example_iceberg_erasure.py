@@ -104,30 +104,10 @@ with DAG(
     @task
     def receive_requests() -> int:
         """Requests land in the requests table (a web form or ticketing system would do this)."""
-        import pyarrow as pa
-
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
-        hook = IcebergCatalogHook()
-        hook.ensure_erasure_requests_table(REQUESTS)
-        known = {r["request_id"] for r in hook.erasure_request_states(REQUESTS)}
-        tbl = hook.load_table(REQUESTS)
-        now = datetime.now(UTC)
-        rows = [
-            {
-                "request_id": rid,
-                "subject_key": key,
-                "received_at": now - timedelta(days=2),
-                "status": "pending",
-                "updated_at": None,
-                "completed_at": None,
-            }
-            for rid, key in DEMO_SUBJECTS.items()
-            if rid not in known
-        ]
-        if rows:
-            tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
-        return len(rows)
+        received = datetime.now(UTC) - timedelta(days=2)
+        return len(IcebergCatalogHook().submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
     deadline_before = IcebergErasureDeadlineSensor(
         task_id="deadline_check_before",

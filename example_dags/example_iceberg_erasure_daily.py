@@ -75,25 +75,8 @@ with DAG(
                     "order_ts": pa.array([base + timedelta(minutes=i % 1440) for i in ids], pa.timestamp("us", "UTC")),
                 }
                 hook.load_table(ORDERS).append(pa.table(batch))
-        hook.ensure_erasure_requests_table(REQUESTS)
-        known = {r["request_id"] for r in hook.erasure_request_states(REQUESTS)}
-        tbl = hook.load_table(REQUESTS)
-        now = datetime.now(UTC)
-        rows = [
-            {
-                "request_id": rid,
-                "subject_key": key,
-                "received_at": now - timedelta(hours=3),
-                "status": "pending",
-                "updated_at": None,
-                "completed_at": None,
-            }
-            for rid, key in DEMO_SUBJECTS.items()
-            if rid not in known
-        ]
-        if rows:
-            tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
-        return len(rows)
+        received = datetime.now(UTC) - timedelta(hours=3)
+        return len(hook.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
     deadlines = IcebergErasureDeadlineSensor(
         task_id="deadline_check",

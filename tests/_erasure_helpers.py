@@ -61,23 +61,8 @@ def append_people(hook, table: str, batches: int, rows: int = 60) -> list[int]:
 
 
 def add_requests(hook, table: str, requests: dict[str, str], *, received_days_ago: float = 1) -> None:
-    import pyarrow as pa
-
-    hook.ensure_erasure_requests_table(table)
-    tbl = hook.load_table(table)
     when = datetime.now(UTC) - timedelta(days=received_days_ago)
-    rows = [
-        {
-            "request_id": rid,
-            "subject_key": key,
-            "received_at": when,
-            "status": "pending",
-            "updated_at": None,
-            "completed_at": None,
-        }
-        for rid, key in requests.items()
-    ]
-    tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
+    hook.submit_erasure_requests(table, requests, received_at=when)
 
 
 def table_dir(hook, table: str) -> str:

@@ -1,6 +1,8 @@
 """The publish step of write-audit-publish: move ``main`` to exactly the audited snapshot, once per interval.
 
 Moved out of :mod:`airflow_iceberg_provider.operators.wap` (which still exports it) for #15.
+``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider._wap_plan.plan_publish`,
+pure) -> apply (one catalog commit) -> verify -> record (#14).
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     ``on_conflict="cherrypick"`` the branch's *append* snapshots are replayed onto
     ``main`` with Spark's ``cherrypick_snapshot`` instead (other operations are refused).
 
+    ``main``, the tag and the dropped branch change in ONE catalog commit that asserts where
+    each ref was when the publish planned it (:meth:`IcebergCatalogHook.apply_ref_changes`):
+    a concurrent change to any of them fails the whole commit and nothing changes. After a
+    cherry-pick (a Spark commit of its own) the tag and the branch drop follow in one commit.
+
     Re-runs (#15): a publish whose snapshot is already on ``main`` commits nothing; it
     emits the Asset event again (same snapshot id) unless ``on_rerun="skip"``, which skips
     the task (no second event) after a ``noop`` ledger row. A try that died after moving
@@ -75,7 +82,10 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     :param on_rerun: ``"fail"`` (default), ``"skip"`` or ``"replace"`` (see above).
     :param drop_branch: remove the branch after a successful publish.
     :param require_audit: refuse snapshots without a passing audit record (default ``True``).
-    :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``.
+    :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``; the
+        rules of :class:`~airflow_iceberg_provider.operators.refs.IcebergCreateTagOperator` apply
+        (a ``legal-hold-`` name is refused: a hold needs a case id; a name taken by a branch or by a
+        tag on another snapshot is refused before ``main`` moves).
     """
 
     template_fields: Sequence[str] = (

@@ -231,19 +231,9 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
         self.options = options
 
     def execute(self, context: Context) -> dict[str, Any]:
-        where = validate_where(self.where)
-        options = _options_mapping(self.options)
-        hook = self.catalog_hook
-        before = hook.health(self.ident)
-        if before.format_version < 2:
-            raise IcebergValidationError(
-                f"{self.ident} is format-version {before.format_version}; position delete files exist only in "
-                "format-version 2+ tables, so there is nothing to rewrite. Remove this task or upgrade the table."
-            )
-        opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if self.rewrite_all else {})})
-        args: dict[str, Any] = {"options": opts} if opts else {}
-        if where:
-            args["where"] = where
+        where, options = validate_where(self.where), _options_mapping(self.options)
+        before = self.catalog_hook.health(self.ident)
+        args = self._plan_args(before, where, options)
         if before.position_delete_files == 0:
             self.log.info("%s has no position delete files; no Spark job started", self.ident)
             return {"table": self.ident.dotted, "rewritten_delete_files": 0, "spark_job": False}
@@ -260,6 +250,19 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
             "delete_files_after": after.delete_files,
             "spark_job": True,
         }
+
+    def _plan_args(self, before: TableHealth, where: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The procedure's arguments; a format-version 1 table (no delete files possible) is refused."""
+        if before.format_version < 2:
+            raise IcebergValidationError(
+                f"{self.ident} is format-version {before.format_version}; position delete files exist only in "
+                "format-version 2+ tables, so there is nothing to rewrite. Remove this task or upgrade the table."
+            )
+        opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if self.rewrite_all else {})})
+        args: dict[str, Any] = {"options": opts} if opts else {}
+        if where:
+            args["where"] = where
+        return args
 
 
 class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):

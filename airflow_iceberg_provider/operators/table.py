@@ -60,21 +60,10 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         parse_partition_spec(self._schema, self.partition_by)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = self.catalog_hook
-        ident = self.ident
+        hook, ident = self.catalog_hook, self.ident
         schema = parse_columns(self.columns)
         spec = parse_partition_spec(schema, self.partition_by)
-        if hook.table_exists(ident):
-            return self._existing(context, schema)
-        hook.ensure_namespace(ident.namespace)
-        from pyiceberg.exceptions import TableAlreadyExistsError
-
-        try:
-            with hook.translate_errors(ident.dotted):
-                hook.catalog.create_table(
-                    ident.dotted, schema=schema, partition_spec=spec, properties=dict(self.properties)
-                )  # pyiceberg pops format-version
-        except TableAlreadyExistsError:  # lost a race with a concurrent creator: compare with what won
+        if hook.table_exists(ident) or not self._create(schema, spec):
             return self._existing(context, schema)
         hook.record_ledger(
             operation="create_table",
@@ -85,6 +74,21 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         )
         self.log.info("Created table %s partitioned by %s", ident, self.partition_by or "nothing")
         return {"table": ident.dotted, "created": True}
+
+    def _create(self, schema: Any, spec: Any) -> bool:
+        """Create the table (and its namespace); ``False`` when a concurrent creator won the race."""
+        from pyiceberg.exceptions import TableAlreadyExistsError
+
+        hook, ident = self.catalog_hook, self.ident
+        hook.ensure_namespace(ident.namespace)
+        try:
+            with hook.translate_errors(ident.dotted):
+                hook.catalog.create_table(
+                    ident.dotted, schema=schema, partition_spec=spec, properties=dict(self.properties)
+                )  # pyiceberg pops format-version
+        except TableAlreadyExistsError:  # lost a race with a concurrent creator: compare with what won
+            return False
+        return True
 
     def _existing(self, context: Context, schema: Any) -> dict[str, Any]:
         """Compare an existing table with the request: schema (always refused if different), then

@@ -18,12 +18,22 @@ from pathlib import Path
 import pytest
 
 from airflow_iceberg_provider.hooks import _job_package
-from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, cache_dir, job_package_zip
+from airflow_iceberg_provider.hooks._job_package import (
+    PACKAGE_DIR,
+    SHARED_MODULES,
+    SPARK_JOBS_DIR,
+    cache_dir,
+    job_package_zip,
+)
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS, IcebergSparkHook, SparkJob, spark_job
 from tests._servers import skip_or_fail
 from tests.conftest import ROOT, catalog_conn_json
 
 JOB_MODULES = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py"))
+#: every module the zip ships, by dotted name
+SHIPPED = [f"airflow_iceberg_provider.{Path(m).stem}" for m in SHARED_MODULES] + [
+    f"airflow_iceberg_provider.spark_jobs.{m}" for m in JOB_MODULES
+]
 RUNTIME_PYTHON = ROOT / ".spark-runtime" / "bin" / "python"
 
 
@@ -42,6 +52,8 @@ def test_zip_is_built_once_per_content_and_holds_every_job_module(tmp_path):
             member = f"airflow_iceberg_provider/spark_jobs/{module}.py"
             assert member in names
             assert zf.read(member) == (SPARK_JOBS_DIR / f"{module}.py").read_bytes()
+        for shared in SHARED_MODULES:
+            assert zf.read(f"airflow_iceberg_provider/{shared}") == (PACKAGE_DIR / shared).read_bytes()
         stub = zf.read("airflow_iceberg_provider/__init__.py").decode()
     assert "import" not in stub and "__version__" in stub, "the shipped __init__ is a stub, not the Airflow-side one"
     assert "iceberg_job_runtime.py" in names
@@ -112,22 +124,22 @@ def test_job_modules_import_from_the_zip_in_the_spark_runtime_without_airflow(tm
     code = f"""
 import importlib, sys
 sys.path.insert(0, {str(zip_path)!r})
-for name in {JOB_MODULES!r}:
-    mod = importlib.import_module("airflow_iceberg_provider.spark_jobs." + name)
+for name in {SHIPPED!r}:
+    mod = importlib.import_module(name)
     assert mod.__file__.startswith({str(zip_path)!r}), (name, mod.__file__)
 import iceberg_job_runtime
 from airflow_iceberg_provider.spark_jobs import iceberg_job_runtime as packaged
 assert iceberg_job_runtime is packaged, "two identities of the job runtime"
 leaked = sorted(m for m in sys.modules if m == "airflow" or m.startswith("airflow."))
 assert not leaked, leaked
-print("ok", len({JOB_MODULES!r}))
+print("ok", len({SHIPPED!r}))
 """
     # -I: no PYTHONPATH, no user site, no current directory: the package can only come from the zip
     out = subprocess.run(
         [str(RUNTIME_PYTHON), "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == f"ok {len(JOB_MODULES)}"
+    assert out.stdout.strip() == f"ok {len(SHIPPED)}"
 
 
 def test_job_modules_use_absolute_imports_only():
@@ -142,6 +154,12 @@ def test_job_modules_use_absolute_imports_only():
             elif isinstance(node, ast.ImportFrom):
                 assert node.level == 0, f"{module}.py line {node.lineno}: relative import"
                 assert (node.module or "").split(".")[0] not in siblings, f"{module}.py line {node.lineno}"
+                if (node.module or "").startswith("airflow_iceberg_provider"):
+                    targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                    assert any(t in SHIPPED for t in targets), (
+                        f"{module}.py line {node.lineno} imports {node.module}, which the job package does not "
+                        "ship: add it to hooks/_job_package.SHARED_MODULES (stdlib-only) or move it into spark_jobs"
+                    )
             elif isinstance(node, ast.Try):  # an optional third-party import (pyarrow) may be tried
                 caught = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
                 tried = {

@@ -7,6 +7,9 @@ executors need the package itself, not loose files. :func:`job_package_zip` zips
 * ``airflow_iceberg_provider/__init__.py``: a **stub** (docstring and ``__version__``), not
   the Airflow-side ``__init__``: the Spark runtime has no Airflow and must not need it;
 * ``airflow_iceberg_provider/spark_jobs/*.py``: every job module;
+* the few Airflow-side modules the jobs import (:data:`SHARED_MODULES`, e.g. ``governance.py``
+  for the ledger-entry type): stdlib-only at import time, like the jobs themselves;
+* ``airflow_iceberg_provider/governance.py``: the ledger-entry type the job runtime writes;
 * ``iceberg_job_runtime.py`` at the top level: an alias that makes the documented
   ``from iceberg_job_runtime import run_job`` of user job scripts resolve to the *same*
   module object as ``airflow_iceberg_provider.spark_jobs.iceberg_job_runtime`` (one identity).
@@ -32,7 +35,12 @@ from pathlib import Path
 
 from airflow_iceberg_provider import __version__
 
-SPARK_JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+SPARK_JOBS_DIR = PACKAGE_DIR / "spark_jobs"
+#: Modules outside ``spark_jobs`` that job modules import (they must import without Airflow,
+#: pyiceberg or pyspark; ``tests/test_spark_job_package.py`` imports them in the Spark runtime).
+SHARED_MODULES = ("governance.py",)
+GOVERNANCE_MODULE = Path(__file__).resolve().parent.parent / "governance.py"
 PACKAGE = "airflow_iceberg_provider"
 #: Cache directory name under the system temp directory (suffixed with the uid).
 CACHE_PREFIX = "aip-spark-jobs-"
@@ -61,8 +69,12 @@ def package_members() -> dict[str, bytes]:
         f"{PACKAGE}/__init__.py": STUB_INIT.encode(),
         "iceberg_job_runtime.py": RUNTIME_ALIAS.encode(),
     }
+    for name in SHARED_MODULES:
+        members[f"{PACKAGE}/{name}"] = (PACKAGE_DIR / name).read_bytes()
     for path in sorted(SPARK_JOBS_DIR.glob("*.py")):
         members[f"{PACKAGE}/spark_jobs/{path.name}"] = path.read_bytes()
+    # the ledger-entry type the job runtime writes (stdlib only at import, no Airflow/pyiceberg)
+    members[f"{PACKAGE}/governance.py"] = GOVERNANCE_MODULE.read_bytes()
     return members
 
 

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.governance import LedgerEntry
+
 
 def load_spec(argv: list[str] | None = None) -> dict[str, Any]:
     """Read the JSON spec named by ``--spec`` (falls back to SparkFiles in cluster mode)."""
@@ -78,26 +80,22 @@ class JobContext:
         return int(rows[0][0]) if rows else None
 
     def write_ledger(self, metrics: dict[str, Any], error: str | None = None) -> None:
+        """Append this job's row to the governance ledger (one :class:`~airflow_iceberg_provider.governance.LedgerEntry`)."""
         ledger = quote_ident(self.catalog, self.spec["governance_namespace"], "ledger")
-        airflow = self.spec.get("airflow") or {}
-        row = {
-            "event_id": self.spec["job_run_id"],
-            "operation": self.spec.get("operation") or self.spec.get("job") or "spark_job",
-            "table_name": self.spec.get("table"),
-            "ref": self.spec.get("ref"),
-            "dag_id": airflow.get("dag_id"),
-            "run_id": airflow.get("run_id"),
-            "task_id": airflow.get("task_id"),
-            "try_number": airflow.get("try_number"),
-            "started_at": self.started_at,
-            "finished_at": datetime.now(UTC),
-            "status": "failed" if error else self.status,
-            "snapshot_before": self.snapshot_before,
-            "snapshot_after": self.snapshot_after,
-            "metrics": json.dumps(metrics, default=str, sort_keys=True),
-            "details": json.dumps({**self.details, **({"error": error} if error else {})}, default=str),
-            "provider_version": self.spec.get("provider_version"),
-        }
+        row = LedgerEntry.new(
+            event_id=self.spec["job_run_id"],
+            operation=self.spec.get("operation") or self.spec.get("job") or "spark_job",
+            status="failed" if error else self.status,
+            airflow=self.spec.get("airflow") or {},
+            started_at=self.started_at,
+            table_name=self.spec.get("table"),
+            ref=self.spec.get("ref"),
+            snapshot_before=self.snapshot_before,
+            snapshot_after=self.snapshot_after,
+            metrics=metrics,
+            details={**self.details, **({"error": error} if error else {})},
+            provider_version=self.spec.get("provider_version"),
+        ).to_row()
         schema = self.spark.table(ledger).schema
         values = tuple(row.get(f.name) for f in schema.fields)
         self.spark.createDataFrame([values], schema=schema).writeTo(ledger).append()

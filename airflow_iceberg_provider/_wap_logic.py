@@ -21,13 +21,13 @@ same interval that reached ``main`` after this run's branch was cut.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.governance import decode_ledger_row
 
 ON_RERUN = ("fail", "skip", "replace")
 #: snapshot summary keys of the Airflow identity (``airflow.<field>``; the first four predate #15)
@@ -249,13 +249,13 @@ def published_from_ledger(rows: Iterable[Mapping[str, Any]], interval_key: str) 
     """The latest succeeded ``wap_publish`` ledger row of the interval (used when history was expired)."""
     found = []
     for row in rows:
-        details = json.loads(row.get("details") or "{}")
+        details = decode_ledger_row(row)["details"]
         if row.get("status") == "succeeded" and details.get("wap_interval") == interval_key:
             found.append((row, details))
     if not found:
         return None
     row, details = max(found, key=lambda rd: str(rd[0].get("finished_at")))
-    metrics = json.loads(row.get("metrics") or "{}")
+    metrics = decode_ledger_row(row)["metrics"]
     added = metrics.get("published_added_records")
     return EarlierPublish(
         interval_key=interval_key,

@@ -7,7 +7,6 @@ small XCom-safe dict.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
+from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
 from airflow_iceberg_provider.models import SnapshotInfo
@@ -241,9 +241,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
                 f"(event_id={run.job_run_id}) to {self.catalog_hook.governance_namespace}.ledger; its "
                 "result cannot be verified, so the task fails. Check the job log above."
             )
-        row = dict(rows[0])
-        row["metrics"] = json.loads(row.get("metrics") or "{}")
-        row["details"] = json.loads(row.get("details") or "{}")
+        row = decode_ledger_row(rows[0])
         if row.get("status") == "failed":
             raise IcebergSparkJobError(f"Spark job {job!r} recorded failure: {row['details'].get('error')}")
         return run, row
@@ -264,7 +262,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         cause = None
         for row in rows:
             if row.get("status") == "failed":
-                cause = json.loads(row.get("details") or "{}").get("error")
+                cause = decode_ledger_row(row)["details"].get("error")
         text = str(err)
         if cause is None and ("Error code is: -9" in text or "Error code is: 137" in text):
             cause = "spark-submit was killed (SIGKILL); nothing after its last commit happened"

@@ -18,7 +18,6 @@ Asset URI form: ``iceberg://<catalog>/<namespace>/<table>`` (see :func:`iceberg_
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
@@ -133,7 +133,7 @@ def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -
     ]
     if rows:
         last = max(rows, key=lambda r: r["finished_at"])
-        value = json.loads(last.get("metrics") or "{}").get("published_added_records")
+        value = decode_ledger_row(last)["metrics"].get("published_added_records")
         if value is not None:
             return int(value)
     main = hook.ref_snapshot_id(tbl, MAIN_BRANCH)

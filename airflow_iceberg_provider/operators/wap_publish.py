@@ -7,7 +7,6 @@ pure) -> apply (one catalog commit) -> verify -> record (#14).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from airflow_iceberg_provider._wap_plan import (
     plan_publish,
 )
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators.wap import (
@@ -245,7 +245,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         """
         hook, table, audited = self.catalog_hook, plan.table, plan.audited
         for row in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table):
-            details = json.loads(row.get("details") or "{}")
+            details = decode_ledger_row(row)["details"]
             if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
                 return False
         tbl = hook.load_table(table)

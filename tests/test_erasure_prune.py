@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+from airflow_iceberg_provider.spark_jobs import parquet_meta as pm
 
 
 @pytest.mark.parametrize(
@@ -15,8 +16,8 @@ from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
     [(b"", 0xEF46DB3751D8E999), (b"a", 0xD24EC4F1A98C6E5B), (b"abc", 0x44BC2CF5AD770999)],
 )
 def test_xxhash64_reference_vectors(data, expected):
-    assert ep.xxhash64(data) == expected
-    assert ep.xxhash64(b"Nobody inspects the spammish repetition") == 0xFBCEA83C8A378BF1
+    assert pm.xxhash64(data) == expected
+    assert pm.xxhash64(b"Nobody inspects the spammish repetition") == 0xFBCEA83C8A378BF1
 
 
 def _file(tmp_path, name, bloom=True, rows=None, row_group_size=300):
@@ -58,8 +59,8 @@ def test_one_row_group_without_filter_keeps_the_file(tmp_path):
 def test_key_type_mismatch_is_not_a_proof(tmp_path):
     read, size = _file(tmp_path, "c.parquet")
     # a string key cannot be hashed as INT64: the file cannot hold it, but no hash means "absent"
-    assert ep.key_hashes(["abc"])[ep.INT64] == []
-    assert ep.plain_bytes(1 << 40, ep.INT32) is None and ep.plain_bytes(True, ep.INT64) is None
+    assert ep.key_hashes(["abc"])[pm.INT64] == []
+    assert pm.plain_bytes(1 << 40, pm.INT32) is None and pm.plain_bytes(True, pm.INT64) is None
 
 
 def _props(mode="truncate(16)"):

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+from airflow_iceberg_provider.spark_jobs import parquet_meta as pm
 
 UNICODE = ["Zoë", "李雷", "Łódź", "🙂 emoji", "é" * 20, "quote'\"; DROP TABLE t; --", ""]
 
@@ -39,7 +40,7 @@ def _proofs(read, size, keys_by_column, ids=None):
 
 
 def _chunks(read, size, column):
-    groups, _ = ep.parse_footer(ep.read_footer(read, size))
+    groups, _ = pm.parse_footer(pm.read_footer(read, size))
     return [g[(column,)] for g in groups]
 
 
@@ -96,13 +97,13 @@ def test_dictionary_fallback_mid_chunk_stays_a_candidate(tmp_path):
         tmp_path, "fallback.parquet", {"c": (pa.string(), values, 1)}, dictionary_pagesize_limit=4096
     )
     (meta,) = _chunks(read, size, "c")
-    data_encodings = {s[2] for s in meta["encoding_stats"] if s[1] in (ep.PAGE_DATA, ep.PAGE_DATA_V2)}
-    assert ep.ENC_RLE_DICTIONARY in data_encodings and ep.ENC_PLAIN in data_encodings  # really mixed
-    assert not ep.fully_dictionary_encoded(meta["encoding_stats"])
+    data_encodings = {s[2] for s in meta["encoding_stats"] if s[1] in (pm.PAGE_DATA, pm.PAGE_DATA_V2)}
+    assert pm.ENC_RLE_DICTIONARY in data_encodings and pm.ENC_PLAIN in data_encodings  # really mixed
+    assert not pm.fully_dictionary_encoded(meta["encoding_stats"])
     # the dictionary page itself does not hold the late key: trusting it would have been unsound
-    trusted = dict(meta, encoding_stats=[{1: ep.PAGE_DICTIONARY, 2: 0, 3: 1}, {1: ep.PAGE_DATA, 2: 8, 3: 1}])
-    assert b"late-2999" not in ep.dictionary_values(read, trusted)
-    assert ep.dictionary_values(read, meta) is None
+    trusted = dict(meta, encoding_stats=[{1: pm.PAGE_DICTIONARY, 2: 0, 3: 1}, {1: pm.PAGE_DATA, 2: 8, 3: 1}])
+    assert b"late-2999" not in pm.dictionary_values(read, trusted)
+    assert pm.dictionary_values(read, meta) is None
     assert _proofs(read, size, {"c": ["late-2999"]}) == {"c": None}
     assert _proofs(read, size, {"c": ["nobody"]}) == {"c": None}  # no proof at all for this chunk
 
@@ -110,15 +111,15 @@ def test_dictionary_fallback_mid_chunk_stays_a_candidate(tmp_path):
 def test_missing_or_odd_encoding_stats_prove_nothing(tmp_path):
     read, size, _ = _write(tmp_path, "s.parquet", _mixed())
     (meta,) = _chunks(read, size, "c")
-    assert ep.dictionary_values(read, meta) is not None
+    assert pm.dictionary_values(read, meta) is not None
     probe = ep.key_probes(["nobody"])
     assert ep.chunk_proof(read, meta, probe) == "dictionary"
     no_stats = {k: v for k, v in meta.items() if k != "encoding_stats"}
-    assert ep.dictionary_values(read, no_stats) is None and ep.chunk_proof(read, no_stats, probe) is None
+    assert pm.dictionary_values(read, no_stats) is None and ep.chunk_proof(read, no_stats, probe) is None
     d, rle, plain = {1: 2, 2: 0, 3: 1}, {1: 0, 2: 8, 3: 4}, {1: 0, 2: 0, 3: 1}
-    assert ep.fully_dictionary_encoded([d, rle]) and ep.fully_dictionary_encoded([d, {1: 3, 2: 2, 3: 1}])
+    assert pm.fully_dictionary_encoded([d, rle]) and pm.fully_dictionary_encoded([d, {1: 3, 2: 2, 3: 1}])
     for stats in (None, [], [d], [rle], [d, rle, plain], [{1: 2, 2: 0, 3: 2}, rle], [d, rle, {1: 9, 2: 0, 3: 1}]):
-        assert not ep.fully_dictionary_encoded(stats), stats
+        assert not pm.fully_dictionary_encoded(stats), stats
     assert ep.chunk_proof(read, dict(meta, foreign=True), probe) is None  # chunk in another file / encrypted
 
 
@@ -163,7 +164,7 @@ def test_decimal_and_other_key_types_prove_nothing(tmp_path):
         tmp_path, "dec.parquet", {"d": (pa.decimal128(10, 2), [Decimal("1.25")] * 10, 1)}, store_decimal_as_integer=True
     )
     (meta,) = _chunks(read, size, "d")
-    assert meta["type"] == ep.INT64  # the unscaled value: a Decimal key is never compared to it
+    assert meta["type"] == pm.INT64  # the unscaled value: a Decimal key is never compared to it
     assert _proofs(read, size, {"d": [Decimal("9.99")]}) == {"d": None}
 
 
@@ -188,10 +189,10 @@ def test_damaged_dictionary_pages_stay_candidates_and_never_raise(tmp_path):
     assert proofs_of(data[:start] + b"\x00" * (end - start) + data[end:]) == {"c": None}
     # a chunk whose sizes point past the chunk / a dictionary bigger than the cap
     (meta,) = _chunks(read, size, "c")
-    assert ep.dictionary_values(read, dict(meta, total_compressed=5)) is None
-    assert ep.dictionary_values(read, dict(meta, dict_offset=meta["data_offset"])) is None  # a data page there
-    assert ep.dictionary_values(read, dict(meta, codec=3)) is None  # LZO: not read
-    assert ep.dictionary_values(read, dict(meta, type=7)) is None  # FIXED_LEN_BYTE_ARRAY: not decoded
+    assert pm.dictionary_values(read, dict(meta, total_compressed=5)) is None
+    assert pm.dictionary_values(read, dict(meta, dict_offset=meta["data_offset"])) is None  # a data page there
+    assert pm.dictionary_values(read, dict(meta, codec=3)) is None  # LZO: not read
+    assert pm.dictionary_values(read, dict(meta, type=7)) is None  # FIXED_LEN_BYTE_ARRAY: not decoded
 
 
 def test_every_single_byte_flip_of_a_checksummed_dictionary_page_is_safe(tmp_path):
@@ -228,14 +229,14 @@ def test_gzip_and_crc_helpers():
     body = b"\x03\x00\x00\x00abc"
     gz = zlib.compressobj(wbits=31)
     packed = gz.compress(body) + gz.flush()
-    assert ep.decompress(2, packed, len(body)) == body
-    assert ep.decompress(2, packed[:-3], len(body)) is None  # truncated stream
-    assert ep.decompress(0, body, len(body) + 1) is None  # size disagrees with the header
-    assert ep.decompress(5, packed, len(body)) is None  # Hadoop-framed LZ4: not read
-    assert ep.plain_values(ep.BYTE_ARRAY, body, 1) == {b"abc"}
-    assert ep.plain_values(ep.BYTE_ARRAY, body, 2) is None and ep.plain_values(ep.BYTE_ARRAY, body + b"x", 1) is None
-    assert ep.plain_values(ep.INT32, b"\x01\x00\x00\x00", 1) == {b"\x01\x00\x00\x00"}
-    assert ep.plain_values(ep.INT64, b"\x01\x00\x00\x00", 1) is None
+    assert pm.decompress(2, packed, len(body)) == body
+    assert pm.decompress(2, packed[:-3], len(body)) is None  # truncated stream
+    assert pm.decompress(0, body, len(body) + 1) is None  # size disagrees with the header
+    assert pm.decompress(5, packed, len(body)) is None  # Hadoop-framed LZ4: not read
+    assert pm.plain_values(pm.BYTE_ARRAY, body, 1) == {b"abc"}
+    assert pm.plain_values(pm.BYTE_ARRAY, body, 2) is None and pm.plain_values(pm.BYTE_ARRAY, body + b"x", 1) is None
+    assert pm.plain_values(pm.INT32, b"\x01\x00\x00\x00", 1) == {b"\x01\x00\x00\x00"}
+    assert pm.plain_values(pm.INT64, b"\x01\x00\x00\x00", 1) is None
 
 
 def test_prune_files_counts_dictionary_and_bloom_separately():

@@ -84,7 +84,6 @@ def main() -> None:
             action = plan.action
         print(f"  check, {label:<38} p50 {pct(times, 0.5):6.1f} ms  p95 {pct(times, 0.95):6.1f} ms  -> {action}")
     # what a replace adds to a first run (besides the same Spark write and audit): the removal commit
-    from airflow_iceberg_provider.hooks import _wap_files
 
     ident = rl.RunIdentity.from_context(context(start + timedelta(days=args.days // 2)))
     removals = []
@@ -92,7 +91,7 @@ def main() -> None:
         tbl, plan, _ = plan_rerun_from_catalog(hook, TABLE, ident, "replace")
         hook.set_ref(tbl, f"redo{i}", hook.ref_snapshot_id(tbl))
         t0 = time.perf_counter()
-        _wap_files.remove_files_on_branch(hook, hook.load_table(TABLE), f"redo{i}", plan.remove_snapshot_ids, {})
+        hook.remove_files_on_branch(hook.load_table(TABLE), f"redo{i}", plan.remove_snapshot_ids, {})
         removals.append((time.perf_counter() - t0) * 1000)
     print(
         f"  replace by files: removal commit on the branch  p50 {pct(removals, 0.5):6.1f} ms  p95 {pct(removals, 0.95):6.1f} ms"

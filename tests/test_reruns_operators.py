@@ -18,7 +18,6 @@ from conftest import create_orders_table, orders_batch
 
 from airflow_iceberg_provider import _wap_logic as rl
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.hooks import _wap_files
 from airflow_iceberg_provider.operators.wap import iceberg_asset
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator, plan_rerun_from_catalog
@@ -101,7 +100,7 @@ def test_replace_by_files_removes_exactly_the_earlier_rows_on_the_branch(orders)
     main = orders.ref_snapshot_id(T)
     orders.set_ref(tbl, "wap_redo", main)
     props = rl.summary_properties(ident, replaces=plan.earlier.published_snapshot_id)
-    out = _wap_files.remove_files_on_branch(orders, orders.load_table(T), "wap_redo", plan.remove_snapshot_ids, props)
+    out = orders.remove_files_on_branch(orders.load_table(T), "wap_redo", plan.remove_snapshot_ids, props)
     assert out["rows"] == 5 and out["files"] >= 1
     tbl = orders.load_table(T)
     ids = sorted(tbl.scan(snapshot_id=tbl.metadata.refs["wap_redo"].snapshot_id).to_arrow()["order_id"].to_pylist())
@@ -113,7 +112,7 @@ def test_replace_by_files_removes_exactly_the_earlier_rows_on_the_branch(orders)
     # the same files again: no longer live on the branch, refused without a commit
     before = orders.metadata_location(T)
     with pytest.raises(IcebergRefusedError, match="no longer live"):
-        _wap_files.remove_files_on_branch(orders, tbl, "wap_redo", plan.remove_snapshot_ids, props)
+        orders.remove_files_on_branch(tbl, "wap_redo", plan.remove_snapshot_ids, props)
     assert orders.metadata_location(T) == before
 
 

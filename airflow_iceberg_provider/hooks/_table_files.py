@@ -1,19 +1,23 @@
-"""File-level reads of a table through its FileIO: health counts, live data/delete files, metadata files.
+"""File-level verbs of a table through its FileIO: manifests, the metadata directory, data-file removal.
 
 ``TableFilesMixin`` is part of :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook`
-(the hook's public verbs ``health``, ``data_files``, ``metadata_files``, ``delete_files``),
-kept in its own module so the hook module holds the connection, error translation,
-load/refs/snapshots and compare-and-swap ref moves. These verbs read manifests (in
-parallel threads) and the metadata directory, never a data file, and return plain
-values; the rules that judge them live in ``maintenance_policy`` / ``health_policy``.
+(public verbs ``health``, ``data_files``, ``metadata_files``, ``delete_files`` and, for WAP
+re-runs with ``on_rerun="replace"``, ``files_added_by``, ``live_paths``,
+``remove_files_on_branch``), kept in its own module so the hook module holds the connection,
+error translation, load/refs/snapshots and compare-and-swap ref moves. The reads go through
+manifests (in parallel threads) and the metadata directory, never a data file, and return
+plain values; the rules that judge them live in ``maintenance_policy`` / ``health_policy`` /
+``_wap_logic``. The one write, ``remove_files_on_branch``, is a single ``overwrite`` commit on
+a branch (compare-and-swap on its head) that refuses when a file is no longer live there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.maintenance_policy import DEFAULT_TARGET_FILE_SIZE, MIN_FILE_SIZE_FRACTION
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
 
@@ -31,6 +35,7 @@ class TableFilesMixin:
     """Table file verbs of the catalog hook (needs ``_table`` and ``translate_errors`` from it)."""
 
     _table: Any
+    load_table: Any
     translate_errors: Any
 
     def health(self, table: str | TableIdent | Table, *, target_file_size: int | None = None) -> TableHealth:
@@ -161,3 +166,79 @@ class TableFilesMixin:
                 tbl.io.delete(loc)
             deleted += 1
         return deleted
+
+    # -------------------------------------------- on_rerun="replace" by data files (WAP re-runs)
+    def files_added_by(self, table: str | TableIdent | Table, snapshot_ids: Sequence[int]) -> list[Any]:
+        """The data files (pyiceberg ``DataFile``) each snapshot added itself, read from its own manifests."""
+        from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+
+        tbl = self._table(table)
+        out: list[Any] = []
+        for sid in snapshot_ids:
+            snap = tbl.metadata.snapshot_by_id(sid)
+            if snap is None:
+                raise IcebergRefusedError(
+                    f"Snapshot {sid} is no longer in the table's history (expired); cannot list its files."
+                )
+            for manifest in snap.manifests(tbl.io):
+                if manifest.added_snapshot_id != sid:
+                    continue
+                for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+                    if (
+                        entry.status == ManifestEntryStatus.ADDED
+                        and entry.snapshot_id == sid
+                        and entry.data_file.content == DataFileContent.DATA
+                    ):
+                        out.append(entry.data_file)
+        return out
+
+    def live_paths(self, table: str | TableIdent | Table, snapshot_id: int) -> set[str]:
+        """Paths of the data files live in a snapshot (its manifests, DELETED entries skipped)."""
+        from pyiceberg.manifest import DataFileContent
+
+        tbl = self._table(table)
+        snap = tbl.metadata.snapshot_by_id(snapshot_id)
+        if snap is None:
+            return set()
+        return {
+            e.data_file.file_path
+            for m in snap.manifests(tbl.io)
+            for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)
+            if e.data_file.content == DataFileContent.DATA
+        }
+
+    def remove_files_on_branch(
+        self,
+        table: str | TableIdent | Table,
+        branch: str,
+        snapshot_ids: Sequence[int],
+        properties: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """Remove, in one ``overwrite`` commit on ``branch``, every data file ``snapshot_ids`` added.
+
+        Refuses (nothing committed) when a file is no longer live on the branch head: it was
+        rewritten or deleted since (compaction, a DELETE), so its rows cannot be removed exactly.
+        The commit asserts the branch head (compare-and-swap) and carries ``properties`` in
+        its summary.
+
+        :return: ``{"files", "rows", "snapshot_id"}`` of the removal.
+        """
+        tbl = self._table(table)
+        head = tbl.metadata.refs[branch].snapshot_id
+        files = self.files_added_by(tbl, snapshot_ids)
+        live = self.live_paths(tbl, head)
+        gone = sorted(f.file_path for f in files if f.file_path not in live)
+        if gone:
+            raise IcebergRefusedError(
+                f"on_rerun='replace' by data files: {len(gone)} of the {len(files)} files the earlier publish added "
+                f"(snapshots {list(snapshot_ids)}) are no longer live on branch {branch!r} (rewritten by compaction "
+                f"or deleted since), e.g. {gone[0]}; its rows cannot be removed exactly. Nothing was changed. "
+                "Declare replace_where to replace by predicate."
+            )
+        if files:
+            with self.translate_errors(f"{branch} of {_table_name(tbl)}"), tbl.transaction() as tx:
+                with tx.update_snapshot(snapshot_properties=dict(properties), branch=branch).overwrite() as overwrite:
+                    for data_file in files:
+                        overwrite.delete_data_file(data_file)
+        new_head = self.load_table(_table_name(tbl)).metadata.refs[branch].snapshot_id
+        return {"files": len(files), "rows": sum(f.record_count for f in files), "snapshot_id": new_head}

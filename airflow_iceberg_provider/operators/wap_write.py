@@ -20,7 +20,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergSparkJobError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.hooks import _wap_files
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators.wap import (
@@ -302,7 +301,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         if plan.method != "files":
             return {}  # the job checks and deletes the predicate's rows
         props = rerun.summary_properties(identity, replaces=published)
-        removed = _wap_files.remove_files_on_branch(hook, tbl, branch, plan.remove_snapshot_ids, props)
+        removed = hook.remove_files_on_branch(tbl, branch, plan.remove_snapshot_ids, props)
         self.log.info("Replace: removed %s from %s@%s (earlier publish %s)", removed, table, branch, published)
         return {"replaced_files": removed["files"], "replaced_rows": removed["rows"]}
 
@@ -343,7 +342,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
     def _replace_files_for_job(self, plan: rerun.RerunPlan) -> list[str]:
         tbl = self.catalog_hook.load_table(self.ident.dotted)
-        return [f.file_path for f in _wap_files.files_added_by(tbl, plan.remove_snapshot_ids)]
+        return [f.file_path for f in self.catalog_hook.files_added_by(tbl, plan.remove_snapshot_ids)]
 
     def _verified_change(self, branch: str, base: int | None, main_before: int | None) -> tuple[int, dict[str, int]]:
         """The branch head the write produced (checked through the catalog) and its change metrics."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
+from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from types import SimpleNamespace
@@ -127,3 +129,67 @@ def fake_context(dag_id: str = "test_dag", run_id: str = "manual__2026-01-01", t
 @pytest.fixture
 def context():
     return fake_context()
+
+
+# ---------------------------------------------------------------- one catalog fixture, three backends
+@dataclass(frozen=True)
+class CatalogUnderTest:
+    """A fresh, empty catalog wired as ``iceberg_catalog_default``.
+
+    ``hook`` talks to it; ``namespace`` exists and is this test's own (REST: a fresh namespace
+    and governance namespace per test, since the SeaweedFS server is shared); ``table`` is the
+    name scenarios use for their main table (not created).
+    """
+
+    backend: str
+    hook: Any
+    namespace: str
+
+    @property
+    def table(self) -> str:
+        return f"{self.namespace}.orders"
+
+    def name(self, table: str) -> str:
+        """``<namespace>.<table>`` for a scenario's extra tables."""
+        return f"{self.namespace}.{table}"
+
+
+def _catalog_conn(backend: str, tmp_path: Path) -> tuple[str, str]:
+    """(connection JSON, namespace) for one backend; starts the server once per session."""
+    if backend == "sqlite":
+        (tmp_path / "warehouse").mkdir()
+        return catalog_conn_json(tmp_path / "catalog.db", tmp_path / "warehouse"), "db"
+    if backend == "postgres":
+        from _servers import pg_conn_json, postgres
+
+        server = postgres()
+        (tmp_path / "warehouse").mkdir()
+        return pg_conn_json(server, server.create_database(), tmp_path / "warehouse"), "db"
+    from _servers import rest_conn_json, seaweed
+
+    suffix = uuid.uuid4().hex[:8]
+    conn = json.loads(rest_conn_json(seaweed()))
+    conn["extra"]["governance_namespace"] = f"gov{suffix}"
+    return json.dumps(conn), f"ns{suffix}"
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("rest", marks=pytest.mark.rest),
+    ]
+)
+def catalog(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """An empty catalog on SQLite (file), PostgreSQL (SQL catalog) or REST (SeaweedFS + S3), as
+    pyiceberg's own ``catalog`` fixture: deselect a backend with ``-m "not postgres"`` / ``"not rest"``."""
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+    conn, namespace = _catalog_conn(request.param, tmp_path)
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", conn)
+    hook = IcebergCatalogHook()
+    hook.ensure_namespace(namespace)
+    yield CatalogUnderTest(request.param, hook, namespace)
+    engine = getattr(hook.catalog, "engine", None)
+    if engine is not None:  # SQL catalogs: close the pool (PostgreSQL connections)
+        engine.dispose()

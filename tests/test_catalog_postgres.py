@@ -1,11 +1,11 @@
-"""The provider on a PostgreSQL-backed SQL catalog (and the same checks on SQLite, parametrized).
+"""The provider on a PostgreSQL-backed SQL catalog: what only PostgreSQL has.
 
 A real PostgreSQL server is started on 127.0.0.1 (``tests/_servers.py``); each test gets a
-fresh database. The ``catalog`` fixture runs the capability tests on both the embedded
-SQLite catalog and PostgreSQL: the foundation + ref verbs of ``IcebergCatalogHook``, and a
-representative subset of every capability — WAP publish (gate, fast-forward, conflict), tags
-and rollback, the commit check and sensor, maintenance dry runs, and erasure's pre-flight
-refusal. The Spark tests (``spark`` + ``postgres``) share one database: Spark's
+fresh database. The capability scenarios shared by every backend (hook verbs, WAP publish,
+tags and rollback, commit check and sensor, maintenance dry runs, erasure's pre-flight
+refusal) run on SQLite, PostgreSQL and REST in ``tests/test_catalogs.py`` (the parametrized
+``catalog`` fixture of ``tests/conftest.py``). Here: the connection mapping, the password's
+secret channel, an unreachable server, and the Spark tests (``spark`` + ``postgres``) share one database: Spark's
 ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` on the same PostgreSQL catalog, and 8
 concurrent writers (2 Spark jobs + 6 pyiceberg writers) appending to one table.
 """
@@ -15,20 +15,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from _servers import pg_conn_json, postgres
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import ROOT, append_batches, catalog_conn_json, create_orders_table, fake_context, orders_batch
+from conftest import ROOT, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.catalog_config import CatalogConfig
-from airflow_iceberg_provider.exceptions import (
-    IcebergCommitConflictError,
-    IcebergPublishConflictError,
-    IcebergRefusedError,
-)
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 T = "db.orders"
@@ -51,27 +44,6 @@ def pg_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     hook = _pg_lake(tmp_path, monkeypatch)
     yield hook
     hook.catalog.engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def catalog(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """An empty catalog with namespace ``db``: SQLite file or PostgreSQL database."""
-    if request.param == "postgres":
-        hook = _pg_lake(tmp_path, monkeypatch)
-    else:
-        (tmp_path / "warehouse").mkdir()
-        conn = catalog_conn_json(tmp_path / "catalog.db", tmp_path / "warehouse")
-        monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", conn)
-        hook = IcebergCatalogHook()
-        hook.ensure_namespace("db")
-    yield hook
-    hook.catalog.engine.dispose()
-
-
-@pytest.fixture
-def orders(catalog):
-    create_orders_table(catalog, T).append(orders_batch(0, 10))
-    return catalog
 
 
 # ------------------------------------------------------------------ connection mapping
@@ -127,172 +99,6 @@ def test_unreachable_server_is_reported_as_unavailable(tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))
     with pytest.raises(IcebergCatalogUnavailableError, match="unavailable"):
         IcebergCatalogHook().table_exists(T)
-
-
-# ------------------------------------------------------------------ hook: foundation + refs verbs
-def test_foundation_and_ref_verbs(catalog):
-    hook = catalog
-    tbl = create_orders_table(hook, T)
-    assert hook.metadata_location(T) == tbl.metadata_location
-    assert hook.metadata_location("db.missing") is None
-    ids = append_batches(hook, T, 3)
-    loaded = hook.load_table(T)
-    assert hook.metadata_location(T) == loaded.metadata_location  # the SQL fast path agrees with load_table
-    assert [s.snapshot_id for s in hook.ref_chain(T)] == ids
-    assert hook.snapshot(T, ref="main").snapshot_id == ids[-1]
-    assert hook.snapshot(T, as_of=hook.snapshot(T, snapshot_id=ids[1]).timestamp_ms).snapshot_id == ids[1]
-    assert len(hook.find_snapshots(T, ref="main", after_snapshot_id=ids[0], operation="append")) == 2
-    health = hook.health(T)
-    assert (health.records, health.snapshots, health.data_files) == (30, 3, 3)
-
-    assert hook.create_tag(T, "t1", snapshot_id=ids[0]) == "created"
-    assert hook.create_tag(T, "t1", snapshot_id=ids[0]) == "exists"
-    with pytest.raises(IcebergRefusedError, match="immutable"):
-        hook.create_tag(T, "t1", snapshot_id=ids[1])
-    assert hook.create_branch(T, "exp", snapshot_id=ids[1], max_ref_age_ms=86_400_000) == "created"
-    head = commit_to_branch(hook, T, "exp", 100, 5)
-    assert hook.ref_snapshot_id(T, "main") == ids[-1]
-    # main (ids[-1]) is not an ancestor of exp's head: refused, nothing changed
-    before = hook.metadata_location(T)
-    with pytest.raises(IcebergCommitConflictError, match="not an ancestor"):
-        hook.fast_forward(T, to_snapshot_id=head)
-    assert hook.metadata_location(T) == before
-    assert hook.rollback(T, to_snapshot_id=ids[1], expected_snapshot_id=ids[-1]) is True
-    assert hook.fast_forward(T, to_snapshot_id=head, expected_snapshot_id=ids[1]) is True
-    assert hook.ref_snapshot_id(T) == head and hook.load_table(T).scan().to_arrow().num_rows == 25
-    poll = hook.poll_commit(T, after_snapshot_id=ids[1])
-    assert poll["loaded"] and poll["snapshot"]["snapshot_id"] == head
-    assert hook.poll_commit(T, known_metadata_location=poll["metadata_location"])["loaded"] is False
-    assert hook.remove_ref(T, "t1") and hook.remove_ref(T, "exp") and not hook.remove_ref(T, "exp")
-    assert set(hook.refs(T)) == {"main"}
-    event = hook.record_ledger(operation="test", table=T, status="succeeded", context=fake_context())
-    assert hook.read_governance_rows("ledger", event_id=event)[0]["dag_id"] == "test_dag"
-
-
-def test_compare_and_swap_rejects_a_stale_writer(orders):
-    hook = orders
-    stale = hook.load_table(T)
-    hook.load_table(T).append(orders_batch(100, 5))  # another writer wins
-    moved = hook.metadata_location(T)
-    with pytest.raises(IcebergCommitConflictError):
-        hook.set_ref(stale, "main", stale.current_snapshot().snapshot_id)
-    assert hook.metadata_location(T) == moved
-    # an append from the stale object loses the swap, refreshes and re-applies (no lost update)
-    hook.retry_commit(lambda: stale.append(orders_batch(200, 5)), what=T)
-    assert hook.metadata_location(T) != moved
-    assert sorted(hook.load_table(T).scan().to_arrow()["order_id"].to_pylist()) == [
-        *range(10),
-        *range(100, 105),
-        *range(200, 205),
-    ]
-
-
-# ------------------------------------------------------------------ operators: a subset per capability
-def test_wap_publish_gate_fast_forward_conflict_and_asset_event(orders):
-    from airflow.sdk.execution_time.context import OutletEventAccessors
-
-    from airflow_iceberg_provider.assets import iceberg_asset
-    from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator, IcebergWapPublishOperator
-
-    hook = orders
-    for name in ("a", "b"):
-        IcebergWapCreateBranchOperator(task_id=f"c{name}", table=T, branch=name).execute(fake_context())
-    head_a = commit_to_branch(hook, T, "a", 100, 5)
-    head_b = commit_to_branch(hook, T, "b", 200, 5)
-    pub_b = IcebergWapPublishOperator(task_id="pb", table=T, branch="b", audited_snapshot_id=head_b)
-    before = hook.metadata_location(T)
-    with pytest.raises(IcebergRefusedError, match="no audit record"):
-        pub_b.execute(fake_context())
-    assert hook.metadata_location(T) == before
-    record_audit(hook, T, "a", head_a, event_id="ea")
-    record_audit(hook, T, "b", head_b, event_id="eb")
-    asset = iceberg_asset(T)
-    events = OutletEventAccessors()
-    out = IcebergWapPublishOperator(
-        task_id="pa", table=T, branch="a", audited_snapshot_id=head_a, outlets=[asset]
-    ).execute({**fake_context(), "outlet_events": events})
-    assert out["method"] == "fast_forward" and hook.ref_snapshot_id(T) == head_a
-    assert events[asset].extra["snapshot_id"] == str(head_a)
-    before = hook.metadata_location(T)
-    with pytest.raises(IcebergPublishConflictError, match="main moved"):
-        pub_b.execute(fake_context())
-    assert hook.metadata_location(T) == before and hook.ref_snapshot_id(T) == head_a
-
-
-def test_tag_rollback_commit_check_and_sensor(orders):
-    from airflow_iceberg_provider.operators.refs import (
-        IcebergCommitCheckOperator,
-        IcebergCreateTagOperator,
-        IcebergDropTagOperator,
-        IcebergRollbackOperator,
-    )
-    from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor
-
-    hook = orders
-    first = hook.ref_snapshot_id(T)
-    out = IcebergCreateTagOperator(task_id="tag", table=T, tag="eod", max_ref_age=timedelta(days=7)).execute(
-        fake_context()
-    )
-    assert out["outcome"] == "created" and hook.refs(T)["eod"].max_ref_age_ms == 7 * 86_400_000
-    sensor = IcebergSnapshotSensor(task_id="s", table=T, after_snapshot_id=first, deferrable=False)
-    assert sensor.poke(fake_context()) is False
-    hook.load_table(T).append(orders_batch(100, 5))
-    assert sensor.poke(fake_context()) is not False
-    check = IcebergCommitCheckOperator(task_id="chk", table=T, operation="append", after_snapshot_id=first)
-    assert check.execute(fake_context())["matched"] == 1
-    before = hook.metadata_location(T)
-    with pytest.raises(IcebergRefusedError):  # a tag is immutable without replace=True
-        IcebergCreateTagOperator(task_id="tag2", table=T, tag="eod").execute(fake_context())
-    assert hook.metadata_location(T) == before
-    IcebergRollbackOperator(task_id="rb", table=T, to_tag="eod").execute(fake_context())
-    assert hook.ref_snapshot_id(T) == first
-    IcebergDropTagOperator(task_id="drop", table=T, tag="eod").execute(fake_context())
-    assert "eod" not in hook.refs(T)
-
-
-def test_maintenance_dry_runs_start_no_jvm_and_change_nothing(orders):
-    from airflow_iceberg_provider.operators.maintenance import (
-        IcebergExpireSnapshotsOperator,
-        IcebergMaintenancePlanOperator,
-    )
-
-    hook = orders
-    append_batches(hook, T, 3)
-    before = hook.metadata_location(T)
-    time.sleep(0.01)
-    now_plus = {"older_than": datetime.now(UTC).isoformat(), "older_than_floor": timedelta(0)}
-    out = IcebergExpireSnapshotsOperator(task_id="x", table=T, retain_last=1, dry_run=True, **now_plus).execute(
-        fake_context()
-    )
-    assert out["spark_job"] is False and len(out["would_expire"]) == 3
-    plan = IcebergMaintenancePlanOperator(task_id="p", table=T, actions=["rewrite_manifests"]).execute(fake_context())
-    assert plan["healthy"] is True and plan["spark_job"] is False
-    assert hook.metadata_location(T) == before
-    assert len(hook.load_table(T).metadata.snapshots) == 4
-
-
-def test_erasure_refuses_before_any_spark_job(orders, monkeypatch, tmp_path):
-    erasure = pytest.importorskip("airflow_iceberg_provider.operators.erasure")
-    from airflow_iceberg_provider.exceptions import IcebergValidationError
-
-    hook = orders
-    # a table identity-partitioned on the personal column cannot be erased safely: refused up front
-    create_orders_table(hook, "db.by_customer", partition_by=("customer_id",)).append(orders_batch(0, 5))
-    before = hook.metadata_location("db.by_customer")
-    submitted = []
-    monkeypatch.setattr(
-        "airflow_iceberg_provider.hooks.spark.IcebergSparkHook.submit", lambda self, plan: submitted.append(plan)
-    )
-    subjects = tmp_path / "subjects.jsonl"
-    subjects.write_text('{"request_id": "r1", "subject_key": "c1"}\n')
-    subjects.chmod(0o600)
-    monkeypatch.setenv("AIRFLOW_CONN_ERASURE_SALT", '{"conn_type": "generic", "password": "%s"}' % ("s" * 32))
-    op = erasure.IcebergErasureOperator(
-        task_id="e", table="db.by_customer", subject_columns=["customer_id"], subjects_file=str(subjects)
-    )
-    with pytest.raises((IcebergRefusedError, IcebergValidationError), match=r"identity\(customer_id\)"):
-        op.execute(fake_context())
-    assert submitted == [] and hook.metadata_location("db.by_customer") == before
 
 
 # ------------------------------------------------------------------ Spark + PostgreSQL

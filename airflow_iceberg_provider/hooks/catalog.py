@@ -4,6 +4,13 @@ Every operator of this provider verifies its work through this hook: Spark jobs
 do the heavy lifting, then the operator loads the table here and checks that the
 commit it expected is really there. Metadata-only operations (refs, publish,
 rollback, health) run here without a JVM.
+
+This module holds the connection (catalog config, SQLite tuning), the translation of
+pyiceberg/SQLAlchemy errors, table loads, refs and snapshots, and the compare-and-swap
+ref moves; the rules those moves follow are planned purely in
+:mod:`airflow_iceberg_provider._ref_logic`. The hook class also mixes in the table-file
+verbs (:mod:`~airflow_iceberg_provider.hooks._table_files`) and the governance-table verbs
+(:mod:`~airflow_iceberg_provider.governance_store`). It never imports an operator.
 """
 
 from __future__ import annotations

@@ -5,9 +5,13 @@ values read through :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatal
 (``TableHealth``, snapshots, refs, per-partition file counts) and submit what it
 decides as one Spark job.
 
-The expiry preview mirrors Iceberg's ``RemoveSnapshots`` (1.10) retention rules
-exactly, so a dry run lists what ``expire_snapshots`` would remove and which
-refs (branches, tags, legal holds) keep which old snapshots.
+Here: durations and cutoffs, parameter checks and safety floors, ``TableDefaults``
+(what a table's properties say), ``preview_table_expiry`` (a loaded table's defaults fed
+to :mod:`airflow_iceberg_provider.expiry_policy`, which mirrors Iceberg's
+``RemoveSnapshots`` retention rules), ``file_layout`` / ``compaction_candidates``
+(binpack's size rules), ``resolve_policy`` and ``decide`` (one planner per action
+family). It must not read the catalog (``maintenance_state`` does, once) nor build SQL
+(``spark_jobs.maintenance_sql`` does).
 """
 
 from __future__ import annotations

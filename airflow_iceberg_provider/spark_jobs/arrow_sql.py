@@ -259,39 +259,47 @@ class _Parser:
             return Lit(tok.text[1:-1])
         if tok.kind == "kw":
             self.i += 1
-            if tok.text in ("true", "false"):
-                return Lit(tok.text == "true")
-            if tok.text == "null":
-                return Lit(None)
-            if tok.text == "case":
-                return self.case()
-            if tok.text == "cast":
-                self.expect("op", "(")
-                arg = self.or_()
-                self.expect("kw", "as")
-                target = self.expect("name")
-                self.expect("op", ")")
-                if target.text.lower() != "double":
-                    raise Unsupported(f"CAST AS {target.text}")
-                return CastDouble(arg)
-            if tok.text == "coalesce":
-                self.expect("op", "(")
-                args = [self.or_()]
-                while self.accept("op", ","):
-                    args.append(self.or_())
-                self.expect("op", ")")
-                return Coalesce(tuple(args))
-            raise Unsupported(f"keyword {tok.text.upper()}")
+            return self.keyword_operand(tok.text)
         if tok.kind == "name":
             self.i += 1
-            nxt = self.peek()
-            if tok.text.lower() in ("timestamp", "date") and nxt is not None and nxt.kind == "str":
-                self.i += 1
-                return Lit(_typed_literal(tok.text.lower(), nxt.text[1:-1]))
-            if nxt is not None and nxt.kind == "op" and nxt.text == "(":
-                raise Unsupported(f"function {tok.text}")
-            return Col(tok.text)
+            return self.name_operand(tok.text)
         raise Unsupported(f"unexpected {tok.text!r}")
+
+    def keyword_operand(self, word: str) -> Any:
+        """The operand after keyword ``word`` (already consumed): TRUE/FALSE/NULL, CASE, CAST, COALESCE."""
+        if word in ("true", "false"):
+            return Lit(word == "true")
+        if word == "null":
+            return Lit(None)
+        if word == "case":
+            return self.case()
+        if word == "cast":
+            self.expect("op", "(")
+            arg = self.or_()
+            self.expect("kw", "as")
+            target = self.expect("name")
+            self.expect("op", ")")
+            if target.text.lower() != "double":
+                raise Unsupported(f"CAST AS {target.text}")
+            return CastDouble(arg)
+        if word == "coalesce":
+            self.expect("op", "(")
+            args = [self.or_()]
+            while self.accept("op", ","):
+                args.append(self.or_())
+            self.expect("op", ")")
+            return Coalesce(tuple(args))
+        raise Unsupported(f"keyword {word.upper()}")
+
+    def name_operand(self, name: str) -> Any:
+        """The operand after name ``name`` (already consumed): a typed literal or a column."""
+        nxt = self.peek()
+        if name.lower() in ("timestamp", "date") and nxt is not None and nxt.kind == "str":
+            self.i += 1
+            return Lit(_typed_literal(name.lower(), nxt.text[1:-1]))
+        if nxt is not None and nxt.kind == "op" and nxt.text == "(":
+            raise Unsupported(f"function {name}")
+        return Col(name)
 
     def case(self) -> Case:
         branches = []
@@ -521,11 +529,7 @@ class Evaluator:
             return _Val(pa.scalar(None, pa.bool_()), "bool")
         if not left.column and right.column:  # literal <op> column -> column <flipped op> literal
             left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
-        numeric = ("int", "float", "decimal")
-        if left.fam != right.fam and not (left.fam in numeric and right.fam in numeric):
-            raise Unsupported(f"comparison of {left.fam} with {right.fam}")
-        if left.column and right.column and "float" in (left.fam, right.fam):
-            raise Unsupported("float column compared with a column (NaN ordering)")
+        _check_comparable(left, right)
         fns = {
             "=": pc.equal,
             "<>": pc.not_equal,
@@ -613,6 +617,15 @@ class Evaluator:
             micros = pc.cast(val.data.cast(pa.int64()), pa.float64(), safe=False)
             return _Val(pc.divide(micros, pa.scalar(1_000_000.0)), "float", val.column)
         raise Unsupported(f"CAST({val.fam} AS DOUBLE)")
+
+
+def _check_comparable(left: _Val, right: _Val) -> None:
+    """Refuse comparisons whose Spark semantics the evaluator does not reproduce."""
+    numeric = ("int", "float", "decimal")
+    if left.fam != right.fam and not (left.fam in numeric and right.fam in numeric):
+        raise Unsupported(f"comparison of {left.fam} with {right.fam}")
+    if left.column and right.column and "float" in (left.fam, right.fam):
+        raise Unsupported("float column compared with a column (NaN ordering)")
 
 
 def _common_family(vals: list[_Val]) -> str:

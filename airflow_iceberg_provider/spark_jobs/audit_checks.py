@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -260,7 +260,6 @@ def parse_checks(
     :raises CheckSpecError: on unknown check types or keys, non-numeric or
         contradictory thresholds, invalid column names or unsafe SQL fragments.
     """
-    checks: list[Check] = []
     base_clause = _sql_fragment(partition_clause, "partition_clause") if partition_clause else None
 
     def clause(own: Any, where: str) -> str | None:
@@ -269,7 +268,25 @@ def parse_checks(
             return f"({base_clause}) AND ({own_clause})"
         return own_clause or base_clause
 
-    for column, col_checks in _mapping(column_mapping or {}, "column_mapping").items():
+    checks = [
+        *_column_checks(column_mapping or {}, clause, accept_none),
+        *_table_checks(table_checks or {}, clause),
+        *_change_checks(change_checks or {}),
+    ]
+    if not checks:
+        raise CheckSpecError(
+            "No audit checks given; pass column_mapping, table_checks and/or change_checks (an audit that "
+            "checks nothing would let any data through)."
+        )
+    return checks
+
+
+def _column_checks(
+    column_mapping: Mapping[str, Any], clause: Callable[[Any, str], str | None], accept_none: bool
+) -> list[Check]:
+    """The ``column_mapping`` family of :func:`parse_checks`."""
+    checks: list[Check] = []
+    for column, col_checks in _mapping(column_mapping, "column_mapping").items():
         if not isinstance(column, str) or not NAME_RE.match(column):
             raise CheckSpecError(
                 f"column_mapping key {column!r} is not a valid column name; expected [A-Za-z_][A-Za-z0-9_]* "
@@ -308,7 +325,13 @@ def parse_checks(
                     accept_none=accept_none,
                 )
             )
-    for name, values in _mapping(table_checks or {}, "table_checks").items():
+    return checks
+
+
+def _table_checks(table_checks: Mapping[str, Any], clause: Callable[[Any, str], str | None]) -> list[Check]:
+    """The ``table_checks`` family of :func:`parse_checks`."""
+    checks: list[Check] = []
+    for name, values in _mapping(table_checks, "table_checks").items():
         where = f"table_checks[{name!r}]"
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise CheckSpecError(f"{where}: check name must match [A-Za-z_][A-Za-z0-9_]*.")
@@ -334,7 +357,13 @@ def parse_checks(
                 aggregate=simple[0] if simple else None,
             )
         )
-    for check_type, values in _mapping(change_checks or {}, "change_checks").items():
+    return checks
+
+
+def _change_checks(change_checks: Mapping[str, Any]) -> list[Check]:
+    """The ``change_checks`` family of :func:`parse_checks`."""
+    checks: list[Check] = []
+    for check_type, values in _mapping(change_checks, "change_checks").items():
         where = f"change_checks[{check_type!r}]"
         if check_type not in CHANGE_CHECKS:
             raise CheckSpecError(f"{where}: unknown change check {check_type!r}; use one of {list(CHANGE_CHECKS)}.")
@@ -350,11 +379,6 @@ def parse_checks(
                 condition=_condition(values, where, _CHANGE_ALIASES),
                 accept_none=True,
             )
-        )
-    if not checks:
-        raise CheckSpecError(
-            "No audit checks given; pass column_mapping, table_checks and/or change_checks (an audit that "
-            "checks nothing would let any data through)."
         )
     return checks
 

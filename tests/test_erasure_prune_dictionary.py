@@ -160,6 +160,7 @@ def test_columns_are_matched_by_field_id_not_name(tmp_path):
 def test_decimal_and_other_key_types_prove_nothing(tmp_path):
     assert ep.key_probes([Decimal("1.50")]) == {} and ep.key_probes([1.5]) == {} and ep.key_probes([True]) == {}
     assert ep.key_hashes([Decimal("1.50")]) == {}  # the bloom path cannot prove with no hash either
+    assert ep.key_probes(["ok", "\ud800"]) == {}  # a lone surrogate has no UTF-8 form: no proof, no crash
     read, size, _ = _write(
         tmp_path, "dec.parquet", {"d": (pa.decimal128(10, 2), [Decimal("1.25")] * 10, 1)}, store_decimal_as_integer=True
     )

@@ -103,14 +103,18 @@ def key_probes(keys: Iterable[Any]) -> dict[int, tuple[list[int], frozenset[byte
 
     A key that cannot be stored in a type (a string in an INT64 column, 2**40 in INT32) is
     left out of that type. A type is absent altogether when a key's Python type is not one
-    this module encodes (``Decimal``, ``float``…): nothing is proven for such columns.
+    this module encodes (``Decimal``, ``float``…) or a string has no UTF-8 form: nothing is
+    proven for such columns.
     """
     keys = [k for k in keys if k is not None]  # a null key matches no row
     out: dict[int, tuple[list[int], frozenset[bytes]]] = {}
     if any(not isinstance(k, (str, int)) or isinstance(k, bool) for k in keys):
         return out
     for ptype in (INT32, INT64, BYTE_ARRAY):
-        plain = [b for b in (pm.plain_bytes(k, ptype) for k in keys) if b is not None]
+        try:
+            plain = [b for b in (pm.plain_bytes(k, ptype) for k in keys) if b is not None]
+        except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form: prove nothing
+            return {}
         out[ptype] = ([pm.xxhash64(b) for b in plain], frozenset(plain))
     return out
 

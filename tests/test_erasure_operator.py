@@ -134,8 +134,10 @@ def test_deadline_sensor_logical_deadline_and_refusal(erasure_lake, capfd):
     assert _sensor(logical_deadline_hours=26).poke(fake_context()) is True
     out = capfd.readouterr()
     assert "at risk of missing the logical deadline: R-1" in out.out + out.err
+    before = {t: erasure_lake.metadata_location(t) for t in ("db.people", "db.requests")}
     with pytest.raises(IcebergValidationError, match="logical_deadline_hours=800 is longer than the physical"):
         _sensor(logical_deadline_hours=800, deadline_days=30).poke(fake_context())
+    assert {t: erasure_lake.metadata_location(t) for t in before} == before  # bad input changed nothing
 
 
 def test_deadline_sensor_passes_when_nothing_overdue(erasure_lake):

@@ -412,16 +412,23 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
                 f"Cannot fast-forward {_name(tbl)} {ref!r} from {head} to {to_snapshot_id}: {head} is not an "
                 f"ancestor of {to_snapshot_id} ({ref!r} moved since the source was cut). Nothing was changed."
             )
+        self._move_keeping_retention(tbl, ref, to_snapshot_id)
+        return True
+
+    def _move_keeping_retention(
+        self, tbl: Table, ref: str, snapshot_id: int, *, expected_snapshot_id: int | None = None
+    ) -> None:
+        """Point a branch at ``snapshot_id`` with the retention it has (pyiceberg's move would drop it)."""
         existing = tbl.metadata.refs.get(ref)
         self.set_ref(
             tbl,
             ref,
-            to_snapshot_id,
+            snapshot_id,
+            expected_snapshot_id=expected_snapshot_id,
             max_ref_age_ms=existing.max_ref_age_ms if existing else None,
             max_snapshot_age_ms=existing.max_snapshot_age_ms if existing else None,
             min_snapshots_to_keep=existing.min_snapshots_to_keep if existing else None,
         )
-        return True
 
     def remove_ref(self, table: str | TableIdent | Table, ref: str) -> bool:
         """Remove a branch or tag (never ``main``); ``False`` if it was already gone."""
@@ -639,16 +646,7 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
                 f"Cannot roll back {_name(tbl)} {ref!r}: it points at {head}, not the expected "
                 f"{expected_snapshot_id}; another writer moved it. Nothing was changed."
             )
-        existing = tbl.metadata.refs[ref]
-        self.set_ref(
-            tbl,
-            ref,
-            target.snapshot_id,
-            expected_snapshot_id=head,
-            max_ref_age_ms=existing.max_ref_age_ms,
-            max_snapshot_age_ms=existing.max_snapshot_age_ms,
-            min_snapshots_to_keep=existing.min_snapshots_to_keep,
-        )
+        self._move_keeping_retention(tbl, ref, target.snapshot_id, expected_snapshot_id=head)
         return True
 
     def poll_commit(

@@ -172,6 +172,23 @@ def test_job_modules_use_absolute_imports_only():
                 assert "ImportError" not in caught or not own, f"{module}.py line {node.lineno}: fallback for {own}"
 
 
+def test_job_modules_import_no_engine_or_airflow_at_module_level():
+    """pyspark/pyarrow only inside functions, Airflow and pyiceberg never: pure logic stays testable anywhere."""
+    banned = {"pyspark", "pyarrow", "airflow", "pyiceberg"}
+    for module in JOB_MODULES:
+        tree = ast.parse((SPARK_JOBS_DIR / f"{module}.py").read_text())
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not {n.split(".")[0] for n in names} & banned, f"{module}.py line {node.lineno} imports {names}"
+    for module in SPARK_JOBS_DIR.glob("*.py"):
+        assert "import airflow\n" not in module.read_text() and "from airflow." not in module.read_text()
+
+
 def test_registry_names_every_entry_script_and_refuses_others():
     entry_scripts = {
         p.name for p in SPARK_JOBS_DIR.glob("*.py") if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8")

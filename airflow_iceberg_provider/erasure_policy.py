@@ -171,9 +171,7 @@ def validate_request_ids(value: object) -> list[str] | None:
     return out
 
 
-def new_request_rows(
-    requests: object, *, received_at: datetime, known: Iterable[str] = ()
-) -> list[dict[str, Any]]:
+def new_request_rows(requests: object, *, received_at: datetime, known: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Rows to append to an erasure requests table for ``{request_id: subject_key}`` (status
     ``pending``), skipping ids already in the table (``known``) so that a re-run adds nothing.
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -260,6 +260,7 @@ def parse_checks(
     :raises CheckSpecError: on unknown check types or keys, non-numeric or
         contradictory thresholds, invalid column names or unsafe SQL fragments.
     """
+    checks: list[Check] = []
     base_clause = _sql_fragment(partition_clause, "partition_clause") if partition_clause else None
 
     def clause(own: Any, where: str) -> str | None:
@@ -268,11 +269,50 @@ def parse_checks(
             return f"({base_clause}) AND ({own_clause})"
         return own_clause or base_clause
 
-    checks = [
-        *_column_checks(column_mapping or {}, clause, accept_none),
-        *_table_checks(table_checks or {}, clause),
-        *_change_checks(change_checks or {}),
-    ]
+    checks.extend(_column_checks(column_mapping, clause, accept_none))
+    for name, values in _mapping(table_checks or {}, "table_checks").items():
+        where = f"table_checks[{name!r}]"
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise CheckSpecError(f"{where}: check name must match [A-Za-z_][A-Za-z0-9_]*.")
+        values = _mapping(values, where)
+        unknown = [k for k in values if k not in _TABLE_KEYS]
+        if unknown or "check_statement" not in values:
+            raise CheckSpecError(
+                f"{where}: expected keys 'check_statement' (required) and 'partition_clause' (optional), "
+                f"got {sorted(values)}."
+            )
+        statement = _sql_fragment(values["check_statement"], f"{where}['check_statement']")
+        simple = simple_aggregate(statement)
+        checks.append(
+            Check(
+                name=f"table.{name}",
+                kind="table",
+                check_type="check_statement",
+                column=simple[1] if simple else None,
+                condition={simple[2]: simple[3]} if simple else {"equal_to": 1.0},
+                statement=statement,
+                partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
+                accept_none=False,
+                aggregate=simple[0] if simple else None,
+            )
+        )
+    for check_type, values in _mapping(change_checks or {}, "change_checks").items():
+        where = f"change_checks[{check_type!r}]"
+        if check_type not in CHANGE_CHECKS:
+            raise CheckSpecError(f"{where}: unknown change check {check_type!r}; use one of {list(CHANGE_CHECKS)}.")
+        values = _mapping(values, where)
+        unknown = [k for k in values if k not in COMPARISONS and k not in _CHANGE_ALIASES]
+        if unknown:
+            raise CheckSpecError(f"{where}: unknown key(s) {unknown}; use 'min'/'max' or {list(COMPARISONS)}.")
+        checks.append(
+            Check(
+                name=f"change.{check_type}",
+                kind="change",
+                check_type=check_type,
+                condition=_condition(values, where, _CHANGE_ALIASES),
+                accept_none=True,
+            )
+        )
     if not checks:
         raise CheckSpecError(
             "No audit checks given; pass column_mapping, table_checks and/or change_checks (an audit that "
@@ -281,12 +321,9 @@ def parse_checks(
     return checks
 
 
-def _column_checks(
-    column_mapping: Mapping[str, Any], clause: Callable[[Any, str], str | None], accept_none: bool
-) -> list[Check]:
+def _column_checks(column_mapping: Any, clause: Callable[[Any, str], str | None], accept_none: bool) -> Iterator[Check]:
     """The ``column_mapping`` family of :func:`parse_checks`."""
-    checks: list[Check] = []
-    for column, col_checks in _mapping(column_mapping, "column_mapping").items():
+    for column, col_checks in _mapping(column_mapping or {}, "column_mapping").items():
         if not isinstance(column, str) or not NAME_RE.match(column):
             raise CheckSpecError(
                 f"column_mapping key {column!r} is not a valid column name; expected [A-Za-z_][A-Za-z0-9_]* "
@@ -313,74 +350,16 @@ def _column_checks(
                 tolerance = _number(tolerance, f"{where}['tolerance']")
                 if tolerance < 0:
                     raise CheckSpecError(f"{where}['tolerance']={tolerance} must be >= 0 (a fraction, e.g. 0.1).")
-            checks.append(
-                Check(
-                    name=f"{column}.{check_type}",
-                    kind="column",
-                    check_type=check_type,
-                    column=column,
-                    condition=_condition(values, where),
-                    tolerance=tolerance,
-                    partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
-                    accept_none=accept_none,
-                )
-            )
-    return checks
-
-
-def _table_checks(table_checks: Mapping[str, Any], clause: Callable[[Any, str], str | None]) -> list[Check]:
-    """The ``table_checks`` family of :func:`parse_checks`."""
-    checks: list[Check] = []
-    for name, values in _mapping(table_checks, "table_checks").items():
-        where = f"table_checks[{name!r}]"
-        if not isinstance(name, str) or not NAME_RE.match(name):
-            raise CheckSpecError(f"{where}: check name must match [A-Za-z_][A-Za-z0-9_]*.")
-        values = _mapping(values, where)
-        unknown = [k for k in values if k not in _TABLE_KEYS]
-        if unknown or "check_statement" not in values:
-            raise CheckSpecError(
-                f"{where}: expected keys 'check_statement' (required) and 'partition_clause' (optional), "
-                f"got {sorted(values)}."
-            )
-        statement = _sql_fragment(values["check_statement"], f"{where}['check_statement']")
-        simple = simple_aggregate(statement)
-        checks.append(
-            Check(
-                name=f"table.{name}",
-                kind="table",
-                check_type="check_statement",
-                column=simple[1] if simple else None,
-                condition={simple[2]: simple[3]} if simple else {"equal_to": 1.0},
-                statement=statement,
-                partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
-                accept_none=False,
-                aggregate=simple[0] if simple else None,
-            )
-        )
-    return checks
-
-
-def _change_checks(change_checks: Mapping[str, Any]) -> list[Check]:
-    """The ``change_checks`` family of :func:`parse_checks`."""
-    checks: list[Check] = []
-    for check_type, values in _mapping(change_checks, "change_checks").items():
-        where = f"change_checks[{check_type!r}]"
-        if check_type not in CHANGE_CHECKS:
-            raise CheckSpecError(f"{where}: unknown change check {check_type!r}; use one of {list(CHANGE_CHECKS)}.")
-        values = _mapping(values, where)
-        unknown = [k for k in values if k not in COMPARISONS and k not in _CHANGE_ALIASES]
-        if unknown:
-            raise CheckSpecError(f"{where}: unknown key(s) {unknown}; use 'min'/'max' or {list(COMPARISONS)}.")
-        checks.append(
-            Check(
-                name=f"change.{check_type}",
-                kind="change",
+            yield Check(
+                name=f"{column}.{check_type}",
+                kind="column",
                 check_type=check_type,
-                condition=_condition(values, where, _CHANGE_ALIASES),
-                accept_none=True,
+                column=column,
+                condition=_condition(values, where),
+                tolerance=tolerance,
+                partition_clause=clause(values.get("partition_clause"), f"{where}['partition_clause']"),
+                accept_none=accept_none,
             )
-        )
-    return checks
 
 
 # ----------------------------------------------------------------- SQL building

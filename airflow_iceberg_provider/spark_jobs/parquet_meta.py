@@ -313,11 +313,6 @@ def parse_footer(footer: bytes) -> tuple[list[dict[tuple[str, ...], dict[str, An
     return groups, top_level_field_ids(elements)
 
 
-def footer_bloom_locations(footer: bytes) -> list[dict[str, dict[str, Any]]]:
-    """Per row group: dotted column path -> column chunk metadata (``type``, ``bloom_offset``…)."""
-    return [{".".join(p): m for p, m in cols.items()} for cols in parse_footer(footer)[0]]
-
-
 def bloom_bitset(read: Callable[[int, int], bytes], offset: int, length: int | None) -> tuple[int, int] | None:
     """Parse a BloomFilterHeader: (bitset offset, bitset bytes), or None unless split-block /
     xxHash / uncompressed. Only the blocks the keys hash to are read afterwards."""

@@ -380,7 +380,7 @@ class ErasureRun:
                     self._expire(expired)
                     self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
                     self._expire(expired)
-        if self.phase_name == es.PHASE_PURGE:
+        if self.phase_name in es.PHYSICAL_PHASES:  # purge and full: both promise no subject on disk
             with self._timed("leftovers"):
                 self.remove_leftovers()
         self.refresh()

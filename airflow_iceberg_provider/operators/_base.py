@@ -213,25 +213,20 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         *,
         extra_conf: Mapping[str, Any] | None = None,
         application: str | None = None,
-        extra_py_files: Sequence[str] = (),
     ) -> tuple[JobRun, dict[str, Any]]:
         """Submit a job, then read the ledger row it wrote; fail clearly if there is none.
 
-        :param job: built-in job name (``spark_jobs/<job>.py``) unless ``application`` is given.
-        :param extra_py_files: modules shipped with ``--py-files`` besides the job runtime.
+        :param job: a registered built-in job (``hooks.spark.SPARK_JOBS``: the hook knows its entry
+            script and what it ships) unless ``application`` is given.
         :return: the job run and its ledger row (``metrics``/``details`` decoded).
         """
         hook = self.spark_hook
         spec = {**spec, "job_run_id": spec.get("job_run_id") or uuid.uuid4().hex}
         try:
             if application is None:
-                run = hook.run_job(
-                    job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}", extra_py_files=extra_py_files
-                )
+                run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
             else:
-                run = hook.submit(
-                    hook.plan(application, spec=spec, extra_conf=extra_conf, name=job, extra_py_files=extra_py_files)
-                )
+                run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
         except IcebergSparkJobError as err:
             raise self._named_job_failure(job, spec["job_run_id"], err) from err
         rows = self.catalog_hook.read_governance_rows("ledger", event_id=run.job_run_id)

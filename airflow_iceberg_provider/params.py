@@ -10,7 +10,9 @@ thing (and is refused with the same words) everywhere. Pure: no catalog, no Airf
 ``| tojson`` renders ``"null"``. An unset optional parameter takes its documented default
 (the converter returns ``None``); an unset required parameter is refused by name
 (``required=True``). This is the rule the write-audit-publish operators already used; the
-ref operators used to refuse ``"None"``.
+ref operators used to refuse ``"None"``. A caller whose default would silently pick a
+different target may refuse a *rendered* unset string while accepting ``None`` (the tag and
+branch operators do so for ``snapshot_id``: a hold must not land on the head by accident).
 
 **Templates.** A string that still holds ``{{`` when a converter sees it was never rendered
 (the parameter is not in the operator's ``template_fields``, or a nested template was not

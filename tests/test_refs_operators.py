@@ -117,6 +117,24 @@ def test_create_tag_refusals_change_nothing(table):
     unchanged(hook, loc)
 
 
+@pytest.mark.parametrize("rendered", ["None", "null", ""])
+def test_snapshot_id_rendered_to_nothing_is_refused_not_taken_as_head(table, rendered):
+    """One unset rule (params.is_unset), but a tag/hold/branch whose snapshot_id template rendered
+    to nothing must not silently land on the head of ``ref``: refused by name, nothing changed."""
+    hook, _ = table
+    loc = hook.metadata_location(T)
+    hold = dict(legal_hold=True, case_id="CASE-9", hold_reason="litigation")
+    for op in (
+        IcebergCreateTagOperator(task_id="t", table=T, tag="release-1", snapshot_id=rendered),
+        IcebergCreateTagOperator(task_id="h", table=T, tag="case-9", snapshot_id=rendered, **hold),
+        IcebergCreateBranchOperator(task_id="b", table=T, branch="exp", snapshot_id=rendered),
+    ):
+        with pytest.raises(IcebergValidationError, match=r"snapshot_id=.* rendered to nothing .*leave snapshot_id out"):
+            op.execute(fake_context())
+    unchanged(hook, loc)
+    assert set(hook.refs(T)) == {"main"}
+
+
 def test_create_tag_on_empty_table_is_refused(lake):
     create_orders_table(lake, T)
     loc = lake.metadata_location(T)

@@ -101,6 +101,15 @@ class _RefOperator(IcebergBaseOperator):
             )
 
     def _source_snapshot(self, tbl: Table, ref: str, snapshot_id: Any, what: str) -> int:
+        if isinstance(snapshot_id, str) and _blank(snapshot_id):
+            # A template that rendered to nothing (an upstream task pushed no id) is not "use the
+            # head": a tag or a legal hold on the wrong snapshot is worse than a failed task.
+            params.refuse(
+                "snapshot_id",
+                snapshot_id,
+                f"rendered to nothing (did the upstream task push no snapshot id?), so the {what} target is unknown",
+                f"fix the template, or leave snapshot_id out (None) to use the head of ref {ref!r} on purpose",
+            )
         if not _blank(snapshot_id):
             return params.snapshot_id(snapshot_id, "snapshot_id", required=True)
         head = self.catalog_hook.ref_snapshot_id(tbl, validate_ref(ref, "ref"))

@@ -12,8 +12,9 @@ cheapest first:
     (:func:`audit_checks.combine`). Duplicates across the two parts are counted by a
     semi-join whose base side is bounded by the appended values' min/max, so Iceberg skips
     every base file whose column bounds cannot hold such a value. The driver reads the
-    appended Parquet files itself and evaluates the checks with :mod:`arrow_sql` (no Spark
-    job) when it can do so exactly; otherwise one Spark projection reads them.
+    appended Parquet files itself (local or S3, :mod:`audit_files`) and evaluates the checks
+    with :mod:`arrow_sql` (no Spark job) when it can do so exactly; otherwise one Spark
+    projection reads them.
 ``metadata``
     When every shuffle-free check is a ``COUNT(*)``, null count or ``MIN``/``MAX``, Iceberg
     answers them from the manifests' column metrics (Spark's aggregate push-down) if Spark's
@@ -40,6 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_iceberg_provider.spark_jobs import arrow_sql
+from airflow_iceberg_provider.spark_jobs.audit_files import (
+    _BOUND_LITERALS,
+    Bounds,
+    Field,
+    column_bounds,
+    read_parquet_columns,
+    s3_options,
+    schema_fields,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +172,7 @@ class AuditEngine:
         self._fields_cache: dict[str, Field] | None = None
         self._snapshot_id = 0
         self._views = 0
+        self._object_store_cache: Any = None
 
     def source(self, snapshot_id: int) -> str:
         return f"{self.table} VERSION AS OF {int(snapshot_id)}"
@@ -353,8 +364,9 @@ class AuditEngine:
         (as Iceberg's own reader does), then the checks' per-row values are evaluated by
         :mod:`arrow_sql` with Spark's semantics and aggregated like the Spark-side
         projection. Raises :class:`arrow_sql.Unsupported` when any of that is not exact
-        here (a remote file system, a column missing from an older file, an expression
-        outside the subset): Spark then reads the rows.
+        here (a file system other than local or S3, a column missing from an older file, an
+        expression outside the subset): Spark then reads the rows. ``s3`` files are read
+        through pyarrow's S3 file system with the session's S3A settings (:mod:`audit_files`).
         """
         from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
@@ -370,7 +382,9 @@ class AuditEngine:
         if missing:
             raise arrow_sql.Unsupported(f"columns {sorted(missing)} not in the snapshot's schema")
         start = time.monotonic()
-        columns = read_parquet_columns(appended.locations or [], {n: fields[n] for n in needed}, appended.records)
+        columns = read_parquet_columns(
+            appended.locations or [], {n: fields[n] for n in needed}, appended.records, self._object_store
+        )
         ev.planning.append(("read appended files", time.monotonic() - start))
         start = time.monotonic()
         tz = self.spark.conf.get("spark.sql.session.timeZone")
@@ -444,86 +458,46 @@ class AuditEngine:
         and the appended rows' value of every check the metrics answer exactly
         (:func:`_metric_value`).
         """
-        jvm = self.spark._jvm
         jtable = self._jtable()
-        schema = jtable.schema()
-        fields = {}
-        for col in {c.column for c in checks if c.column} if metrics else ():
-            fld = schema.caseInsensitiveFindField(col)
-            if fld is not None and fld.type().isPrimitiveType():
-                fields[col] = fld
+        fields = _metric_fields(jtable.schema(), checks) if metrics else {}
         stats = {col: _ColumnStats() for col in fields}
         records = files = 0
         locations: list[str] | None = []
         scan = jtable.newIncrementalAppendScan().fromSnapshotExclusive(base_snapshot_id).toSnapshot(snapshot_id)
         tasks = (scan.includeColumnStats() if metrics else scan).planFiles()
-        conv = jvm.org.apache.iceberg.types.Conversions
+        conv = self.spark._jvm.org.apache.iceberg.types.Conversions
         try:
             iterator = tasks.iterator()
             while iterator.hasNext():
                 task = iterator.next()
                 data_file = task.file()
                 files += 1
-                count = int(data_file.recordCount())
-                records += count
+                records += int(data_file.recordCount())
                 if locations is not None:
-                    plain = (
-                        str(data_file.format().toString()) == "PARQUET"
-                        and task.deletes().isEmpty()
-                        and data_file.keyMetadata() is None
-                    )
-                    if plain:
-                        locations.append(str(data_file.location()))
-                    else:
-                        locations = None
+                    locations = _with_plain_location(locations, task, data_file)
                 if not fields:
                     continue
                 if files > _MAX_METRIC_FILES:  # py4j calls per file add up: stop reading metrics
                     for st in stats.values():
                         st.complete = False
                     continue
-                maps = [data_file.nullValueCounts(), data_file.valueCounts(), data_file.nanValueCounts()]
-                lower, upper = data_file.lowerBounds(), data_file.upperBounds()
-                for col, fld in fields.items():
-                    st = stats[col]
-                    if not st.complete:
-                        continue
-                    fid = fld.fieldId()
-                    nulls, values, nans = (m.get(fid) if m is not None else None for m in maps)
-                    if nulls is None or values is None:
-                        st.complete = False
-                        continue
-                    st.nulls += int(nulls)
-                    st.non_null += int(values) - int(nulls)
-                    st.nans = None if nans is None or st.nans is None else st.nans + int(nans)
-                    if int(values) - int(nulls) == 0:
-                        continue  # only NULLs in this file: no bounds, nothing to bound
-                    if lower is None or upper is None or lower.get(fid) is None or upper.get(fid) is None:
-                        st.bounded = False
-                        continue
-                    jlo = conv.fromByteBuffer(fld.type(), lower.get(fid))
-                    jhi = conv.fromByteBuffer(fld.type(), upper.get(fid))
-                    lo, hi = _python_value(jlo), _python_value(jhi)
-                    if st.lo is None or lo < st.lo[1]:
-                        st.lo = (jlo, lo)
-                    if st.hi is None or hi > st.hi[1]:
-                        st.hi = (jhi, hi)
+                _add_file_metrics(data_file, fields, stats, conv)
         finally:
             tasks.close()
-        bounds = {}
-        for col, fld in fields.items():
-            st = stats[col]
-            type_id = fld.type().typeId().toString()
-            if type_id == "TIMESTAMP" and not fld.type().shouldAdjustToUTC():
-                continue
-            if st.complete and st.bounded and st.lo is not None and type_id in _BOUND_LITERALS:
-                bounds[col] = Bounds(fld.name(), st.lo[0], st.hi[0], st.lo[1], st.hi[1], _BOUND_LITERALS[type_id])
         values = {}
         for check in checks:
             known, value = _metric_value(check, records, fields.get(check.column or ""), stats.get(check.column or ""))
             if known:
                 values[check.name] = value
-        return Appended(records, bounds, values, locations)
+        return Appended(records, _metric_bounds(fields, stats), values, locations)
+
+    def _object_store(self) -> Any:
+        """pyarrow's S3 file system for the driver read of ``s3`` data files (built once, from the session's S3A conf)."""
+        if self._object_store_cache is None:
+            from pyarrow import fs
+
+            self._object_store_cache = fs.S3FileSystem(**s3_options(lambda key: self.spark.conf.get(key, None)))
+        return self._object_store_cache
 
     def require_appends_only(self, base_snapshot_id: int, snapshot_id: int) -> None:
         """Raise unless ``base_snapshot_id`` is an ancestor of ``snapshot_id`` and every snapshot after it appends.
@@ -559,18 +533,6 @@ class AuditEngine:
 
 
 @dataclass(frozen=True)
-class Bounds:
-    """The range of a column's values in the appended files (Java values for Iceberg, Python ones for SQL)."""
-
-    field: str
-    jlo: Any
-    jhi: Any
-    lo: Any
-    hi: Any
-    sql: str  # turns a bound (parameter ``{p}``) into a Spark literal
-
-
-@dataclass(frozen=True)
 class Appended:
     records: int
     bounds: dict[str, Bounds]
@@ -595,6 +557,70 @@ class _ColumnStats:
 _MAX_METRIC_FILES = 500
 #: Types whose metrics bounds are their exact min/max and whose CAST(... AS DOUBLE) we can mirror.
 _EXACT_NUMERIC = ("INTEGER", "LONG", "DECIMAL", "FLOAT", "DOUBLE")
+
+
+def _metric_fields(schema: Any, checks: list) -> dict[str, Any]:
+    """Checked columns with primitive types (Iceberg Java fields): the ones whose metrics are read."""
+    fields = {}
+    for col in {c.column for c in checks if c.column}:
+        fld = schema.caseInsensitiveFindField(col)
+        if fld is not None and fld.type().isPrimitiveType():
+            fields[col] = fld
+    return fields
+
+
+def _with_plain_location(locations: list[str], task: Any, data_file: Any) -> list[str] | None:
+    """``locations`` plus this file's, or ``None`` once a file is not plain Parquet (deletes, encryption)."""
+    plain = (
+        str(data_file.format().toString()) == "PARQUET" and task.deletes().isEmpty() and data_file.keyMetadata() is None
+    )
+    if not plain:
+        return None
+    locations.append(str(data_file.location()))
+    return locations
+
+
+def _add_file_metrics(data_file: Any, fields: dict[str, Any], stats: dict[str, _ColumnStats], conv: Any) -> None:
+    """Add one data file's null/value/NaN counts and bounds to each column's running stats."""
+    maps = [data_file.nullValueCounts(), data_file.valueCounts(), data_file.nanValueCounts()]
+    lower, upper = data_file.lowerBounds(), data_file.upperBounds()
+    for col, fld in fields.items():
+        st = stats[col]
+        if not st.complete:
+            continue
+        fid = fld.fieldId()
+        nulls, values, nans = (m.get(fid) if m is not None else None for m in maps)
+        if nulls is None or values is None:
+            st.complete = False
+            continue
+        st.nulls += int(nulls)
+        st.non_null += int(values) - int(nulls)
+        st.nans = None if nans is None or st.nans is None else st.nans + int(nans)
+        if int(values) - int(nulls) == 0:
+            continue  # only NULLs in this file: no bounds, nothing to bound
+        if lower is None or upper is None or lower.get(fid) is None or upper.get(fid) is None:
+            st.bounded = False
+            continue
+        jlo = conv.fromByteBuffer(fld.type(), lower.get(fid))
+        jhi = conv.fromByteBuffer(fld.type(), upper.get(fid))
+        lo, hi = _python_value(jlo), _python_value(jhi)
+        if st.lo is None or lo < st.lo[1]:
+            st.lo = (jlo, lo)
+        if st.hi is None or hi > st.hi[1]:
+            st.hi = (jhi, hi)
+
+
+def _metric_bounds(fields: dict[str, Any], stats: dict[str, _ColumnStats]) -> dict[str, Bounds]:
+    """Per column, the appended values' range when every file's metrics gave exact bounds of a literal type."""
+    bounds = {}
+    for col, fld in fields.items():
+        st = stats[col]
+        type_id = fld.type().typeId().toString()
+        if type_id == "TIMESTAMP" and not fld.type().shouldAdjustToUTC():
+            continue
+        if st.complete and st.bounded and st.lo is not None and type_id in _BOUND_LITERALS:
+            bounds[col] = Bounds(fld.name(), st.lo[0], st.hi[0], st.lo[1], st.hi[1], _BOUND_LITERALS[type_id])
+    return bounds
 
 
 def _metric_value(check: Any, records: int, fld: Any, st: _ColumnStats | None) -> tuple[bool, float | None]:
@@ -656,151 +682,8 @@ def _arrow_columns(df: Any, batches: list) -> list:
     return list(table.columns)
 
 
-#: Iceberg type id -> SQL that turns the metrics' value (a parameter ``{p}``) into a Spark literal.
-#: Not FLOAT/DOUBLE (NaN is outside the bounds yet equal to itself in Spark) and not timestamps
-#: without zone (Spark compares them through the session time zone).
-_BOUND_LITERALS = {
-    "INTEGER": "{p}",
-    "LONG": "{p}",
-    "DECIMAL": "{p}",
-    "STRING": "{p}",  # truncated bounds stay bounds: a prefix is <= and the incremented prefix >=
-    "DATE": "date_from_unix_date({p})",  # days since epoch
-    "TIMESTAMP": "timestamp_micros({p})",  # with zone: micros since epoch (UTC)
-}
-
-
 def _python_value(value: Any) -> Any:
     """A Java value from ``Conversions.fromByteBuffer`` as a Python value (strings arrive as CharBuffers)."""
     if isinstance(value, (int, float, decimal.Decimal, str)):
         return value
     return str(value.toString())
-
-
-@dataclass(frozen=True)
-class Field:
-    """A top-level column of an Iceberg schema."""
-
-    name: str
-    field_id: int
-    type: str  # Iceberg's type name: long, decimal(10, 2), timestamptz, ... ("struct" etc. for nested ones)
-
-
-def schema_fields(schema_json: str) -> dict[str, Field]:
-    """Top-level fields of an Iceberg schema (``SchemaParser.toJson``) by lower-case name.
-
-    Names that differ only in case are left out (Spark would call them ambiguous).
-    """
-    import json
-
-    out: dict[str, Field] = {}
-    clashes = set()
-    for f in json.loads(schema_json)["fields"]:
-        kind = f["type"] if isinstance(f["type"], str) else str(f["type"].get("type", "nested"))
-        key = f["name"].lower()
-        if key in out:
-            clashes.add(key)
-        out[key] = Field(f["name"], int(f["id"]), kind)
-    return {k: v for k, v in out.items() if k not in clashes}
-
-
-def _arrow_type(iceberg_type: str) -> Any:
-    """The Arrow type a primitive Iceberg column is read as (``Unsupported`` for the others)."""
-    import pyarrow as pa
-
-    simple = {
-        "boolean": pa.bool_(),
-        "int": pa.int32(),
-        "long": pa.int64(),
-        "float": pa.float32(),
-        "double": pa.float64(),
-        "string": pa.string(),
-        "date": pa.date32(),
-        "timestamptz": pa.timestamp("us", tz="UTC"),
-    }
-    if iceberg_type in simple:
-        return simple[iceberg_type]
-    if iceberg_type.startswith("decimal("):
-        precision, scale = (int(x) for x in iceberg_type[len("decimal(") : -1].split(","))
-        return pa.decimal128(precision, scale)
-    raise arrow_sql.Unsupported(f"column type {iceberg_type}")
-
-
-def local_path(location: str) -> str:
-    """The local file system path of a data file location (``Unsupported`` for object stores)."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(location)
-    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-        return unquote(parsed.path)
-    if parsed.scheme == "" and location.startswith("/"):
-        return location
-    raise arrow_sql.Unsupported(f"data files on {parsed.scheme}:// are read by Spark")
-
-
-def read_parquet_columns(locations: list[str], fields: dict[str, Field], records: int) -> dict[str, tuple[Any, str]]:
-    """Read ``fields`` from Parquet data files, matching columns by Iceberg field id.
-
-    :returns: lower-case name -> (Arrow array over all files in order, Iceberg type name).
-    :raises arrow_sql.Unsupported: a file lacks a field (a column added later, whose values
-        Iceberg fills from the schema), field ids are missing, or the row count differs
-        from the manifests'.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    wanted = {f.field_id: (key, _arrow_type(f.type)) for key, f in fields.items()}
-    parts: dict[str, list] = {key: [] for key in fields}
-    total = 0
-    for location in locations:
-        with pq.ParquetFile(local_path(location)) as pf:
-            by_id = {}
-            for arrow_field in pf.schema_arrow:
-                fid = (arrow_field.metadata or {}).get(b"PARQUET:field_id")
-                if fid is not None:
-                    by_id[int(fid)] = arrow_field.name
-            absent = [fid for fid in wanted if fid not in by_id]
-            if absent:
-                raise arrow_sql.Unsupported(f"field ids {absent} not in {location}")
-            table = pf.read(columns=[by_id[fid] for fid in wanted])
-            total += pf.metadata.num_rows
-        for i, (key, typ) in enumerate(wanted.values()):
-            column = table.column(i)
-            if column.type != typ:
-                try:
-                    column = column.cast(typ)  # promotions: int -> long, float -> double, wider decimals
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-                    raise arrow_sql.Unsupported(f"column {key} as {typ}: {err}") from err
-            parts[key].extend(column.chunks)
-    if total != records:
-        raise arrow_sql.Unsupported(f"{total} rows in the files, {records} in the manifests")
-    return {
-        key: (pa.chunked_array(parts[key], type=wanted[fields[key].field_id][1]).combine_chunks(), fields[key].type)
-        for key in fields
-    }
-
-
-#: Iceberg type -> the Java type id used by :data:`_BOUND_LITERALS`.
-_TYPE_IDS = {"int": "INTEGER", "long": "LONG", "string": "STRING", "date": "DATE", "timestamptz": "TIMESTAMP"}
-
-
-def column_bounds(fld: Field, values: Any) -> Bounds | None | bool:
-    """The range of the appended values of a column, as :func:`AuditEngine.base_files_in_range` needs it.
-
-    ``None`` when there is no non-null value (nothing can be shared with the base), ``False``
-    when the type has no exact bound here (floats: NaN ordering; zone-less timestamps).
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    type_id = "DECIMAL" if fld.type.startswith("decimal(") else _TYPE_IDS.get(fld.type)
-    if type_id is None:
-        return False
-    if pa.types.is_timestamp(values.type):
-        values = values.cast(pa.int64())  # micros since the epoch, what timestamp_micros() takes
-    elif pa.types.is_date32(values.type):
-        values = values.cast(pa.int32())  # days since the epoch, what date_from_unix_date() takes
-    found = pc.min_max(values)
-    lo, hi = found["min"].as_py(), found["max"].as_py()
-    if lo is None:
-        return None
-    return Bounds(fld.name, lo, hi, lo, hi, _BOUND_LITERALS[type_id])

@@ -29,6 +29,7 @@ from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     PROCEDURE_OUTPUTS,
     action_sql,
     holds_dropped_by_age,
+    orphan_location_args,
     quote_table,
 )
 
@@ -118,12 +119,27 @@ def rewrite_position_delete_files(ctx: Any, table: str, args: dict[str, Any]) ->
     return _counts("rewrite_position_delete_files", run_procedure(ctx, "rewrite_position_delete_files", table, args))
 
 
+def orphan_scheme_args(ctx: Any, table: str) -> dict[str, Any]:
+    """``equal_schemes`` / ``prefix_mismatch_mode`` / ``prefix_listing`` for the table's location and the
+    FileIO the catalog really uses (:func:`maintenance_sql.orphan_location_args`)."""
+    jtable = ctx.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        ctx.spark._jsparkSession, f"{ctx.catalog}.{table}"
+    )
+    location, io_impl = str(jtable.location()), str(jtable.io().getClass().getName())
+    out = orphan_location_args(location, io_impl)
+    print(f"[maintenance] orphan listing of {location.split('://', 1)[0]}:// location through {io_impl}: {out}")
+    return out
+
+
 def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
     """List orphans (dry run) to size them, then delete the same set unless ``dry_run``.
 
     The deleting call uses the same absolute ``older_than`` instant, so it can only
-    find the files the listing found (newer files are younger than the cutoff).
+    find the files the listing found (newer files are younger than the cutoff). Both calls
+    get the scheme handling of :func:`orphan_scheme_args` (arguments given in the spec win).
     """
+    scheme_args = orphan_scheme_args(ctx, table)
+    args = {**scheme_args, **args}
     listing = run_procedure(ctx, "remove_orphan_files", table, {**args, "dry_run": True})
     paths = [r["orphan_file_location"] for r in listing]
     sizes = _file_sizes(ctx.spark, paths)
@@ -138,6 +154,7 @@ def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str,
         "orphan_files_count": len(paths),
         "orphan_bytes": sum(sizes.get(p, 0) for p in paths),
         "dry_run": bool(args.get("dry_run", True)),
+        "scheme_handling": {k: args[k] for k in scheme_args},
     }
 
 

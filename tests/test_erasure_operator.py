@@ -206,6 +206,39 @@ def test_maintenance_plan_erasure_purge_option_skips_when_nothing_is_logically_e
         run_erasure_purge(plan, fake_context(), {"requests_table": "db.requests"})
 
 
+def test_maintenance_plan_erasure_purge_submits_with_the_plans_spark_settings(erasure_lake, monkeypatch):
+    """The nested purge runs in the plan's task: same catalog, governance namespace and Spark settings."""
+    from _erasure_helpers import add_requests
+
+    from airflow_iceberg_provider.operators import erasure as erasure_ops
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+
+    add_requests(erasure_lake, "db.requests", {"R-1": "someone"})
+    seen = {}
+
+    def fake_execute(op, context):
+        seen.update(op.spark_settings(), phase=op.phase, table=op.table)
+        return {"verification": "verified"}
+
+    monkeypatch.setattr(erasure_ops.IcebergErasureOperator, "execute", fake_execute)
+    monkeypatch.setattr(erasure_ops, "purge_candidates", lambda states, ids: ["R-1"])  # R-1 logically erased
+    plan = IcebergMaintenancePlanOperator(
+        task_id="nightly",
+        table="db.people",
+        governance_namespace="gov_x",
+        spark_conn_id="spark_big",
+        jars=["/opt/a.jar"],
+        spark_conf={"spark.executor.instances": "4"},
+        driver_memory="3g",
+        executor_memory="5g",
+        erasure_purge={"requests_table": "db.requests", "subject_columns": "customer_id"},
+    )
+    out = erasure_ops.run_erasure_purge(plan, fake_context(), plan.erasure_purge)
+    assert out == {"purged": True, "verification": "verified"}
+    assert seen == {**plan.spark_settings(), "phase": "purge", "table": "db.people"}
+    assert seen["spark_conn_id"] == "spark_big" and seen["governance_namespace"] == "gov_x"
+
+
 def test_erasure_refuses_when_its_expiry_would_drop_an_unpinned_legal_hold(erasure_lake):
     """#16: full and purge phases expire snapshots; Iceberg would drop a hold that inherits a table ref age."""
     hook = erasure_lake

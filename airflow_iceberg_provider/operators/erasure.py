@@ -366,15 +366,8 @@ def run_erasure_purge(parent: IcebergSparkBaseOperator, context: Context, option
     op = IcebergErasureOperator(
         task_id=f"{parent.task_id}.erasure_purge",
         table=parent.table,
-        iceberg_catalog_conn_id=parent.iceberg_catalog_conn_id,
-        governance_namespace=parent.governance_namespace,
-        spark_conn_id=parent.spark_conn_id,
-        jars=parent.jars,
-        packages=parent.packages,
-        spark_conf=parent.spark_conf,
-        driver_memory=parent.driver_memory,
-        executor_memory=parent.executor_memory,
         phase=PHASE_PURGE,
+        **parent.spark_settings(),
         **opts,
     )
     return {"purged": True, **op.execute(context)}

@@ -209,6 +209,7 @@ class ErasureRun:
     # ----------------------------------------------------------------- subjects
     def load_subjects(self) -> int:
         from pyspark.sql import functions as F
+        from pyspark.sql.types import StructField, StructType
 
         src = self.spec["source"]
         if src["kind"] == "requests_table":
@@ -237,16 +238,17 @@ class ErasureRun:
         df = df.withColumn("subject_hash", F.sha2(F.concat(F.lit(bytearray(opad)), inner), 256))
         for c in self.columns:
             df = df.withColumn(f"k_{c}", F.col("subject_key").cast(self.col_types[c]))
-        # Materialised without lineage: a cached plan over a table would be re-planned by Spark
-        # after every commit to that table (and fail once expiry removed the manifests it read).
-        df = df.localCheckpoint(eager=True)
-        df.createOrReplaceTempView(es.SUBJECTS_VIEW)
+        # Collected once (the subjects are small; the driver holds their keys anyway for pruning and
+        # redaction) and registered as local relations: no lineage (a plan over a table would be
+        # re-planned after every commit to it, and fail once expiry removed the manifests it read),
+        # exact size statistics (every join and IN-subquery against them is a broadcast), one job.
+        rows = df.collect()
+        self.spark.createDataFrame(rows, df.schema).createOrReplaceTempView(es.SUBJECTS_VIEW)
         for c in self.columns:
-            keys = self.sql(
-                f"SELECT DISTINCT {es.q('k_' + c)} AS k FROM {es.q(es.SUBJECTS_VIEW)} WHERE {es.q('k_' + c)} IS NOT NULL"
-            )
-            keys.localCheckpoint(eager=True).createOrReplaceTempView(es.key_view(c))
-        return df.count()
+            keys = list(dict.fromkeys(r[f"k_{c}"] for r in rows if r[f"k_{c}"] is not None))
+            key_schema = StructType([StructField("k", self.col_types[c], True)])
+            self.spark.createDataFrame([(k,) for k in keys], key_schema).createOrReplaceTempView(es.key_view(c))
+        return len(rows)
 
     # -------------------------------------------------------------------- checks
     def preflight(self) -> str | None:
@@ -264,14 +266,17 @@ class ErasureRun:
                 f"subject column(s) {bad} of {self.table} have unsupported types "
                 f"{[self.col_types[c].simpleString() for c in bad]}; supported: {es.SUPPORTED_SUBJECT_TYPES}"
             )
-        eq = self.sql(f"SELECT count(*) FROM {self.t}.all_delete_files WHERE content = 2").collect()[0][0]
+        # one metadata scan over every file in the table's history: content (0 data, 2 equality deletes), format
+        kinds = self.sql(
+            f"SELECT content, upper(file_format) AS fmt, count(*) AS n FROM {self.t}.all_files GROUP BY 1, 2"
+        ).collect()
+        eq = sum(int(r.n) for r in kinds if r.content == 2)
         if eq:
             return (
                 f"{self.table} has {eq} equality-delete file(s) in its history; they store the deleted keys "
                 "themselves. Rewrite them away (rewrite_data_files + expire_snapshots) before erasure."
             )
-        fmts = self.sql(f"SELECT DISTINCT upper(file_format) FROM {self.t}.all_data_files").collect()
-        other = sorted({r[0] for r in fmts} - {"PARQUET"})
+        other = sorted({r.fmt for r in kinds if r.content == 0} - {"PARQUET"})
         if other:
             return f"{self.table} has {other} data files; erasure verification reads parquet only"
         return None
@@ -279,6 +284,15 @@ class ErasureRun:
     # --------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
         started = datetime.now(UTC)
+        stop = self._prepare()
+        if stop is not None:
+            return stop
+        if self.phase_name == es.PHASE_LOGICAL:
+            return self.run_logical(started)
+        return self.run_physical(started)
+
+    def _prepare(self) -> dict[str, Any] | None:
+        """Preflight and subjects; the metrics to return when the run stops here (refused / no request)."""
         with self._timed("preflight"):
             self.refresh()
             reason = self.preflight()
@@ -287,99 +301,38 @@ class ErasureRun:
         with self._timed("load_subjects"):
             n_requests = self.load_subjects()
         self.metrics["requests"] = n_requests
-        if not n_requests:
-            self.status = "noop"
-            self.snapshot_before = self.snapshot_after = self.main_head()
-            self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
-            return self.metrics
+        if n_requests:
+            return None
+        self.status = "noop"
+        self.snapshot_before = self.snapshot_after = self.main_head()
+        self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
+        return self.metrics
+
+    # ------------------------------------------------------------------ physical phases
+    def run_physical(self, started: datetime) -> dict[str, Any]:
+        """``full`` and ``purge``: analyse, apply the ref policy, delete, rewrite, expire, verify, record."""
         snaps_before = self.snapshots()
         before_ids = {s["snapshot_id"] for s in snaps_before}
         self.snapshot_before = self.main_head()
         floor_before = min((s["timestamp_ms"] for s in snaps_before), default=None)
-        if self.phase_name == es.PHASE_LOGICAL:
-            return self.run_logical(started)
-
         with self._timed("analyze"):
-            before_files = self.reachable_data_files()
-            hits_before = self.pruned_hits(before_files, "analysis")
-            subject_files = set(hits_before)
-            refs = self.refs()
-            holds: dict[str, bool] = {}
-            live: dict[str, int] = {}
-            for ref in refs:
-                holds[ref["name"]] = (
-                    bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
-                )
-                if ref["type"] == "branch" and subject_files:
-                    live[ref["name"]] = int(self.sql(self._count_sql(ref["snapshot_id"])).collect()[0][0])
-            analysis = es.analyze_refs(
-                refs,
-                snaps_before,
-                holds=holds,
-                live_rows=live,
-                table_had_subjects=bool(subject_files),
-                now_ms=int(time.time() * 1000),
-            )
+            subject_files, analysis, counts = self._analyze(snaps_before)
             decision = es.decide_policy(analysis, self.policy)
         self.details["refs"] = [
             {k: a[k] for k in ("name", "type", "action", "blocking", "reason", "legal_hold")} for a in analysis
         ]
-        self.metrics.update(
-            files_with_subjects_before=len(subject_files), rows_with_subjects_raw_before=sum(hits_before.values())
-        )
         if decision["refuse"]:
             return self._refuse(decision["refuse"], blocking=[b["name"] for b in decision["held"]])
-
         held = decision["held"]
-        dropped = []
         with self._timed("drop_refs"):
-            for ref in decision["drop"]:
-                self.sql(es.drop_ref_sql(self.catalog, self.table, ref["name"], ref["type"]))
-                dropped.append({"name": ref["name"], "type": ref["type"], "reason": ref["reason"]})
-
-        # Rows per request, before deleting (main + branches we will delete on).
+            dropped = self._drop_refs(decision["drop"])
         delete_refs = [a for a in analysis if a["action"] == "delete"]
-        with self._timed("count"):
-            per_request = self._per_request_counts([a["snapshot_id"] for a in delete_refs])
-        rows_deleted_total = 0
+        # Rows per request on the refs we delete on (counted in the analysis, before deleting).
+        per_request = self._per_request_frame(counts["per_request"], [a["snapshot_id"] for a in delete_refs])
+        live = counts["live"]
         with self._timed("delete"):
-            for a in delete_refs:
-                if a["name"] == "main":
-                    rows_deleted_total += live.get("main", 0)
-                    self.sql(es.delete_sql(self.catalog, self.table, self.columns))
-            branch_refs = [a for a in delete_refs if a["name"] != "main"]
-            if branch_refs:
-                rows_deleted_total += sum(live.get(a["name"], 0) for a in branch_refs)
-                self._delete_on_branches([a["name"] for a in branch_refs])
-        # Nothing in any file of the table's history, no ref dropped and no manifest bound showing a
-        # subject: a re-run (or a subject without rows) only re-verifies and leaves the metadata
-        # untouched. A run killed after its first expiry (rows gone, DELETED manifest entries still
-        # carrying the subject as bounds) must still finish the purge on its re-run, or it could
-        # never verify.
-        held_files: set[str] = set()
-        for h in held:
-            held_files |= self.snapshot_files(h["snapshot_id"])
-        purge = bool(subject_files) or bool(dropped) or bool(self.exposed_bound_files() - held_files)
-        rewrite: dict[str, Any] = {}
-        expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
-        files_rewritten = 0
-        if purge:
-            with self._timed("rewrite"):
-                self.refresh()
-                n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
-                if n_deletes:
-                    rewrite = self.sql(es.rewrite_data_files_sql(self.catalog, self.table)).collect()[0].asDict()
-            self.refresh()
-            new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
-            files_rewritten = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
-            with self._timed("expire"):
-                if self.phase_name == es.PHASE_PURGE:
-                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
-                    self._expire_reaching(subject_files, expired)
-                else:
-                    self._expire(expired)
-                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
-                    self._expire(expired)
+            rows_deleted_total = self._delete_refs(delete_refs, live)
+        purge_out = self._purge_files(subject_files, held, dropped, before_ids)
         if self.phase_name in es.PHYSICAL_PHASES:  # purge and full: both promise no subject on disk
             with self._timed("leftovers"):
                 self.remove_leftovers()
@@ -387,7 +340,6 @@ class ErasureRun:
         snaps_after = self.snapshots()
         after_ids = {s["snapshot_id"] for s in snaps_after}
         floor_after = min((s["timestamp_ms"] for s in snaps_after), default=None)
-
         with self._timed("verify"):
             verify = self.verify(subject_files, [h["snapshot_id"] for h in held])
         outcome = es.verification_outcome(
@@ -400,10 +352,7 @@ class ErasureRun:
         self.metrics.update(
             rows_deleted=rows_deleted_total,
             rows_deleted_main=live.get("main", 0) if any(a["name"] == "main" for a in delete_refs) else 0,
-            files_rewritten=files_rewritten,
-            rewrite_data_files=rewrite,
-            files_removed=expired["data"] + expired["deletes"],
-            expire=expired,
+            **purge_out,
             snapshots_expired=len(before_ids - after_ids),
             snapshots_retained=len(after_ids),
             time_travel_floor_before_ms=floor_before,
@@ -429,6 +378,90 @@ class ErasureRun:
             )
         return self.metrics
 
+    def _analyze(self, snaps_before: list[dict[str, Any]]) -> tuple[set[str], list[dict[str, Any]], dict[str, Any]]:
+        """Which files hold subjects (raw, pruned), which ref heads keep them, subject rows per branch
+        head (deletes applied; one scan over every distinct head): the ref analysis."""
+        before_files = self.reachable_data_files()
+        hits_before = self.pruned_hits(before_files, "analysis")
+        subject_files = set(hits_before)
+        refs = self.refs()
+        branches = [r for r in refs if r["type"] == "branch"]
+        counts = self._match_counts([r["snapshot_id"] for r in branches]) if subject_files else None
+        holds = {
+            ref["name"]: bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
+            for ref in refs
+        }
+        live = {r["name"]: counts["rows"].get(r["snapshot_id"], 0) for r in branches} if counts else {}
+        analysis = es.analyze_refs(
+            refs,
+            snaps_before,
+            holds=holds,
+            live_rows=live,
+            table_had_subjects=bool(subject_files),
+            now_ms=int(time.time() * 1000),
+        )
+        self.metrics.update(
+            files_with_subjects_before=len(subject_files), rows_with_subjects_raw_before=sum(hits_before.values())
+        )
+        return subject_files, analysis, {"live": live, "per_request": counts["per_request"] if counts else []}
+
+    def _drop_refs(self, to_drop: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        dropped = []
+        for ref in to_drop:
+            self.sql(es.drop_ref_sql(self.catalog, self.table, ref["name"], ref["type"]))
+            dropped.append({"name": ref["name"], "type": ref["type"], "reason": ref["reason"]})
+        return dropped
+
+    def _delete_refs(self, delete_refs: list[dict[str, Any]], live: dict[str, int]) -> int:
+        """The batched DELETE on main (the table's delete mode) and copy-on-write on other branches."""
+        total = 0
+        if any(a["name"] == "main" for a in delete_refs):
+            total += live.get("main", 0)
+            self.sql(es.delete_sql(self.catalog, self.table, self.columns))
+        branch_refs = [a["name"] for a in delete_refs if a["name"] != "main"]
+        if branch_refs:
+            total += sum(live.get(b, 0) for b in branch_refs)
+            self._delete_on_branches(branch_refs)
+        return total
+
+    def _purge_files(
+        self, subject_files: set[str], held: list[dict[str, Any]], dropped: list[Any], before_ids: set[int]
+    ) -> dict[str, Any]:
+        """Rewrite the files carrying deletes, expire, rewrite manifests.
+
+        Nothing in any file of the table's history, no ref dropped and no manifest bound showing a
+        subject: a re-run (or a subject without rows) only re-verifies and leaves the metadata
+        untouched. A run killed after its first expiry (rows gone, DELETED manifest entries still
+        carrying the subject as bounds) must still finish the purge on its re-run, or it could
+        never verify.
+        """
+        held_files: set[str] = set()
+        for h in held:
+            held_files |= self.snapshot_files(h["snapshot_id"])
+        expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
+        out: dict[str, Any] = {"files_rewritten": 0, "rewrite_data_files": {}}
+        if subject_files or dropped or self.exposed_bound_files() - held_files:
+            with self._timed("rewrite"):
+                self.refresh()
+                n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
+                if n_deletes:
+                    out["rewrite_data_files"] = (
+                        self.sql(es.rewrite_data_files_sql(self.catalog, self.table)).collect()[0].asDict()
+                    )
+            self.refresh()
+            new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
+            out["files_rewritten"] = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
+            with self._timed("expire"):
+                if self.phase_name == es.PHASE_PURGE:
+                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+                    self._expire_reaching(subject_files, expired)
+                else:
+                    self._expire(expired)
+                    self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
+                    self._expire(expired)
+        out.update(files_removed=expired["data"] + expired["deletes"], expire=expired)
+        return out
+
     def _refuse(self, reason: str, blocking: list[str] | None = None) -> dict[str, Any]:
         self.status = "refused"
         self.details["refused"] = reason
@@ -438,36 +471,60 @@ class ErasureRun:
         self.metrics.update(refused=True, timings_s=self.timings)
         return self.metrics
 
-    def _count_sql(self, snapshot_id: int) -> str:
-        # snapshot ids are integers read from the catalog, never user input
-        return (
-            f"SELECT count(*) FROM {self.t} VERSION AS OF {int(snapshot_id)} WHERE {es.match_predicate(self.columns)}"
+    def _match_counts(self, snapshot_ids: list[int]) -> dict[str, Any]:
+        """Subject rows on each distinct snapshot (deletes applied), in ONE scan job.
+
+        The matching rows' subject columns (a small set: the subjects' rows only) are
+        materialised; rows per snapshot (``count(*) ... WHERE match``) and rows per (request,
+        snapshot) (equi-join on each typed key, summed over the columns) are then computed from
+        that set, without reading the table again. ``{"rows": {sid: n}, "per_request": [(request_id,
+        sid, n)]}``.
+        """
+        sids = [int(s) for s in dict.fromkeys(snapshot_ids)]  # snapshot ids come from the catalog, never input
+        if not sids:
+            return {"rows": {}, "per_request": []}
+        cols = ", ".join(es.q(c) for c in self.columns)
+        union = " UNION ALL ".join(
+            f"SELECT {sid} AS ref, {cols} FROM {self.t} VERSION AS OF {sid} WHERE {es.match_predicate(self.columns)}"
+            for sid in sids
         )
+        # materialised now: the snapshots it reads may be expired by this run
+        self.sql(union).localCheckpoint(eager=True).createOrReplaceTempView("erasure_matched")
+        rows = {
+            int(r.ref): int(r.n)
+            for r in self.sql("SELECT ref, count(*) AS n FROM erasure_matched GROUP BY ref").collect()
+        }
+        per_col = " UNION ALL ".join(
+            f"SELECT s.request_id AS request_id, m.ref AS ref, count(*) AS n FROM {es.q(es.SUBJECTS_VIEW)} s "
+            f"JOIN erasure_matched m ON m.{es.q(c)} = s.{es.q('k_' + c)} GROUP BY s.request_id, m.ref"
+            for c in self.columns
+        )
+        per_request = [(str(r.request_id), int(r.ref), int(r.n)) for r in self.sql(per_col).collect()]
+        return {"rows": rows, "per_request": per_request}
 
-    def _per_request_counts(self, snapshot_ids: list[int], by_ref: bool = False) -> Any:
-        """DataFrame (request_id, n): subject rows per request over the refs we delete on
-        (``by_ref``: (request_id, ref = snapshot id, n) per distinct snapshot)."""
-        from pyspark.sql import functions as F
+    def _per_request_frame(self, per_request: list[Any], snapshot_ids: list[int]) -> Any:
+        """DataFrame (request_id, n): rows per request summed over ``snapshot_ids`` (one term per ref)."""
+        weight: dict[int, int] = {}
+        for sid in snapshot_ids:
+            weight[int(sid)] = weight.get(int(sid), 0) + 1
+        out: dict[str, int] = {}
+        for rid, sid, n in per_request:
+            if sid in weight:
+                out[rid] = out.get(rid, 0) + n * weight[sid]
+        return self.spark.createDataFrame(sorted(out.items()), "request_id string, n long")
 
-        parts = []
-        for sid in dict.fromkeys(snapshot_ids) if by_ref else snapshot_ids:
-            for c in self.columns:
-                parts.append(
-                    self.sql(
-                        f"SELECT s.request_id AS request_id, {int(sid)} AS ref, count(t.{es.q(c)}) AS n "
-                        f"FROM {es.q(es.SUBJECTS_VIEW)} s "
-                        f"JOIN {self.t} VERSION AS OF {int(sid)} t ON t.{es.q(c)} = s.{es.q('k_' + c)} "
-                        "GROUP BY s.request_id"
-                    )
-                )
-        if not parts:
-            return self.spark.createDataFrame([], "request_id string, ref long, n long")
-        df = parts[0]
-        for p in parts[1:]:
-            df = df.unionByName(p)
-        keys = ["request_id", "ref"] if by_ref else ["request_id"]
-        # materialised now: the snapshots it reads are about to be expired
-        return df.groupBy(*keys).agg(F.sum("n").cast("long").alias("n")).localCheckpoint(eager=True)
+    def _counts_on_heads(self, snapshot_ids: list[int]) -> dict[int, int]:
+        """Independent count (deletes applied, through the catalog) of subject rows on each distinct
+        snapshot, in one job."""
+        sids = [int(s) for s in dict.fromkeys(snapshot_ids)]
+        if not sids:
+            return {}
+        union = " UNION ALL ".join(
+            f"SELECT {sid} AS ref, count(*) AS n FROM {self.t} VERSION AS OF {sid} "
+            f"WHERE {es.match_predicate(self.columns)}"
+            for sid in sids
+        )
+        return {int(r.ref): int(r.n) for r in self.sql(union).collect()}
 
     def _delete_on_branches(self, branches: list[str]) -> None:
         """Copy-on-write DELETE on each branch, then a manifest merge that drops DELETED entries.
@@ -598,57 +655,78 @@ class ErasureRun:
     def run_logical(self, started: datetime) -> dict[str, Any]:
         """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
         subjects, see below); verified by an independent count on every ref head; no rewrite of
-        main, no expiry. Table properties restored exactly (checked)."""
+        main, no expiry. Table properties restored exactly (checked).
+
+        Cost: one scan of the branch heads before (rows per request and branch), the DELETE's own
+        scan, one scan of the ref heads after (a count per distinct head snapshot, one job).
+        """
         refs = self.refs()
         branches = [r for r in refs if r["type"] == "branch"]
+        self.snapshot_before = next((r["snapshot_id"] for r in refs if r["name"] == "main"), None)
         with self._timed("count"):
-            counts = self._per_request_counts([r["snapshot_id"] for r in branches], by_ref=True)
-            by_sid = {int(r.ref): int(r.n) for r in counts.groupBy("ref").agg({"n": "sum"}).toDF("ref", "n").collect()}
-            live = {r["name"]: by_sid.get(r["snapshot_id"], 0) for r in branches}
-            per_request = counts.groupBy("request_id").agg({"n": "sum"}).toDF("request_id", "n")
+            counts = self._match_counts([r["snapshot_id"] for r in branches])
+            live = {r["name"]: counts["rows"].get(r["snapshot_id"], 0) for r in branches}
         targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
+        per_request = self._per_request_frame(
+            counts["per_request"], list(dict.fromkeys(r["snapshot_id"] for r in branches if r["name"] in targets))
+        )
         props_before = self.table_properties()
         with self._timed("delete"):
-            if "main" in targets:
-                previous = self.set_properties({"write.delete.mode": "merge-on-read"})
-                try:
-                    self.sql(es.delete_sql(self.catalog, self.table, self.columns))
-                finally:
-                    self.set_properties(previous)
-            # Other branches: copy-on-write (+ manifest merge), as in the full phase: Iceberg rewrites
-            # data files on main only, so rows masked by delete files on a branch could never be purged.
-            if [b for b in targets if b != "main"]:
-                self._delete_on_branches([b for b in targets if b != "main"])
+            self._delete_logical(targets)
         self.refresh()
         props_after = self.table_properties()
         with self._timed("verify"):
             heads = {r["name"]: r for r in self.refs()}
-            visible = {n: int(self.sql(self._count_sql(r["snapshot_id"])).collect()[0][0]) for n, r in heads.items()}
+            by_sid = self._counts_on_heads([r["snapshot_id"] for r in heads.values()])
+            visible = {n: by_sid.get(r["snapshot_id"], 0) for n, r in heads.items()}
         branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
         tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
-        outcome = es.FAILED if branch_rows or props_after != props_before else es.VERIFIED
-        self.snapshot_after = self.main_head()
+        restored = props_after == props_before
+        outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
+        self.snapshot_after = heads["main"]["snapshot_id"] if "main" in heads else None
         self.metrics.update(
             rows_deleted=sum(live.get(b, 0) for b in targets),
             refs_deleted_on=targets,
             rows_visible_on_branch_heads=branch_rows,
             tags_showing_subjects=tags_showing,
-            properties_restored=props_after == props_before,
+            properties_restored=restored,
             files_rewritten=0,
             snapshots_expired=0,
             verification=outcome,
             timings_s=self.timings,
         )
         self.details["tags_pending_purge"] = tags_showing
-        verify = {"rows_outside_holds": branch_rows, "held_rows": 0}
-        self._record(per_request, started, outcome, [], [], verify)
+        self._record(per_request, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
         if outcome == es.FAILED:
             self.status = "failed"
             self.details["error"] = (
                 f"logical erasure verification failed on {self.table}: {branch_rows} subject rows visible on "
-                f"branch heads; table properties restored: {props_after == props_before}"
+                f"branch heads; table properties restored: {restored}"
             )
         return self.metrics
+
+    def _delete_logical(self, targets: list[str]) -> None:
+        """Merge-on-read DELETE on main; other branches: copy-on-write + manifest merge, as in the full
+        phase (Iceberg rewrites data files on main only, so rows masked by delete files on a branch
+        could never be purged).
+
+        For main's statement only (then restored, and compared by the caller): ``write.delete.mode``
+        merge-on-read whatever the table says, and ``write.delete.granularity`` ``partition``: one
+        position-delete file per partition and writer instead of one per data file (subjects spread
+        over every file would otherwise write, and every later read open, one delete file per data
+        file). The purge rewrites those data files and drops the then dangling delete files.
+        """
+        if "main" in targets:
+            previous = self.set_properties(
+                {"write.delete.mode": "merge-on-read", "write.delete.granularity": "partition"}
+            )
+            try:
+                self.sql(es.delete_sql(self.catalog, self.table, self.columns))
+            finally:
+                self.set_properties(previous)
+        others = [b for b in targets if b != "main"]
+        if others:
+            self._delete_on_branches(others)
 
     def _record(self, per_request: Any, started: datetime, outcome: str, dropped: Any, held: Any, verify: Any) -> None:
         if self.spec.get("write_evidence", True) and self.metrics.get("requests"):

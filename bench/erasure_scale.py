@@ -86,9 +86,11 @@ def print_b(r: dict[str, Any]) -> None:
         print(
             f"    {r[f'{lab}_rows']:>12,} rows {r[f'{lab}_files']:>5} files: purge {r[f'{lab}_s']:7.1f} s "
             f"{r[f'{lab}_verification']}; affected files {aff}; raw-read analysis {raw_a} "
-            f"(of {r[f'{lab}_analysis_considered']}, bloom-pruned {r[f'{lab}_analysis_pruned_bloom']}), "
-            f"verify {raw_v} (of {r[f'{lab}_verify_considered']}, bloom-pruned "
-            f"{r[f'{lab}_verify_pruned_bloom']}) -> {ok(max(raw_a, raw_v) <= 2 * max(aff, 1))} (<= 2x affected)"
+            f"(of {r[f'{lab}_analysis_considered']}: pruned by bloom {r[f'{lab}_analysis_pruned_bloom']}, "
+            f"dictionary {r.get(f'{lab}_analysis_pruned_dictionary')}, bounds {r[f'{lab}_analysis_pruned_bounds']}), "
+            f"verify {raw_v} (of {r[f'{lab}_verify_considered']}: pruned by bloom {r[f'{lab}_verify_pruned_bloom']}, "
+            f"dictionary {r.get(f'{lab}_verify_pruned_dictionary')}) "
+            f"-> {ok(max(raw_a, raw_v) <= 2 * max(aff, 1))} (<= 2x affected)"
         )
     print(f"    time(10N) / time(N) = {ratio:.2f} (target <= 1.5: {ok(ratio <= 1.5)})")
     print(f"    {load_text(r, 'b')}")

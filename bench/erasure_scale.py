@@ -93,6 +93,8 @@ def print_b(r: dict[str, Any]) -> None:
             f"-> {ok(max(raw_a, raw_v) <= 2 * max(aff, 1))} (<= 2x affected)"
         )
     print(f"    time(10N) / time(N) = {ratio:.2f} (target <= 1.5: {ok(ratio <= 1.5)})")
+    for lab in ("b_n", "b_10n"):
+        print(breakdown(f"{lab} purge", r[f"{lab}_s"], r.get(f"{lab}_timings")))
     print(f"    {load_text(r, 'b')}")
 
 

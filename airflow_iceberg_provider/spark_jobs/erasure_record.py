@@ -64,11 +64,41 @@ def write_evidence(
     ensure_evidence_columns(run)
     ev_name = evidence_name(run)
     ev_schema = run.spark.table(ev_name).schema
+    consts = evidence_constants(run, started, outcome, dropped, held, verify)
+    subjects = run.spark.table(es.SUBJECTS_VIEW).select("request_id", "subject_hash")
+    df = subjects.join(per_request, "request_id", "left").withColumn(
+        "rows_deleted", F.coalesce(F.col("n"), F.lit(0)).cast("long")
+    )
+    df = df.withColumn("rows_found", F.col("rows_deleted"))
+    df = df.withColumn(
+        "evidence_id",
+        F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(run.table)), 256), 1, 32),
+    )
+    cols = []
+    for f in ev_schema.fields:
+        if f.name in df.columns and f.name not in ("n",):
+            cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
+        else:
+            cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))
+    df.select(*cols).createOrReplaceTempView("erasure_new_evidence")
+    merge = evidence_merge_sql(ev_name, [f.name for f in ev_schema.fields])
+    retry(lambda: run.sql(merge).collect(), run.spark, ev_name)
+
+
+def evidence_constants(
+    run: Any,
+    started: datetime,
+    outcome: str,
+    dropped: list[dict[str, Any]],
+    held: list[dict[str, Any]],
+    verify: dict[str, Any],
+) -> dict[str, Any]:
+    """The evidence columns that are the same for every request of this run (no subject value)."""
     airflow = run.spec.get("airflow") or {}
     now = datetime.now(UTC)
     m = run.metrics
     physical = run.phase_name in es.PHYSICAL_PHASES
-    consts = {
+    return {
         "table_name": run.table,
         "snapshot_before": run.snapshot_before,
         "snapshot_after": run.snapshot_after,
@@ -106,22 +136,11 @@ def write_evidence(
         "snapshots_kept": m.get("snapshots_retained", 0),
         "leftovers_removed": m.get("leftovers_removed", 0),
     }
-    subjects = run.spark.table(es.SUBJECTS_VIEW).select("request_id", "subject_hash")
-    df = subjects.join(per_request, "request_id", "left").withColumn(
-        "rows_deleted", F.coalesce(F.col("n"), F.lit(0)).cast("long")
-    )
-    df = df.withColumn("rows_found", F.col("rows_deleted"))
-    df = df.withColumn(
-        "evidence_id",
-        F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(run.table)), 256), 1, 32),
-    )
-    cols = []
-    for f in ev_schema.fields:
-        if f.name in df.columns and f.name not in ("n",):
-            cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
-        else:
-            cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))
-    df.select(*cols).createOrReplaceTempView("erasure_new_evidence")
+
+
+def evidence_merge_sql(ev_name: str, columns: list[str]) -> str:
+    """MERGE of ``erasure_new_evidence`` into the evidence table: first-run columns kept, counters
+    added, the phase never regressing (``es.merged_phase``), the rest replaced."""
     keep_first = {"evidence_id", "request_id", "table_name", "subject_hash", "started_at", "snapshot_before"}
     physical_list = ", ".join(f"'{p}'" for p in es.PHYSICAL_PHASES)
     special = {
@@ -135,8 +154,7 @@ def write_evidence(
         "purged_at": "coalesce(n.`purged_at`, e.`purged_at`)",
     }
     updates = []
-    for f in ev_schema.fields:
-        n = f.name
+    for n in columns:
         if n in keep_first:
             continue
         if n in special:
@@ -145,11 +163,10 @@ def write_evidence(
             updates.append(f"e.{es.q(n)} = coalesce(e.{es.q(n)}, 0) + n.{es.q(n)}")
         else:
             updates.append(f"e.{es.q(n)} = n.{es.q(n)}")
-    merge = (
+    return (
         f"MERGE INTO {ev_name} e USING erasure_new_evidence n ON e.evidence_id = n.evidence_id "
         f"WHEN MATCHED THEN UPDATE SET {', '.join(updates)} WHEN NOT MATCHED THEN INSERT *"
     )
-    retry(lambda: run.sql(merge).collect(), run.spark, ev_name)
 
 
 def update_requests(run: Any) -> dict[str, int]:

@@ -158,6 +158,7 @@ def bench_b(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
         out[f"{label}_affected_files"] = affected
         out[f"{label}_s"], m = run(spark, spec, label, path, "full")
         out[f"{label}_verification"] = m.get("verification")
+        out[f"{label}_timings"] = m.get("timings_s")
         for k in ("analysis", "verify"):
             for c in ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read"):
                 out[f"{label}_{k}_{c}"] = m.get(f"{k}_files_{c}")

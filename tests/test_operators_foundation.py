@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
-from tests.conftest import ORDERS_COLUMNS, create_orders_table
+from tests.conftest import ORDERS_COLUMNS, create_orders_table, fake_context
 
 JOBS = Path(__file__).parent / "jobs"
 APPEND = Path(__file__).parent.parent / "example_dags" / "jobs" / "append_orders.py"
@@ -105,3 +106,20 @@ def test_job_that_exits_zero_without_commit_fails_the_task(lake, context):
     assert lake.metadata_location("db.orders") == location
     ledger = lake.read_governance_rows("ledger", operation="spark_submit")
     assert len(ledger) == 1 and ledger[0]["status"] == "succeeded"  # the job's own row; the task still failed
+
+
+def test_application_write_ledger_row_once_unless_the_job_wrote_its_own(lake):
+    """``record_application_write``: one row per job run id; none when the job's runtime wrote one."""
+    from datetime import UTC, datetime
+
+    from airflow_iceberg_provider.hooks.spark import JobRun
+
+    create_orders_table(lake, "db.orders")
+    op = IcebergSparkSubmitOperator(task_id="s", table="db.orders", application=str(APPEND))
+    run = JobRun("run-123", "app", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
+    kw = dict(operation="spark_submit", ref="main", before=None, after=42, metrics={"added_records": 3}, details={})
+    assert op.record_application_write(fake_context(), run, **kw) is True
+    assert op.record_application_write(fake_context(), run, **kw) is False  # a retry: no second row
+    (row,) = lake.read_governance_rows("ledger", event_id="run-123")
+    assert (row["operation"], row["status"], row["snapshot_after"]) == ("spark_submit", "succeeded", 42)
+    assert json.loads(row["details"])["application"] == str(APPEND)

@@ -219,6 +219,38 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             **params,
         }
 
+    def record_application_write(
+        self,
+        context: Context,
+        run: JobRun,
+        *,
+        operation: str,
+        ref: str,
+        before: int | None,
+        after: int,
+        metrics: Mapping[str, Any],
+        details: Mapping[str, Any],
+    ) -> bool:
+        """The ledger row of a user application's commit, unless the application wrote its own
+        (``iceberg_job_runtime.run_job`` does, under the same job run id). ``True`` if written."""
+        hook = self.catalog_hook
+        if hook.read_governance_rows("ledger", event_id=run.job_run_id):
+            return False
+        hook.record_ledger(
+            operation=operation,
+            table=self.ident.dotted,
+            ref=ref,
+            status="succeeded",
+            context=context,
+            snapshot_before=before,
+            snapshot_after=after,
+            metrics=dict(metrics),
+            details={"application": str(getattr(self, "application", None)), **details},
+            started_at=run.started_at,
+            event_id=run.job_run_id,
+        )
+        return True
+
     def run_spark_job(
         self,
         context: Context | None,

@@ -106,22 +106,10 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
 
     def _record(self, context: Context, ref: str, before: int | None, snap: SnapshotInfo, run: JobRun) -> None:
         """A ledger row, unless the application wrote its own (``iceberg_job_runtime.run_job`` does)."""
-        hook = self.catalog_hook
-        if hook.read_governance_rows("ledger", event_id=run.job_run_id):
-            return
-        hook.record_ledger(
-            operation="spark_submit",
-            table=self.ident.dotted,
-            ref=ref,
-            status="succeeded",
-            context=context,
-            snapshot_before=before,
-            snapshot_after=snap.snapshot_id,
-            metrics=_summary_metrics(snap.summary),
-            details={"application": str(self.application)},
-            started_at=run.started_at,
-            event_id=run.job_run_id,
-        )
+        self.record_application_write(
+            context, run, operation="spark_submit", ref=ref, before=before, after=snap.snapshot_id,
+            metrics=_summary_metrics(snap.summary), details={},
+        )  # fmt: skip
 
 
 def _summary_metrics(summary: Mapping[str, str]) -> dict[str, int]:

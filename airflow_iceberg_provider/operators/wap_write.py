@@ -386,22 +386,11 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         plan: rerun.RerunPlan,
     ) -> None:
         """Ledger row of an application write (a SQL write's job wrote its own row)."""
-        hook = self.catalog_hook
-        if self.sql is not None or hook.read_governance_rows("ledger", event_id=run.job_run_id):
-            return
-        hook.record_ledger(
-            operation="wap_write",
-            table=self.ident.dotted,
-            ref=branch,
-            status="succeeded",
-            context=context,
-            snapshot_before=base,
-            snapshot_after=head,
-            metrics=metrics,
-            details={"application": str(self.application), "wap_interval": plan.interval_key},
-            started_at=run.started_at,
-            event_id=run.job_run_id,
-        )
+        if self.sql is None:
+            self.record_application_write(
+                context, run, operation="wap_write", ref=branch, before=base, after=head, metrics=metrics,
+                details={"wap_interval": plan.interval_key},
+            )  # fmt: skip
 
     def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
         """Discard an earlier try's commits on the branch (``_wap_plan.plan_branch_reset``); the old head or ``None``."""

@@ -128,4 +128,14 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ]; then
     "$VENV/bin/airflow" db migrate >/dev/null
   touch "$AIRFLOW_HOME/.migrated"
 fi
+# A pristine migrated DB that nothing ever runs against: tests copy it for an isolated Airflow
+# (the shared DB above collects DAGs, runs and triggers from `make demo` and dags tests).
+PRISTINE="$WORK/airflow-pristine"
+if [ ! -f "$PRISTINE/.migrated" ]; then
+  log "migrating a pristine Airflow DB template in $PRISTINE"
+  rm -rf "$PRISTINE" && mkdir -p "$PRISTINE"
+  AIRFLOW_HOME="$PRISTINE" AIRFLOW__CORE__LOAD_EXAMPLES=False AIRFLOW__CORE__DAGS_FOLDER="$PRISTINE/no-dags" \
+    "$VENV/bin/airflow" db migrate >/dev/null
+  touch "$PRISTINE/.migrated"
+fi
 log "ready: venv=$VENV spark-runtime=$RT AIRFLOW_HOME=$AIRFLOW_HOME"

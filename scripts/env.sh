@@ -8,6 +8,8 @@ export SPARK_HOME="${SPARK_HOME:-$(ls -d "$_AIP_ROOT"/.spark-runtime/lib/python3
 export PATH="$_AIP_ROOT/.venv/bin:$SPARK_HOME/bin:$PATH"
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$_AIP_ROOT/.work/airflow}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
+# The pristine migrated Airflow DB (scripts/bootstrap.sh) that tests copy for an isolated Airflow.
+export AIP_PRISTINE_AIRFLOW_DB="${AIP_PRISTINE_AIRFLOW_DB:-$_AIP_ROOT/.work/airflow-pristine/airflow.db}"
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$_AIP_ROOT/example_dags}"
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 _jars="$_AIP_ROOT/.spark-runtime/jars"

@@ -22,6 +22,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pristine_airflow_db() -> Path:
+    """The migrated Airflow DB nothing ever ran against (``scripts/bootstrap.sh``): copy it for an
+    isolated Airflow. The shared ``$AIRFLOW_HOME`` DB collects DAGs, runs and triggers of
+    ``make demo`` and earlier tests, which an isolated test must not inherit."""
+    path = Path(os.environ.get("AIP_PRISTINE_AIRFLOW_DB", ROOT / ".work" / "airflow-pristine" / "airflow.db"))
+    if not path.exists():
+        pytest.fail(f"no pristine migrated Airflow DB at {path}; run scripts/bootstrap.sh")
+    return path
+
+
 def catalog_conn_json(db: Path, warehouse: Path, **extra: Any) -> str:
     return json.dumps(
         {

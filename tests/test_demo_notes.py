@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import pristine_airflow_db
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
@@ -45,7 +47,7 @@ def test_expected_failure_note_says_what_and_why():
 
 
 def test_a_failed_demo_run_gets_its_note_in_the_metadata_db(tmp_path):
-    src = Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db"
+    src = pristine_airflow_db()
     if not src.exists():
         pytest.skip(f"no migrated Airflow DB at {src}; run scripts/bootstrap.sh")
     home, dags = tmp_path / "airflow", tmp_path / "dags"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import catalog_conn_json
+from tests.conftest import catalog_conn_json, pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "example_dags"
@@ -30,7 +30,7 @@ def airflow_env(tmp_path: Path) -> dict[str, str]:
     """An isolated AIRFLOW_HOME (copy of the migrated DB) and a fresh lake."""
     home = tmp_path / "airflow"
     home.mkdir()
-    src = Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db"
+    src = pristine_airflow_db()
     shutil.copy(src, home / "airflow.db")
     (tmp_path / "wh").mkdir()
     env = {**os.environ, "AIRFLOW_HOME": str(home)}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.conftest import catalog_conn_json
+from tests.conftest import catalog_conn_json, pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_refs_dags" / "refs_sensor_wait.py"
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.airflow
 def airflow_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "airflow"
     home.mkdir()
-    src = Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db"
+    src = pristine_airflow_db()
     if not src.exists():
         pytest.skip(f"no migrated Airflow DB at {src}; run scripts/bootstrap.sh")
     shutil.copy(src, home / "airflow.db")

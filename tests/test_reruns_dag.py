@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import catalog_conn_json, create_orders_table, orders_batch
+from tests.conftest import catalog_conn_json, create_orders_table, orders_batch, pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_reruns_dags" / "reruns_dag.py"
@@ -49,7 +49,7 @@ def env(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("reruns")
     home = tmp / "airflow"
     home.mkdir()
-    src = Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db"
+    src = pristine_airflow_db()
     if not src.exists():
         pytest.skip(f"no migrated Airflow DB at {src}; run scripts/bootstrap.sh")
     shutil.copy(src, home / "airflow.db")
@@ -260,7 +260,7 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
     # the module's DB, and a scheduler there would queue tasks the workers' AUDIT=0 parse does not have
     home = tmp / "airflow_backfill"
     home.mkdir()
-    shutil.copy(Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db", home / "airflow.db")
+    shutil.copy(pristine_airflow_db(), home / "airflow.db")
     benv = {
         **pg,
         "AIRFLOW_HOME": str(home),

@@ -16,14 +16,13 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
 
 import pytest
 from _servers import _stop_process, _wait, free_ports, skip_or_fail
 from _ui_helpers import SUBJECTS, fill_lake
-from conftest import ROOT, catalog_conn_json
+from conftest import ROOT, catalog_conn_json, pristine_airflow_db
 
 pytestmark = pytest.mark.airflow
 
@@ -67,7 +66,7 @@ def server(tmp_path_factory):
     home.mkdir()
     dags.mkdir()
     (tmp / "wh").mkdir()
-    shutil.copy(Path(os.environ.get("AIRFLOW_HOME", ROOT / ".work" / "airflow")) / "airflow.db", home / "airflow.db")
+    shutil.copy(pristine_airflow_db(), home / "airflow.db")
     (dags / "ui_xcom.py").write_text(DAG)
     (tmp / "pw.json").write_text(json.dumps({USER: PASSWORD}))
     (port,) = free_ports(1)

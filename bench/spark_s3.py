@@ -161,7 +161,7 @@ def appended_read_seconds(hook, job_run_id: str) -> float:
 
 def main() -> None:
     import _servers
-    from pyarrow import fs
+    from _s3_helpers import s3fs
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     (tmp / "wh").mkdir()
@@ -171,14 +171,7 @@ def main() -> None:
     server = _servers.start_seaweed()
     try:
         bucket = f"bench{uuid.uuid4().hex[:8]}"
-        fs.S3FileSystem(
-            access_key=server.access_key,
-            secret_key=server.secret_key,
-            endpoint_override=server.s3_endpoint,
-            scheme="http",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        ).create_dir(bucket)
+        s3fs(server).create_dir(bucket)
         s3 = {**base, "host": f"sqlite:///{tmp / 's3.db'}"}
         s3["extra"] = {**base["extra"], "warehouse": f"s3://{bucket}/wh", "properties": server.file_io_properties()}
         jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]

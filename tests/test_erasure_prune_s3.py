@@ -45,17 +45,10 @@ def test_bloom_and_dictionary_proofs_through_s3a(tmp_path):
     jars = os.environ.get("AIP_S3_SPARK_JARS", "")
     if not jars:
         skip_or_fail("S3A jars missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
-    from pyarrow import fs
+    from _s3_helpers import s3fs
 
     server = seaweed()
-    s3 = fs.S3FileSystem(
-        access_key=server.access_key,
-        secret_key=server.secret_key,
-        endpoint_override=server.s3_endpoint,
-        scheme="http",
-        region="us-east-1",
-        allow_bucket_creation=True,
-    )
+    s3 = s3fs(server)
     bucket = f"prune{uuid.uuid4().hex[:10]}"
     s3.create_dir(bucket)  # a plain bucket (the table bucket refuses plain objects)
     schema = pa.schema([pa.field("c", pa.string(), metadata={b"PARQUET:field_id": b"1"})])

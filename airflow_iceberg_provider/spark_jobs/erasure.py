@@ -65,6 +65,7 @@ class ErasureRun:
             raise ValueError(f"unknown phase {self.phase_name!r}")
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
+        self._cached: list[Any] = []
         self.details: dict[str, Any] = {}
         self.status = "succeeded"
         self._jtable: Any = None
@@ -239,16 +240,32 @@ class ErasureRun:
         for c in self.columns:
             df = df.withColumn(f"k_{c}", F.col("subject_key").cast(self.col_types[c]))
         # Collected once (the subjects are small; the driver holds their keys anyway for pruning and
-        # redaction) and registered as local relations: no lineage (a plan over a table would be
-        # re-planned after every commit to it, and fail once expiry removed the manifests it read),
-        # exact size statistics (every join and IN-subquery against them is a broadcast), one job.
+        # redaction), then registered as cached, materialised views: no lineage (a plan over a table
+        # would be re-planned after every commit to it, and fail once expiry removed the manifests it
+        # read) and exact size statistics. A DataFrame made from Python rows is an RDD scan whose
+        # size Spark cannot estimate, so every IN-subquery against it became a sort-merge join that
+        # shuffled the whole subject column of the table (measured at 20 M rows: 5.6 s vs 2.2 s for
+        # a count, 13 s vs 3 s for the DELETE); a materialised cache reports its real size and is
+        # broadcast.
         rows = df.collect()
-        self.spark.createDataFrame(rows, df.schema).createOrReplaceTempView(es.SUBJECTS_VIEW)
+        self._cached_view(self.spark.createDataFrame(rows, df.schema), es.SUBJECTS_VIEW)
         for c in self.columns:
             keys = list(dict.fromkeys(r[f"k_{c}"] for r in rows if r[f"k_{c}"] is not None))
             key_schema = StructType([StructField("k", self.col_types[c], True)])
-            self.spark.createDataFrame([(k,) for k in keys], key_schema).createOrReplaceTempView(es.key_view(c))
+            self._cached_view(self.spark.createDataFrame([(k,) for k in keys], key_schema), es.key_view(c))
         return len(rows)
+
+    def _cached_view(self, df: Any, name: str) -> None:
+        df = df.cache()
+        df.count()  # materialised now: its statistics are exact from here on
+        self._cached.append(df)
+        df.createOrReplaceTempView(name)
+
+    def release(self) -> None:
+        """Drop the cached subject views from memory (the views stay usable, uncached)."""
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
 
     # -------------------------------------------------------------------- checks
     def preflight(self) -> str | None:
@@ -284,12 +301,15 @@ class ErasureRun:
     # --------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
         started = datetime.now(UTC)
-        stop = self._prepare()
-        if stop is not None:
-            return stop
-        if self.phase_name == es.PHASE_LOGICAL:
-            return self.run_logical(started)
-        return self.run_physical(started)
+        try:
+            stop = self._prepare()
+            if stop is not None:
+                return stop
+            if self.phase_name == es.PHASE_LOGICAL:
+                return self.run_logical(started)
+            return self.run_physical(started)
+        finally:
+            self.release()
 
     def _prepare(self) -> dict[str, Any] | None:
         """Preflight and subjects; the metrics to return when the run stops here (refused / no request)."""

@@ -164,13 +164,41 @@ class ErasureRun:
         return {norm_path(r[0]): r[0] for r in rows}
 
     def raw_hits(self, locations: list[str]) -> dict[str, int]:
-        """Subject rows per data file, read straight from parquet (delete files NOT applied)."""
-        from pyspark.sql import functions as F
+        """Subject rows per data file, read straight from parquet (delete files NOT applied).
+
+        Columns are matched by Iceberg field id, as Iceberg's own reader does: a file written
+        before a subject column was renamed holds it under the old name, and a read by name would
+        see nulls there and call the file clean. Files written without field ids (imported with
+        ``add_files`` / ``migrate`` and read through a name mapping) make Spark refuse the read by
+        id; then every file is read by the current names, which is how such files are mapped.
+        """
         from pyspark.sql.types import StructField, StructType
 
         if not locations:
             return {}
-        schema = StructType([StructField(c, self.col_types[c], True) for c in self.columns])
+        ids = esc.field_ids(self)
+        by_id = StructType(
+            [
+                StructField(c, self.col_types[c], True, {"parquet.field.id": ids[c]} if c in ids else {})
+                for c in self.columns
+            ]
+        )
+        key = "spark.sql.parquet.fieldId.read.enabled"
+        previous = self.spark.conf.get(key, "false")
+        self.spark.conf.set(key, "true")
+        try:
+            return self._raw_hits(locations, by_id)
+        except Exception as err:
+            if "field id" not in str(getattr(err, "java_exception", err)).lower():
+                raise
+        finally:
+            self.spark.conf.set(key, previous)
+        by_name = StructType([StructField(c, self.col_types[c], True) for c in self.columns])
+        return self._raw_hits(locations, by_name)
+
+    def _raw_hits(self, locations: list[str], schema: Any) -> dict[str, int]:
+        from pyspark.sql import functions as F
+
         raw = self.spark.read.schema(schema).parquet(*locations)
         raw = raw.select(*self.columns, F.input_file_name().alias("_erasure_file"))
         raw.createOrReplaceTempView("erasure_raw_files")
@@ -491,7 +519,7 @@ class ErasureRun:
         self.metrics.update(refused=True, timings_s=self.timings)
         return self.metrics
 
-    def _match_counts(self, snapshot_ids: list[int]) -> dict[str, Any]:
+    def _match_counts(self, snapshot_ids: list[int], include_hidden: bool = False) -> dict[str, Any]:
         """Subject rows on each distinct snapshot (deletes applied), in ONE scan job.
 
         The matching rows' subject columns (a small set: the subjects' rows only) are
@@ -499,20 +527,27 @@ class ErasureRun:
         snapshot) (equi-join on each typed key, summed over the columns) are then computed from
         that set, without reading the table again. ``{"rows": {sid: n}, "per_request": [(request_id,
         sid, n)]}``.
+
+        ``include_hidden``: the scan also returns the rows that delete files hide (Iceberg's
+        ``_deleted`` metadata column: the reader marks them instead of dropping them). ``rows``
+        still counts the visible rows only; ``per_request`` counts visible and hidden rows: what a
+        merge-on-read DELETE erased, read back in the same scan that checks nothing is visible.
         """
         sids = [int(s) for s in dict.fromkeys(snapshot_ids)]  # snapshot ids come from the catalog, never input
         if not sids:
             return {"rows": {}, "per_request": []}
         cols = ", ".join(es.q(c) for c in self.columns)
+        hidden = "_deleted" if include_hidden else "false"
         union = " UNION ALL ".join(
-            f"SELECT {sid} AS ref, {cols} FROM {self.t} VERSION AS OF {sid} WHERE {es.match_predicate(self.columns)}"
+            f"SELECT {sid} AS ref, {hidden} AS hidden, {cols} FROM {self.t} VERSION AS OF {sid} "
+            f"WHERE {es.match_predicate(self.columns)}"
             for sid in sids
         )
         # materialised now: the snapshots it reads may be expired by this run
         self.sql(union).localCheckpoint(eager=True).createOrReplaceTempView("erasure_matched")
         rows = {
             int(r.ref): int(r.n)
-            for r in self.sql("SELECT ref, count(*) AS n FROM erasure_matched GROUP BY ref").collect()
+            for r in self.sql("SELECT ref, count_if(NOT hidden) AS n FROM erasure_matched GROUP BY ref").collect()
         }
         per_col = " UNION ALL ".join(
             f"SELECT s.request_id AS request_id, m.ref AS ref, count(*) AS n FROM {es.q(es.SUBJECTS_VIEW)} s "
@@ -533,18 +568,14 @@ class ErasureRun:
                 out[rid] = out.get(rid, 0) + n * weight[sid]
         return self.spark.createDataFrame(sorted(out.items()), "request_id string, n long")
 
-    def _counts_on_heads(self, snapshot_ids: list[int]) -> dict[int, int]:
-        """Independent count (deletes applied, through the catalog) of subject rows on each distinct
-        snapshot, in one job."""
-        sids = [int(s) for s in dict.fromkeys(snapshot_ids)]
-        if not sids:
-            return {}
-        union = " UNION ALL ".join(
-            f"SELECT {sid} AS ref, count(*) AS n FROM {self.t} VERSION AS OF {sid} "
-            f"WHERE {es.match_predicate(self.columns)}"
-            for sid in sids
-        )
-        return {int(r.ref): int(r.n) for r in self.sql(union).collect()}
+    def _shows_subjects(self, snapshot_id: int) -> bool:
+        """Whether any subject row is visible on the snapshot (deletes applied). Spark stops at the
+        first row found (a limit-1 collect scans one partition first), so this is cheap when the
+        subjects are there, and a full scan only when they are not: then no DELETE runs, and a re-run
+        commits nothing (Iceberg commits a DELETE that matched no row as an empty snapshot)."""
+        sid = int(snapshot_id)  # from the catalog, never input
+        probe = f"SELECT 1 FROM {self.t} VERSION AS OF {sid} WHERE {es.match_predicate(self.columns)} LIMIT 1"
+        return bool(self.sql(probe).collect())
 
     def _delete_on_branches(self, branches: list[str]) -> None:
         """Copy-on-write DELETE on each branch, then a manifest merge that drops DELETED entries.
@@ -677,19 +708,24 @@ class ErasureRun:
         subjects, see below); verified by an independent count on every ref head; no rewrite of
         main, no expiry. Table properties restored exactly (checked).
 
-        Cost: one scan of the branch heads before (rows per request and branch), the DELETE's own
-        scan, one scan of the ref heads after (a count per distinct head snapshot, one job).
+        Cost on a table with main only: a probe that stops at the first visible subject row, the
+        DELETE's own scan, and ONE scan of every ref head afterwards (one job) that both verifies
+        (no subject row visible) and counts the rows per request the DELETE hides (``_deleted``).
+        Other branches are deleted on copy-on-write, so their rows are counted before (one more
+        scan, only when such branches exist). A ``rows_found`` on main counts the subject's rows
+        hidden on its head: those this run hid and those an earlier, not yet purged, logical
+        erasure hid.
         """
         refs = self.refs()
         branches = [r for r in refs if r["type"] == "branch"]
+        others = [r for r in branches if r["name"] != "main"]
         self.snapshot_before = next((r["snapshot_id"] for r in refs if r["name"] == "main"), None)
         with self._timed("count"):
-            counts = self._match_counts([r["snapshot_id"] for r in branches])
-            live = {r["name"]: counts["rows"].get(r["snapshot_id"], 0) for r in branches}
+            before = self._match_counts([r["snapshot_id"] for r in others])
+            live = {r["name"]: before["rows"].get(r["snapshot_id"], 0) for r in others}
+            if self.snapshot_before is not None:
+                live["main"] = int(self._shows_subjects(self.snapshot_before))
         targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
-        per_request = self._per_request_frame(
-            counts["per_request"], list(dict.fromkeys(r["snapshot_id"] for r in branches if r["name"] in targets))
-        )
         props_before = self.table_properties()
         with self._timed("delete"):
             self._delete_logical(targets)
@@ -697,15 +733,20 @@ class ErasureRun:
         props_after = self.table_properties()
         with self._timed("verify"):
             heads = {r["name"]: r for r in self.refs()}
-            by_sid = self._counts_on_heads([r["snapshot_id"] for r in heads.values()])
-            visible = {n: by_sid.get(r["snapshot_id"], 0) for n, r in heads.items()}
+            after = self._match_counts([r["snapshot_id"] for r in heads.values()], include_hidden=True)
+            visible = {n: after["rows"].get(r["snapshot_id"], 0) for n, r in heads.items()}
+        main_now = heads["main"]["snapshot_id"] if "main" in heads else None
+        other_olds = [r["snapshot_id"] for r in others if r["name"] in targets]
+        per_request_rows = [x for x in before["per_request"] if x[1] in set(other_olds)]
+        per_request_rows += [x for x in after["per_request"] if x[1] == main_now]
+        per_request = self._per_request_frame(per_request_rows, other_olds + ([main_now] if main_now else []))
         branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
         tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
         restored = props_after == props_before
         outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
         self.snapshot_after = heads["main"]["snapshot_id"] if "main" in heads else None
         self.metrics.update(
-            rows_deleted=sum(live.get(b, 0) for b in targets),
+            rows_deleted=sum(n for _, _, n in per_request_rows),
             refs_deleted_on=targets,
             rows_visible_on_branch_heads=branch_rows,
             tags_showing_subjects=tags_showing,

@@ -26,11 +26,14 @@ def t_name(cat: str, name: str) -> str:
     return f"`{cat}`.`{NS}`.`{name}`"
 
 
-def generate(spark: Any, start: int, rows: int, customers: int, customer_offset: int = 0) -> Any:
+def generate(
+    spark: Any, start: int, rows: int, customers: int, customer_offset: int = 0, partitions: int | None = None
+) -> Any:
+    """Orders of ``customers`` customers (hash-spread); ``partitions``: one data file each, no shuffle."""
     from pyspark.sql import functions as F
 
     return (
-        spark.range(start, start + rows)
+        spark.range(start, start + rows, 1, partitions)
         .withColumn(
             "customer_id",
             F.format_string("cust-%08d", F.pmod(F.xxhash64("id"), F.lit(customers)) + F.lit(customer_offset)),
@@ -41,11 +44,75 @@ def generate(spark: Any, start: int, rows: int, customers: int, customer_offset:
     )
 
 
-def create(spark: Any, cat: str, name: str, props: str = "") -> str:
+WIDE_COLUMNS = (
+    "email string, full_name string, phone string, street string, city string, postal_code string, "
+    "country string, ip_address string, user_agent string, sku string, product_name string, quantity int, "
+    "currency string, status string, shipping_notes string, payload string"
+)
+
+
+def generate_wide(spark: Any, start: int, rows: int, customers: int, partitions: int | None = None) -> Any:
+    """The narrow orders of :func:`generate` plus the 16 columns a customer-orders table carries
+    (contact and address of the customer, device, product, free text, a JSON event payload): about
+    1 KB a row before compression, about 360 bytes in zstd Parquet. Values derive from the ids
+    (deterministic, no download); free text and tokens are hex of hashes, so they compress about as
+    poorly as real text and identifiers do."""
+    from pyspark.sql import functions as F
+
+    cust = F.pmod(F.xxhash64("order_id"), F.lit(customers))
+    agents = F.array(
+        *[
+            F.lit(f"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/{v}.0 Safari/537.36")
+            for v in range(100, 140)
+        ]
+    )
+    cities = F.array(
+        *[F.lit(c) for c in ("Montreal", "Toronto", "Quebec", "Vancouver", "Calgary", "Ottawa", "Halifax", "Winnipeg")]
+    )
+    return generate(spark, start, rows, customers, partitions=partitions).select(
+        "*",
+        F.format_string("user%08d@example.com", cust).alias("email"),
+        F.format_string("Given%05d Family%05d", cust % 50000, (cust / 7).cast("long") % 50000).alias("full_name"),
+        F.format_string("+1-514-%03d-%04d", cust % 1000, (cust / 1000).cast("long") % 10000).alias("phone"),
+        F.format_string("%d rue %s", cust % 9999, F.substring(F.sha2(cust.cast("string"), 256), 1, 12)).alias("street"),
+        F.element_at(cities, (cust % 8 + 1).cast("int")).alias("city"),
+        F.upper(F.substring(F.md5(cust.cast("string")), 1, 6)).alias("postal_code"),
+        F.lit("CA").alias("country"),
+        F.format_string(
+            "10.%d.%d.%d", F.col("order_id") % 256, (F.col("order_id") / 256).cast("long") % 256, cust % 256
+        ).alias("ip_address"),
+        F.element_at(agents, (F.col("order_id") % 40 + 1).cast("int")).alias("user_agent"),
+        F.format_string("SKU-%06d", F.col("order_id") % 50000).alias("sku"),
+        F.format_string("Product %06d deluxe edition", F.col("order_id") % 50000).alias("product_name"),
+        (F.col("order_id") % 9 + 1).cast("int").alias("quantity"),
+        F.lit("CAD").alias("currency"),
+        F.element_at(
+            F.array(*[F.lit(x) for x in ("placed", "paid", "shipped", "delivered", "returned")]),
+            (F.col("order_id") % 5 + 1).cast("int"),
+        ).alias("status"),
+        F.concat(F.sha2(F.col("order_id").cast("string"), 256), F.sha2(F.col("order_ts").cast("string"), 256)).alias(
+            "shipping_notes"
+        ),
+        F.to_json(
+            F.struct(
+                F.sha2(F.concat(F.lit("s"), F.col("order_id").cast("string")), 256).alias("session"),
+                F.sha2(F.concat(F.lit("c"), F.col("order_id").cast("string")), 224).alias("cart"),
+                F.col("amount").alias("subtotal"),
+                (F.col("order_id") % 3).alias("channel"),
+                F.array(
+                    *[F.sha2(F.concat(F.lit(f"i{j}"), F.col("order_id").cast("string")), 256) for j in range(4)]
+                ).alias("item_tokens"),
+            )
+        ).alias("payload"),
+    )
+
+
+def create(spark: Any, cat: str, name: str, props: str = "", wide: bool = False) -> str:
     t = t_name(cat, name)
     spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
+    extra = f", {WIDE_COLUMNS}" if wide else ""
     spark.sql(
-        f"CREATE TABLE {t} (order_id bigint, customer_id string, amount double, order_ts timestamp) USING iceberg "
+        f"CREATE TABLE {t} (order_id bigint, customer_id string, amount double, order_ts timestamp{extra}) USING iceberg "
         f"TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
         f"'write.distribution-mode'='none'{', ' + props if props else ''})"
     )
@@ -111,11 +178,16 @@ def warm_up(spark: Any, spec: dict[str, Any]) -> None:
 def bench_a(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
     cat, rows, files = spec["catalog_name"], spec["a_rows"], spec["a_files"]
     customers = max(rows // 20, 1000)
+    wide = spec.get("a_shape", "wide") == "wide"
+    make = generate_wide if wide else generate
     t0 = time.monotonic()
     for name in ("a_logical", "a_full"):
-        t = create(spark, cat, name)
-        generate(spark, 0, rows, customers).repartition(files).writeTo(t).append()
-    out["a_files"] = spark.sql(f"SELECT count(*) FROM {t_name(cat, 'a_full')}.files").collect()[0][0]
+        t = create(spark, cat, name, wide=wide)
+        make(spark, 0, rows, customers, partitions=files).writeTo(t).append()
+    files_row = spark.sql(f"SELECT count(*), sum(file_size_in_bytes) FROM {t_name(cat, 'a_full')}.files").collect()[0]
+    out["a_files"], out["a_bytes"] = files_row[0], files_row[1]
+    out["a_columns"] = len(spark.table(t_name(cat, "a_full")).columns)
+    out["a_shape"] = "wide" if wide else "narrow"
     out["a_rows"] = rows
     keys = [f"cust-{i:08d}" for i in range(0, customers, max(customers // spec["a_subjects"], 1))][: spec["a_subjects"]]
     path = subjects(spark, spec["work_dir"], keys, "a")

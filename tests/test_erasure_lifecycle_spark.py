@@ -250,3 +250,24 @@ def test_purge_finds_subjects_in_files_written_before_the_subject_column_was_ren
     assert purge["verification"] == "verified", purge
     assert subject not in _strings_on_disk(hook, table)
     assert person(1) in _strings_on_disk(hook, table)  # other people's rows stay
+
+
+def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13, tmp_path):
+    """Files imported with ``add_files`` carry no Parquet field ids (pyiceberg maps them by name):
+    the raw reads by field id are refused by Spark for them, and fall back to names."""
+    import pyarrow.parquet as pq
+
+    hook, _ = lake13
+    table, requests = "db.imported", "db.requests_imported"
+    create_people_table(hook, table, partition_by=())
+    path = str(tmp_path / "imported.parquet")
+    pq.write_table(people_batch(0, 40), path)  # plain pyarrow: no field ids
+    assert "field_id" not in str(pq.read_schema(path).field("customer_id").metadata or {})
+    hook.load_table(table).add_files([path])
+    add_requests(hook, requests, {"IM-1": person(7)}, received_days_ago=1)
+    args = {"table": table, "subject_columns": "customer_id", "requests_table": requests}
+    result = IcebergErasureOperator(task_id="im_full", phase="full", **args).execute(fake_context())
+    assert result["verification"] == "verified" and result["rows_deleted"] > 0, result
+    assert person(7) not in _strings_on_disk(hook, table)
+    assert not os.path.exists(path) or person(7) not in pq.read_table(path).column("customer_id").to_pylist()
+    assert person(1) in _strings_on_disk(hook, table)

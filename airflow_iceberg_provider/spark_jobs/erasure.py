@@ -22,7 +22,7 @@ One session does every step (see DESIGN "Facts that bite": a DELETE is not an er
 7. evidence rows (MERGE, one per request and table; salted hashes only) and request
    statuses (MERGE into the requests table).
 
-Phases (#13, ``spec["phase"]``): ``full`` is the sequence above; ``logical`` stops after
+Phases (#13, ``spec["phase"]``): ``full`` is the sequence above; ``logical`` (``erasure_logical.py``) stops after
 step 4 (merge-on-read DELETE on main, properties restored and compared; copy-on-write on other
 branches) and verifies with a count on every ref head; ``purge`` runs steps 3-7 with
 ``expire_snapshots(snapshot_ids => ...)`` limited to the snapshots that reach a subject file,
@@ -39,6 +39,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs import erasure_logical
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
@@ -74,7 +75,7 @@ class ErasureRun:
     def sql(self, query: str, **args: Any) -> Any:
         return self.spark.sql(query, args=args) if args else self.spark.sql(query)
 
-    def _timed(self, phase: str) -> Any:
+    def timed(self, phase: str) -> Any:
         run = self
 
         class _T:
@@ -341,12 +342,12 @@ class ErasureRun:
 
     def _prepare(self) -> dict[str, Any] | None:
         """Preflight and subjects; the metrics to return when the run stops here (refused / no request)."""
-        with self._timed("preflight"):
+        with self.timed("preflight"):
             self.refresh()
             reason = self.preflight()
         if reason:
             return self._refuse(reason)
-        with self._timed("load_subjects"):
+        with self.timed("load_subjects"):
             n_requests = self.load_subjects()
         self.metrics["requests"] = n_requests
         if n_requests:
@@ -363,7 +364,7 @@ class ErasureRun:
         before_ids = {s["snapshot_id"] for s in snaps_before}
         self.snapshot_before = self.main_head()
         floor_before = min((s["timestamp_ms"] for s in snaps_before), default=None)
-        with self._timed("analyze"):
+        with self.timed("analyze"):
             subject_files, analysis, counts = self._analyze(snaps_before)
             decision = es.decide_policy(analysis, self.policy)
         self.details["refs"] = [
@@ -372,23 +373,23 @@ class ErasureRun:
         if decision["refuse"]:
             return self._refuse(decision["refuse"], blocking=[b["name"] for b in decision["held"]])
         held = decision["held"]
-        with self._timed("drop_refs"):
+        with self.timed("drop_refs"):
             dropped = self._drop_refs(decision["drop"])
         delete_refs = [a for a in analysis if a["action"] == "delete"]
         # Rows per request on the refs we delete on (counted in the analysis, before deleting).
-        per_request = self._per_request_frame(counts["per_request"], [a["snapshot_id"] for a in delete_refs])
+        per_request = self.per_request_frame(counts["per_request"], [a["snapshot_id"] for a in delete_refs])
         live = counts["live"]
-        with self._timed("delete"):
+        with self.timed("delete"):
             rows_deleted_total = self._delete_refs(delete_refs, live)
         purge_out = self._purge_files(subject_files, held, dropped, before_ids)
         if self.phase_name in es.PHYSICAL_PHASES:  # purge and full: both promise no subject on disk
-            with self._timed("leftovers"):
+            with self.timed("leftovers"):
                 self.remove_leftovers()
         self.refresh()
         snaps_after = self.snapshots()
         after_ids = {s["snapshot_id"] for s in snaps_after}
         floor_after = min((s["timestamp_ms"] for s in snaps_after), default=None)
-        with self._timed("verify"):
+        with self.timed("verify"):
             verify = self.verify(subject_files, [h["snapshot_id"] for h in held])
         outcome = es.verification_outcome(
             **{
@@ -416,7 +417,7 @@ class ErasureRun:
             refs_dropped=dropped,
             refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held],
         )
-        self._record(per_request, started, outcome, dropped, held, verify)
+        self.record(per_request, started, outcome, dropped, held, verify)
         if outcome == es.FAILED:
             self.status = "failed"
             self.details["error"] = (
@@ -434,7 +435,7 @@ class ErasureRun:
         subject_files = set(hits_before)
         refs = self.refs()
         branches = [r for r in refs if r["type"] == "branch"]
-        counts = self._match_counts([r["snapshot_id"] for r in branches]) if subject_files else None
+        counts = self.match_counts([r["snapshot_id"] for r in branches]) if subject_files else None
         holds = {
             ref["name"]: bool(subject_files & self.snapshot_files(ref["snapshot_id"])) if subject_files else False
             for ref in refs
@@ -469,7 +470,7 @@ class ErasureRun:
         branch_refs = [a["name"] for a in delete_refs if a["name"] != "main"]
         if branch_refs:
             total += sum(live.get(b, 0) for b in branch_refs)
-            self._delete_on_branches(branch_refs)
+            self.delete_on_branches(branch_refs)
         return total
 
     def _purge_files(
@@ -489,7 +490,7 @@ class ErasureRun:
         expired = {"data": 0, "deletes": 0, "manifests": 0, "manifest_lists": 0}
         out: dict[str, Any] = {"files_rewritten": 0, "rewrite_data_files": {}}
         if subject_files or dropped or self.exposed_bound_files() - held_files:
-            with self._timed("rewrite"):
+            with self.timed("rewrite"):
                 self.refresh()
                 n_deletes = self.sql(f"SELECT count(*) FROM {self.t}.delete_files").collect()[0][0]
                 if n_deletes:
@@ -499,7 +500,7 @@ class ErasureRun:
             self.refresh()
             new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
             out["files_rewritten"] = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
-            with self._timed("expire"):
+            with self.timed("expire"):
                 if self.phase_name == es.PHASE_PURGE:
                     self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
                     self._expire_reaching(subject_files, expired)
@@ -519,7 +520,7 @@ class ErasureRun:
         self.metrics.update(refused=True, timings_s=self.timings)
         return self.metrics
 
-    def _match_counts(self, snapshot_ids: list[int], include_hidden: bool = False) -> dict[str, Any]:
+    def match_counts(self, snapshot_ids: list[int], include_hidden: bool = False) -> dict[str, Any]:
         """Subject rows on each distinct snapshot (deletes applied), in ONE scan job.
 
         The matching rows' subject columns (a small set: the subjects' rows only) are
@@ -557,7 +558,7 @@ class ErasureRun:
         per_request = [(str(r.request_id), int(r.ref), int(r.n)) for r in self.sql(per_col).collect()]
         return {"rows": rows, "per_request": per_request}
 
-    def _per_request_frame(self, per_request: list[Any], snapshot_ids: list[int]) -> Any:
+    def per_request_frame(self, per_request: list[Any], snapshot_ids: list[int]) -> Any:
         """DataFrame (request_id, n): rows per request summed over ``snapshot_ids`` (one term per ref)."""
         weight: dict[int, int] = {}
         for sid in snapshot_ids:
@@ -568,16 +569,7 @@ class ErasureRun:
                 out[rid] = out.get(rid, 0) + n * weight[sid]
         return self.spark.createDataFrame(sorted(out.items()), "request_id string, n long")
 
-    def _shows_subjects(self, snapshot_id: int) -> bool:
-        """Whether any subject row is visible on the snapshot (deletes applied). Spark stops at the
-        first row found (a limit-1 collect scans one partition first), so this is cheap when the
-        subjects are there, and a full scan only when they are not: then no DELETE runs, and a re-run
-        commits nothing (Iceberg commits a DELETE that matched no row as an empty snapshot)."""
-        sid = int(snapshot_id)  # from the catalog, never input
-        probe = f"SELECT 1 FROM {self.t} VERSION AS OF {sid} WHERE {es.match_predicate(self.columns)} LIMIT 1"
-        return bool(self.sql(probe).collect())
-
-    def _delete_on_branches(self, branches: list[str]) -> None:
+    def delete_on_branches(self, branches: list[str]) -> None:
         """Copy-on-write DELETE on each branch, then a manifest merge that drops DELETED entries.
 
         Iceberg rewrites data files and manifests on ``main`` only. On a branch: the DELETE
@@ -704,94 +696,12 @@ class ErasureRun:
 
     # ------------------------------------------------------------------ logical phase
     def run_logical(self, started: datetime) -> dict[str, Any]:
-        """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
-        subjects, see below); verified by an independent count on every ref head; no rewrite of
-        main, no expiry. Table properties restored exactly (checked).
+        """See :mod:`erasure_logical`."""
+        return erasure_logical.run_logical(self, started)
 
-        Cost on a table with main only: a probe that stops at the first visible subject row, the
-        DELETE's own scan, and ONE scan of every ref head afterwards (one job) that both verifies
-        (no subject row visible) and counts the rows per request the DELETE hides (``_deleted``).
-        Other branches are deleted on copy-on-write, so their rows are counted before (one more
-        scan, only when such branches exist). A ``rows_found`` on main counts the subject's rows
-        hidden on its head: those this run hid and those an earlier, not yet purged, logical
-        erasure hid.
-        """
-        refs = self.refs()
-        branches = [r for r in refs if r["type"] == "branch"]
-        others = [r for r in branches if r["name"] != "main"]
-        self.snapshot_before = next((r["snapshot_id"] for r in refs if r["name"] == "main"), None)
-        with self._timed("count"):
-            before = self._match_counts([r["snapshot_id"] for r in others])
-            live = {r["name"]: before["rows"].get(r["snapshot_id"], 0) for r in others}
-            if self.snapshot_before is not None:
-                live["main"] = int(self._shows_subjects(self.snapshot_before))
-        targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
-        props_before = self.table_properties()
-        with self._timed("delete"):
-            self._delete_logical(targets)
-        self.refresh()
-        props_after = self.table_properties()
-        with self._timed("verify"):
-            heads = {r["name"]: r for r in self.refs()}
-            after = self._match_counts([r["snapshot_id"] for r in heads.values()], include_hidden=True)
-            visible = {n: after["rows"].get(r["snapshot_id"], 0) for n, r in heads.items()}
-        main_now = heads["main"]["snapshot_id"] if "main" in heads else None
-        other_olds = [r["snapshot_id"] for r in others if r["name"] in targets]
-        per_request_rows = [x for x in before["per_request"] if x[1] in set(other_olds)]
-        per_request_rows += [x for x in after["per_request"] if x[1] == main_now]
-        per_request = self._per_request_frame(per_request_rows, other_olds + ([main_now] if main_now else []))
-        branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
-        tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
-        restored = props_after == props_before
-        outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
-        self.snapshot_after = heads["main"]["snapshot_id"] if "main" in heads else None
-        self.metrics.update(
-            rows_deleted=sum(n for _, _, n in per_request_rows),
-            refs_deleted_on=targets,
-            rows_visible_on_branch_heads=branch_rows,
-            tags_showing_subjects=tags_showing,
-            properties_restored=restored,
-            files_rewritten=0,
-            snapshots_expired=0,
-            verification=outcome,
-            timings_s=self.timings,
-        )
-        self.details["tags_pending_purge"] = tags_showing
-        self._record(per_request, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
-        if outcome == es.FAILED:
-            self.status = "failed"
-            self.details["error"] = (
-                f"logical erasure verification failed on {self.table}: {branch_rows} subject rows visible on "
-                f"branch heads; table properties restored: {restored}"
-            )
-        return self.metrics
-
-    def _delete_logical(self, targets: list[str]) -> None:
-        """Merge-on-read DELETE on main; other branches: copy-on-write + manifest merge, as in the full
-        phase (Iceberg rewrites data files on main only, so rows masked by delete files on a branch
-        could never be purged).
-
-        For main's statement only (then restored, and compared by the caller): ``write.delete.mode``
-        merge-on-read whatever the table says, and ``write.delete.granularity`` ``partition``: one
-        position-delete file per partition and writer instead of one per data file (subjects spread
-        over every file would otherwise write, and every later read open, one delete file per data
-        file). The purge rewrites those data files and drops the then dangling delete files.
-        """
-        if "main" in targets:
-            previous = self.set_properties(
-                {"write.delete.mode": "merge-on-read", "write.delete.granularity": "partition"}
-            )
-            try:
-                self.sql(es.delete_sql(self.catalog, self.table, self.columns))
-            finally:
-                self.set_properties(previous)
-        others = [b for b in targets if b != "main"]
-        if others:
-            self._delete_on_branches(others)
-
-    def _record(self, per_request: Any, started: datetime, outcome: str, dropped: Any, held: Any, verify: Any) -> None:
+    def record(self, per_request: Any, started: datetime, outcome: str, dropped: Any, held: Any, verify: Any) -> None:
         if self.spec.get("write_evidence", True) and self.metrics.get("requests"):
-            with self._timed("evidence"):
+            with self.timed("evidence"):
                 er.write_evidence(self, per_request, started, outcome, dropped, held, verify)
                 if self.spec["source"]["kind"] == "requests_table":
                     self.metrics["request_statuses"] = er.update_requests(self)

@@ -1,0 +1,111 @@
+"""The logical phase of an erasure (#13): hide the subjects on every branch head, verify, record.
+
+Functions over an :class:`erasure.ErasureRun` (its session, table, subject views and timers):
+one batched merge-on-read DELETE on ``main`` (copy-on-write on other branches that show the
+subjects), table properties restored and compared, then ONE read of every ref head through the
+catalog that verifies no subject row is visible and counts the rows hidden per request. No
+rewrite, no expiry: the purge does the physical part.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+
+
+def shows_subjects(run: Any, snapshot_id: int) -> bool:
+    """Whether any subject row is visible on the snapshot (deletes applied). Spark stops at the
+    first row found (a limit-1 collect scans one partition first), so this is cheap when the
+    subjects are there, and a full scan only when they are not: then no DELETE runs, and a re-run
+    commits nothing (Iceberg commits a DELETE that matched no row as an empty snapshot)."""
+    sid = int(snapshot_id)  # from the catalog, never input
+    probe = f"SELECT 1 FROM {run.t} VERSION AS OF {sid} WHERE {es.match_predicate(run.columns)} LIMIT 1"
+    return bool(run.sql(probe).collect())
+
+
+def run_logical(run: Any, started: datetime) -> dict[str, Any]:
+    """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
+    subjects, see below); verified by an independent count on every ref head; no rewrite of
+    main, no expiry. Table properties restored exactly (checked).
+
+    Cost on a table with main only: a probe that stops at the first visible subject row, the
+    DELETE's own scan, and ONE scan of every ref head afterwards (one job) that both verifies
+    (no subject row visible) and counts the rows per request the DELETE hides (``_deleted``).
+    Other branches are deleted on copy-on-write, so their rows are counted before (one more
+    scan, only when such branches exist). A ``rows_found`` on main counts the subject's rows
+    hidden on its head: those this run hid and those an earlier, not yet purged, logical
+    erasure hid.
+    """
+    refs = run.refs()
+    branches = [r for r in refs if r["type"] == "branch"]
+    others = [r for r in branches if r["name"] != "main"]
+    run.snapshot_before = next((r["snapshot_id"] for r in refs if r["name"] == "main"), None)
+    with run.timed("count"):
+        before = run.match_counts([r["snapshot_id"] for r in others])
+        live = {r["name"]: before["rows"].get(r["snapshot_id"], 0) for r in others}
+        if run.snapshot_before is not None:
+            live["main"] = int(shows_subjects(run, run.snapshot_before))
+    targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
+    props_before = run.table_properties()
+    with run.timed("delete"):
+        delete_logical(run, targets)
+    run.refresh()
+    props_after = run.table_properties()
+    with run.timed("verify"):
+        heads = {r["name"]: r for r in run.refs()}
+        after = run.match_counts([r["snapshot_id"] for r in heads.values()], include_hidden=True)
+        visible = {n: after["rows"].get(r["snapshot_id"], 0) for n, r in heads.items()}
+    main_now = heads["main"]["snapshot_id"] if "main" in heads else None
+    other_olds = [r["snapshot_id"] for r in others if r["name"] in targets]
+    per_request_rows = [x for x in before["per_request"] if x[1] in set(other_olds)]
+    per_request_rows += [x for x in after["per_request"] if x[1] == main_now]
+    per_request = run.per_request_frame(per_request_rows, other_olds + ([main_now] if main_now else []))
+    branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
+    tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
+    restored = props_after == props_before
+    outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
+    run.snapshot_after = heads["main"]["snapshot_id"] if "main" in heads else None
+    run.metrics.update(
+        rows_deleted=sum(n for _, _, n in per_request_rows),
+        refs_deleted_on=targets,
+        rows_visible_on_branch_heads=branch_rows,
+        tags_showing_subjects=tags_showing,
+        properties_restored=restored,
+        files_rewritten=0,
+        snapshots_expired=0,
+        verification=outcome,
+        timings_s=run.timings,
+    )
+    run.details["tags_pending_purge"] = tags_showing
+    run.record(per_request, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
+    if outcome == es.FAILED:
+        run.status = "failed"
+        run.details["error"] = (
+            f"logical erasure verification failed on {run.table}: {branch_rows} subject rows visible on "
+            f"branch heads; table properties restored: {restored}"
+        )
+    return run.metrics
+
+
+def delete_logical(run: Any, targets: list[str]) -> None:
+    """Merge-on-read DELETE on main; other branches: copy-on-write + manifest merge, as in the full
+    phase (Iceberg rewrites data files on main only, so rows masked by delete files on a branch
+    could never be purged).
+
+    For main's statement only (then restored, and compared by the caller): ``write.delete.mode``
+    merge-on-read whatever the table says, and ``write.delete.granularity`` ``partition``: one
+    position-delete file per partition and writer instead of one per data file (subjects spread
+    over every file would otherwise write, and every later read open, one delete file per data
+    file). The purge rewrites those data files and drops the then dangling delete files.
+    """
+    if "main" in targets:
+        previous = run.set_properties({"write.delete.mode": "merge-on-read", "write.delete.granularity": "partition"})
+        try:
+            run.sql(es.delete_sql(run.catalog, run.table, run.columns))
+        finally:
+            run.set_properties(previous)
+    others = [b for b in targets if b != "main"]
+    if others:
+        run.delete_on_branches(others)

@@ -127,9 +127,9 @@ def main() -> int:
     p.add_argument("--a-subjects", type=int, default=1000)
     p.add_argument(
         "--a-shape",
-        choices=("wide", "narrow"),
+        choices=("wide", "events", "narrow"),
         default="wide",
-        help="wide: a customer-orders table of 20 columns (~1 KB a row, ~360 B in Parquet); narrow: its first 4 columns",
+        help="wide: a customer-orders table of 20 columns (~330 B a row in Parquet); events: the same plus a serialized client context per row (~650 B); narrow: its first 4 columns (~15 B)",
     )
     p.add_argument("--b-rows", type=int, default=2_000_000, help="N (the table grows to 10N)")
     p.add_argument("--b-files", type=int, default=50)

@@ -30,6 +30,7 @@ from _erasure_helpers import (
 from conftest import fake_context
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
@@ -268,6 +269,10 @@ def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13
     args = {"table": table, "subject_columns": "customer_id", "requests_table": requests}
     result = IcebergErasureOperator(task_id="im_full", phase="full", **args).execute(fake_context())
     assert result["verification"] == "verified" and result["rows_deleted"] > 0, result
+    # the analysis found the subject in the imported file by its raw read (by name, the fallback)
+    (row,) = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    metrics = decode_ledger_row(row)["metrics"]
+    assert metrics["files_with_subjects_before"] == 1 and metrics["rows_with_subjects_raw_before"] > 0
     assert person(7) not in _strings_on_disk(hook, table)
     assert not os.path.exists(path) or person(7) not in pq.read_table(path).column("customer_id").to_pylist()
     assert person(1) in _strings_on_disk(hook, table)

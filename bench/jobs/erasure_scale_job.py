@@ -107,10 +107,28 @@ def generate_wide(spark: Any, start: int, rows: int, customers: int, partitions:
     )
 
 
-def create(spark: Any, cat: str, name: str, props: str = "", wide: bool = False) -> str:
+def generate_events(spark: Any, start: int, rows: int, customers: int, partitions: int | None = None) -> Any:
+    """:func:`generate_wide` plus ``event_context``: the serialized client context a
+    clickstream/order-event table keeps with each row (640 hex characters of tokens here), about
+    twice the bytes per row of the wide shape in Parquet."""
+    from pyspark.sql import functions as F
+
+    oid = F.col("order_id").cast("string")
+    blob = F.concat(*[F.sha2(F.concat(F.lit(f"e{j}"), oid), 256) for j in range(10)])
+    return generate_wide(spark, start, rows, customers, partitions=partitions).withColumn("event_context", blob)
+
+
+SHAPES: dict[str, tuple[Any, str]] = {
+    "narrow": (generate, ""),
+    "wide": (generate_wide, WIDE_COLUMNS),
+    "events": (generate_events, WIDE_COLUMNS + ", event_context string"),
+}
+
+
+def create(spark: Any, cat: str, name: str, props: str = "", shape: str = "narrow") -> str:
     t = t_name(cat, name)
     spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
-    extra = f", {WIDE_COLUMNS}" if wide else ""
+    extra = f", {SHAPES[shape][1]}" if SHAPES[shape][1] else ""
     spark.sql(
         f"CREATE TABLE {t} (order_id bigint, customer_id string, amount double, order_ts timestamp{extra}) USING iceberg "
         f"TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
@@ -178,16 +196,16 @@ def warm_up(spark: Any, spec: dict[str, Any]) -> None:
 def bench_a(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
     cat, rows, files = spec["catalog_name"], spec["a_rows"], spec["a_files"]
     customers = max(rows // 20, 1000)
-    wide = spec.get("a_shape", "wide") == "wide"
-    make = generate_wide if wide else generate
+    shape = spec.get("a_shape", "wide")
+    make = SHAPES[shape][0]
     t0 = time.monotonic()
     for name in ("a_logical", "a_full"):
-        t = create(spark, cat, name, wide=wide)
+        t = create(spark, cat, name, shape=shape)
         make(spark, 0, rows, customers, partitions=files).writeTo(t).append()
     files_row = spark.sql(f"SELECT count(*), sum(file_size_in_bytes) FROM {t_name(cat, 'a_full')}.files").collect()[0]
     out["a_files"], out["a_bytes"] = files_row[0], files_row[1]
     out["a_columns"] = len(spark.table(t_name(cat, "a_full")).columns)
-    out["a_shape"] = "wide" if wide else "narrow"
+    out["a_shape"] = shape
     out["a_rows"] = rows
     keys = [f"cust-{i:08d}" for i in range(0, customers, max(customers // spec["a_subjects"], 1))][: spec["a_subjects"]]
     path = subjects(spark, spec["work_dir"], keys, "a")

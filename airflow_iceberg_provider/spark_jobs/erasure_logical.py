@@ -66,7 +66,7 @@ def run_logical(run: Any, started: datetime) -> dict[str, Any]:
     tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
     restored = props_after == props_before
     outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
-    run.snapshot_after = heads["main"]["snapshot_id"] if "main" in heads else None
+    run.snapshot_after = main_now
     run.metrics.update(
         rows_deleted=sum(n for _, _, n in per_request_rows),
         refs_deleted_on=targets,

@@ -179,8 +179,15 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
     """(normalised path, location) of Parquet files under the table's data location that no
     snapshot references and that were last modified before ``older_than_ms`` (listed through
     Hadoop's FileSystem, so object stores work too)."""
-    jvm = run.spark._jvm
     root = str(run.jtable(refresh=False).location()).rstrip("/") + "/data"
+    local = _local_dir(root)
+    if local is not None:  # a local warehouse: listed in Python (the py4j listing costs ~1 ms a file)
+        return [
+            (p, loc)
+            for p, loc, mtime_ms in _walk_local(local)
+            if p.endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
+        ]
+    jvm = run.spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(root)
     fs = path.getFileSystem(run.spark._jsc.hadoopConfiguration())
     if not fs.exists(path):
@@ -193,6 +200,29 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
         p = norm_path(loc)
         if p.endswith(".parquet") and p not in referenced and int(st.getModificationTime()) < older_than_ms:
             out.append((p, loc))
+    return out
+
+
+def _local_dir(location: str) -> str | None:
+    """The local directory of a ``file:`` (or bare absolute) location; None for other schemes."""
+    if location.startswith("/"):
+        return location
+    if location.startswith("file:"):
+        return "/" + location[len("file:") :].lstrip("/")
+    return None
+
+
+def _walk_local(root: str) -> list[tuple[str, str, int]]:
+    """(normalised path, ``file:`` location, mtime in ms) of every file under ``root``."""
+    out = []
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            try:
+                mtime_ms = int(os.stat(full).st_mtime * 1000)
+            except FileNotFoundError:  # removed while listing (a concurrent expiry)
+                continue
+            out.append((norm_path(full), "file:" + full, mtime_ms))
     return out
 
 

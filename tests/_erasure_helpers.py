@@ -70,15 +70,35 @@ def table_dir(hook, table: str) -> str:
     return "/" + loc.split(":", 1)[1].lstrip("/") if loc.startswith("file:") else loc
 
 
+def parquet_on_disk(hook, table: str) -> list[str]:
+    """Every parquet file under the table's data location, live or not."""
+    return glob.glob(os.path.join(table_dir(hook, table), "data", "**", "*.parquet"), recursive=True)
+
+
 def values_on_disk(hook, table: str, column: str = "customer_id") -> dict[str, set[str]]:
     """Every parquet file under the table's location (live or not) -> values of ``column``."""
     import pyarrow.parquet as pq
 
     out = {}
-    for path in glob.glob(os.path.join(table_dir(hook, table), "data", "**", "*.parquet"), recursive=True):
+    for path in parquet_on_disk(hook, table):
         t = pq.read_table(path)
         if column in t.column_names:
             out[path] = set(t.column(column).to_pylist())
+    return out
+
+
+def strings_on_disk(hook, table: str) -> set[str]:
+    """Every string value in ANY column of every parquet file under the table's location (a
+    subject under a column's old name too)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: set[str] = set()
+    for path in parquet_on_disk(hook, table):
+        t = pq.read_table(path)
+        for name in t.column_names:
+            if pa.types.is_string(t.schema.field(name).type):
+                out |= set(t.column(name).to_pylist())
     return out
 
 

@@ -23,7 +23,7 @@ from _erasure_helpers import (
     person,
     rows_of,
     set_salt_connection,
-    table_dir,
+    strings_on_disk,
     values_by_snapshot,
     values_on_disk,
 )
@@ -213,22 +213,6 @@ def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without
     assert hook.metadata_location(TABLE) == before
 
 
-def _strings_on_disk(hook, table):
-    """Every string value in ANY column of every parquet file under the table's location."""
-    import glob
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    out = set()
-    for path in glob.glob(os.path.join(table_dir(hook, table), "data", "**", "*.parquet"), recursive=True):
-        t = pq.read_table(path)
-        for name in t.column_names:
-            if pa.types.is_string(t.schema.field(name).type):
-                out |= set(t.column(name).to_pylist())
-    return out
-
-
 def test_purge_finds_subjects_in_files_written_before_the_subject_column_was_renamed(lake13):
     """The raw reads of analysis and verification match columns by field id: the file written
     while the column was called ``customer_id`` holds the subject under that name, and the purge
@@ -242,15 +226,15 @@ def test_purge_finds_subjects_in_files_written_before_the_subject_column_was_ren
     later = people_batch(100, 40, people=5).rename_columns(["order_id", "customer_key", "amount", "order_ts"])
     hook.load_table(table).append(later)  # person(0..4) only
     subject = person(7)  # only in the file written before the rename
-    assert subject in _strings_on_disk(hook, table)
+    assert subject in strings_on_disk(hook, table)
     add_requests(hook, requests, {"RN-1": subject}, received_days_ago=1)
     args = {"table": table, "subject_columns": "customer_key", "requests_table": requests}
     logical = IcebergErasureOperator(task_id="rn_logical", phase="logical", **args).execute(fake_context())
     assert logical["verification"] == "verified" and logical["rows_deleted"] > 0
     purge = IcebergErasureOperator(task_id="rn_purge", phase="purge", **args).execute(fake_context())
     assert purge["verification"] == "verified", purge
-    assert subject not in _strings_on_disk(hook, table)
-    assert person(1) in _strings_on_disk(hook, table)  # other people's rows stay
+    assert subject not in strings_on_disk(hook, table)
+    assert person(1) in strings_on_disk(hook, table)  # other people's rows stay
 
 
 def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13, tmp_path):
@@ -273,6 +257,6 @@ def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13
     (row,) = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
     metrics = decode_ledger_row(row)["metrics"]
     assert metrics["files_with_subjects_before"] == 1 and metrics["rows_with_subjects_raw_before"] > 0
-    assert person(7) not in _strings_on_disk(hook, table)
+    assert person(7) not in strings_on_disk(hook, table)
     assert not os.path.exists(path) or person(7) not in pq.read_table(path).column("customer_id").to_pylist()
-    assert person(1) in _strings_on_disk(hook, table)
+    assert person(1) in strings_on_disk(hook, table)

@@ -177,25 +177,22 @@ class ErasureRun:
 
         if not locations:
             return {}
-        ids = esc.field_ids(self)
-        by_id = StructType(
-            [
-                StructField(c, self.col_types[c], True, {"parquet.field.id": ids[c]} if c in ids else {})
-                for c in self.columns
-            ]
-        )
+
+        def schema(ids: dict[str, int]) -> Any:
+            meta = {c: {"parquet.field.id": i} for c, i in ids.items()}
+            return StructType([StructField(c, self.col_types[c], True, meta.get(c, {})) for c in self.columns])
+
         key = "spark.sql.parquet.fieldId.read.enabled"
         previous = self.spark.conf.get(key, "false")
         self.spark.conf.set(key, "true")
         try:
-            return self._raw_hits(locations, by_id)
+            return self._raw_hits(locations, schema(esc.field_ids(self)))
         except Exception as err:
             if "field id" not in str(getattr(err, "java_exception", err)).lower():
                 raise
         finally:
             self.spark.conf.set(key, previous)
-        by_name = StructType([StructField(c, self.col_types[c], True) for c in self.columns])
-        return self._raw_hits(locations, by_name)
+        return self._raw_hits(locations, schema({}))  # by name
 
     def _raw_hits(self, locations: list[str], schema: Any) -> dict[str, int]:
         from pyspark.sql import functions as F

@@ -44,10 +44,10 @@ def run_logical(run: Any, started: datetime) -> dict[str, Any]:
     run.snapshot_before = next((r["snapshot_id"] for r in refs if r["name"] == "main"), None)
     with run.timed("count"):
         before = run.match_counts([r["snapshot_id"] for r in others])
-        live = {r["name"]: before["rows"].get(r["snapshot_id"], 0) for r in others}
-        if run.snapshot_before is not None:
-            live["main"] = int(shows_subjects(run, run.snapshot_before))
-    targets = [r["name"] for r in branches if live.get(r["name"], 0) > 0]
+        main_shows = run.snapshot_before is not None and shows_subjects(run, run.snapshot_before)
+    targets = [
+        r["name"] for r in branches if (main_shows if r["name"] == "main" else before["rows"].get(r["snapshot_id"], 0))
+    ]
     props_before = run.table_properties()
     with run.timed("delete"):
         delete_logical(run, targets)
@@ -59,7 +59,7 @@ def run_logical(run: Any, started: datetime) -> dict[str, Any]:
         visible = {n: after["rows"].get(r["snapshot_id"], 0) for n, r in heads.items()}
     main_now = heads["main"]["snapshot_id"] if "main" in heads else None
     other_olds = [r["snapshot_id"] for r in others if r["name"] in targets]
-    per_request_rows = [x for x in before["per_request"] if x[1] in set(other_olds)]
+    per_request_rows = [x for x in before["per_request"] if x[1] in other_olds]
     per_request_rows += [x for x in after["per_request"] if x[1] == main_now]
     per_request = run.per_request_frame(per_request_rows, other_olds + ([main_now] if main_now else []))
     branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")

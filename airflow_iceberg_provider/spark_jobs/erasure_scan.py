@@ -20,10 +20,12 @@ def norm_path(path: str) -> str:
     """Canonical form of a file location (``file:/x``, ``file:///x`` and ``/x`` are equal)."""
     from urllib.parse import unquote
 
-    p = unquote(str(path))
-    if p.startswith("file:"):
-        p = "/" + p[5:].lstrip("/")
-    return p
+    return strip_file_scheme(unquote(str(path)))
+
+
+def strip_file_scheme(location: str) -> str:
+    """``file:/x`` and ``file:///x`` -> ``/x``; anything else unchanged."""
+    return "/" + location[len("file:") :].lstrip("/") if location.startswith("file:") else location
 
 
 def subject_keys(run: Any) -> dict[str, list[Any]]:
@@ -205,11 +207,8 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
 
 def _local_dir(location: str) -> str | None:
     """The local directory of a ``file:`` (or bare absolute) location; None for other schemes."""
-    if location.startswith("/"):
-        return location
-    if location.startswith("file:"):
-        return "/" + location[len("file:") :].lstrip("/")
-    return None
+    local = strip_file_scheme(location)
+    return local if local.startswith("/") else None
 
 
 def _walk_local(root: str) -> list[tuple[str, str, int]]:

@@ -41,6 +41,7 @@ TABLE = "events.orders"
 REQUESTS = "governance.erasure_requests"
 POLL = float(os.environ.get("AIP_EVENTS_POLL_SECONDS", "30"))
 
+# [START howto_commit_watcher]
 COMMITS = Asset(
     name=f"iceberg_commits.{TABLE}",
     watchers=[
@@ -50,6 +51,8 @@ COMMITS = Asset(
         )
     ],
 )
+# [END howto_commit_watcher]
+# [START howto_health_watcher]
 HEALTH = Asset(
     name=f"iceberg_health.{TABLE}",
     watchers=[
@@ -60,6 +63,8 @@ HEALTH = Asset(
         )
     ],
 )
+# [END howto_health_watcher]
+# [START howto_deadline_watcher]
 DEADLINES = Asset(
     name=f"erasure_deadlines.{REQUESTS}",
     watchers=[
@@ -74,8 +79,10 @@ DEADLINES = Asset(
         )
     ],
 )
+# [END howto_deadline_watcher]
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
+# [START howto_commit_consumer]
 with DAG(
     dag_id="iceberg_events_consumer",
     schedule=[COMMITS],
@@ -97,7 +104,9 @@ with DAG(
         return seen
 
     process_new_commits()
+# [END howto_commit_consumer]
 
+# [START howto_health_consumer]
 with DAG(
     dag_id="iceberg_events_maintenance",
     schedule=[HEALTH],
@@ -108,7 +117,9 @@ with DAG(
 ) as maintenance_dag:
     # Same thresholds as the trigger: both read the table's properties.
     IcebergMaintenancePlanOperator(task_id="maintenance_plan", table=TABLE)
+# [END howto_health_consumer]
 
+# [START howto_deadline_consumer]
 with DAG(
     dag_id="iceberg_events_erasure_escalation",
     schedule=[DEADLINES],
@@ -129,6 +140,7 @@ with DAG(
         return due
 
     escalate()
+# [END howto_deadline_consumer]
 
 #: ``make demo``: no ``airflow dags test`` runs (watchers need a triggerer); the driver starts one.
 DEMO = {

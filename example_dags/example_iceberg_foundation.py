@@ -1,5 +1,6 @@
 """Foundation example: create a partitioned format-v2 table, append a batch with a
-PySpark job submitted through the provider, and verify the commit through the catalog.
+PySpark job submitted through the provider, verify the commit through the catalog, then
+evolve the table (a new column, a sort order, a bloom filter) in one metadata-only commit.
 
 Runs on the embedded default (local Spark, SQLite catalog, local warehouse):
 ``make demo`` executes it with ``airflow dags test``.
@@ -14,6 +15,7 @@ from airflow.sdk import DAG
 
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
+from airflow_iceberg_provider.operators.table_changes import IcebergAlterTableOperator
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 ORDERS_COLUMNS = {
@@ -32,6 +34,7 @@ with DAG(
     tags=["iceberg", "example"],
     doc_md=__doc__,
 ) as dag:
+    # [START howto_create_and_append]
     create = IcebergCreateTableOperator(
         task_id="create_orders",
         table="demo.orders",
@@ -47,6 +50,18 @@ with DAG(
         expected_operations=["append"],
     )
     create >> append
+    # [END howto_create_and_append]
+    # [START howto_alter_table]
+    evolve = IcebergAlterTableOperator(
+        task_id="evolve_orders",
+        table="demo.orders",
+        add_columns={"discount": "decimal(12,2)"},  # optional top-level column
+        sort_order="customer_id, order_ts DESC",  # what sort compaction uses
+        bloom_filter_columns=["customer_id"],  # write.parquet.bloom-filter-enabled.column.<col>
+        metrics_modes={"customer_id": "truncate(16)"},  # write.metadata.metrics.column.<col>
+    )
+    # [END howto_alter_table]
+    append >> evolve
 
 #: How ``scripts/demo.py`` runs this DAG: one run per entry, with its expected outcome.
 DEMO = {"order": 10, "runs": [{"expect": "success"}], "tables": ["demo.orders"]}

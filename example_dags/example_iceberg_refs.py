@@ -66,9 +66,12 @@ with DAG(
         params_for_job={"rows": 1000, "ds": "{{ ds }}", "seed": 0},
         expected_operations=["append"],
     )
+    # [START howto_tag]
     tag_eod = IcebergCreateTagOperator(
         task_id="tag_end_of_day", table=TABLE, tag="eod_{{ ds_nodash }}", max_ref_age=pendulum.duration(days=90)
     )
+    # [END howto_tag]
+    # [START howto_legal_hold]
     hold = IcebergCreateTagOperator(
         task_id="legal_hold",
         table=TABLE,
@@ -77,6 +80,8 @@ with DAG(
         case_id="{{ params.case_id }}",
         hold_reason="preserve orders as of the close of {{ ds }} for discovery",
     )
+    # [END howto_legal_hold]
+    # [START howto_branch]
     experiment = IcebergCreateBranchOperator(
         task_id="ml_training_branch",
         table=TABLE,
@@ -85,6 +90,7 @@ with DAG(
         max_snapshot_age="P7D",
         max_ref_age="P30D",
     )
+    # [END howto_branch]
     bad_append = IcebergSparkSubmitOperator(
         task_id="bad_append",
         table=TABLE,
@@ -94,6 +100,7 @@ with DAG(
     )
     # Waits in the triggerer. check_before_defer=False only to show the trigger path:
     # in this demo the commit already exists when the sensor starts.
+    # [START howto_snapshot_sensor]
     wait_for_commit = IcebergSnapshotSensor(
         task_id="wait_for_bad_commit",
         table=TABLE,
@@ -105,6 +112,8 @@ with DAG(
         poke_interval=5,
         timeout=600,
     )
+    # [END howto_snapshot_sensor]
+    # [START howto_commit_check]
     did_it_commit = IcebergCommitCheckOperator(
         task_id="did_the_job_commit",
         table=TABLE,
@@ -112,12 +121,15 @@ with DAG(
         summary={"airflow.run-id": "{{ run_id }}", "airflow.task-id": "bad_append"},
         after_snapshot_id="{{ ti.xcom_pull(task_ids='tag_end_of_day')['snapshot_id'] }}",
     )
+    # [END howto_commit_check]
+    # [START howto_rollback]
     rollback = IcebergRollbackOperator(
         task_id="undo_bad_publish",
         table=TABLE,
         to_tag="eod_{{ ds_nodash }}",
         expected_snapshot_id="{{ ti.xcom_pull(task_ids='wait_for_bad_commit')['snapshot_id'] }}",
     )
+    # [END howto_rollback]
     drop_experiment = IcebergDropBranchOperator(
         task_id="drop_training_branch", table=TABLE, branch="ml_train_{{ ds_nodash }}"
     )

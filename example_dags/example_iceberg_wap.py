@@ -48,6 +48,7 @@ with DAG(
         partition_by=["day(order_ts)"],
         properties={"format-version": "2"},
     )
+    # [START howto_wap]
     wap = wap_task_group(
         group_id="orders_wap",
         table=TABLE,
@@ -73,15 +74,17 @@ with DAG(
         },
         change_checks={"added_rows": {"min": 1, "max": 1_000_000}, "added_rows_ratio": {"max": 10}},
         # Once main's head was audited and published, the next audit reads only the rows the
-        # branch appended (README: "How the audit reads as little as possible"). Real tables
+        # branch appended (docs: "How the audit reads as little as possible"). Real tables
         # keep the default threshold (1M rows in the base); 0 lets this small demo show it.
         audit_kwargs={"incremental_min_rows": 0},
         tag="daily-{{ ds_nodash }}",
         drop_branch=True,
     )
+    # [END howto_wap]
     create >> wap
 
 
+# [START howto_wap_consumer]
 with DAG(
     dag_id="iceberg_wap_consumer",
     schedule=[iceberg_asset(TABLE)],
@@ -100,6 +103,7 @@ with DAG(
         return [e.extra.get("snapshot_id") for events in (triggering_asset_events or {}).values() for e in events]
 
     report_published_snapshot()
+# [END howto_wap_consumer]
 
 
 #: ``scripts/demo.py``: a clean day that publishes, then a day with bad rows that fails its audit.

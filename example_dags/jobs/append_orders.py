@@ -6,6 +6,7 @@ Submitted by ``IcebergSparkSubmitOperator``; parameters arrive in the job spec
 
 from __future__ import annotations
 
+# [START howto_user_job]
 from iceberg_job_runtime import JobContext, run_job
 
 
@@ -42,3 +43,4 @@ def append_orders(ctx: JobContext) -> dict:
 
 if __name__ == "__main__":
     run_job(append_orders)
+# [END howto_user_job]

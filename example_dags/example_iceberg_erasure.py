@@ -101,6 +101,7 @@ with DAG(
         first = hook.list_snapshots(ORDERS)[0]
         return {"pre_erasure_snapshot": first.snapshot_id, "orders_snapshots": len(hook.list_snapshots(ORDERS))}
 
+    # [START howto_erasure_requests]
     @task
     def receive_requests() -> int:
         """Requests land in the requests table (a web form or ticketing system would do this)."""
@@ -109,6 +110,7 @@ with DAG(
         received = datetime.now(UTC) - timedelta(days=2)
         return len(IcebergCatalogHook().submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
+    # [END howto_erasure_requests]
     deadline_before = IcebergErasureDeadlineSensor(
         task_id="deadline_check_before",
         requests_table=REQUESTS,
@@ -117,6 +119,7 @@ with DAG(
         poke_interval=5,
         timeout=60,
     )
+    # [START howto_erasure_full]
     erase_orders = IcebergErasureOperator(
         task_id="erase_orders",
         table=ORDERS,
@@ -135,6 +138,7 @@ with DAG(
         tables_in_scope=[ORDERS, PROFILES],
         salt_conn_id=SALT_CONN,
     )
+    # [END howto_erasure_full]
 
     @task
     def show_evidence_and_time_travel(loaded: dict) -> dict:

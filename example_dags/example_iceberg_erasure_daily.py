@@ -1,4 +1,4 @@
-"""Daily logical erasure (#13): requests hidden within hours, with the two-deadline check.
+"""Daily logical erasure: requests hidden within hours, with the two-deadline check.
 
 1. ``erasure_daily.orders`` is created *erasure-ready* (``erasure_policy.erasure_ready_properties``:
    a Parquet bloom filter on ``customer_id``, no column bounds in manifests) and copy-on-write
@@ -46,6 +46,7 @@ with DAG(
     tags=["iceberg", "example", "erasure", "gdpr"],
     doc_md=__doc__,
 ) as dag:
+    # [START howto_erasure_ready_table]
     create_orders = IcebergCreateTableOperator(
         task_id="create_orders",
         table=ORDERS,
@@ -53,6 +54,7 @@ with DAG(
         partition_by=["day(order_ts)"],
         properties={"write.delete.mode": "copy-on-write", **erasure_ready_properties("customer_id")},
     )
+    # [END howto_erasure_ready_table]
 
     @task
     def load_and_receive() -> int:
@@ -78,6 +80,7 @@ with DAG(
         received = datetime.now(UTC) - timedelta(hours=3)
         return len(hook.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
+    # [START howto_erasure_logical]
     deadlines = IcebergErasureDeadlineSensor(
         task_id="deadline_check",
         requests_table=REQUESTS,
@@ -94,6 +97,7 @@ with DAG(
         requests_table=REQUESTS,
         salt_conn_id=SALT_CONN,
     )
+    # [END howto_erasure_logical]
     create_orders >> load_and_receive() >> deadlines >> erase_logically
 
 

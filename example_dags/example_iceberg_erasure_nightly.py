@@ -1,4 +1,4 @@
-"""Nightly purge (#13): the maintenance plan that runs anyway also purges erased subjects.
+"""Nightly purge: the maintenance plan that runs anyway also purges erased subjects.
 
 ``IcebergMaintenancePlanOperator(erasure_purge={...})`` first runs the erasure purge for
 every ``logically_erased`` request of the table in ONE job (skipped when there is none):
@@ -31,6 +31,7 @@ with DAG(
     tags=["iceberg", "example", "erasure", "maintenance"],
     doc_md=__doc__,
 ) as dag:
+    # [START howto_erasure_nightly]
     nightly = IcebergMaintenancePlanOperator(
         task_id="nightly_maintenance",
         table=ORDERS,
@@ -45,6 +46,7 @@ with DAG(
         poke_interval=5,
         timeout=60,
     )
+    # [END howto_erasure_nightly]
     nightly >> deadlines
 
 

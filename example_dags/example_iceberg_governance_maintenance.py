@@ -37,7 +37,7 @@ with DAG(
     tags=["iceberg", "example", "maintenance", "governance"],
     doc_md=__doc__,
 ) as dag:
-
+    # [START howto_governance_maintenance]
     @task
     def governance_tables() -> list[str]:
         """The governance tables of the catalog connection (created, with their properties, if missing)."""
@@ -57,6 +57,7 @@ with DAG(
         older_than_floor="{{ params.older_than_floor }}",
     ).expand(table=tables)
     health >> hygiene >> plan
+    # [END howto_governance_maintenance]
 
 
 def summarize(hook) -> list[str]:

@@ -32,6 +32,7 @@ from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 TABLE = "maint.orders"
+# [START howto_maintenance_policy]
 #: The policy of both plan runs. Orphan removal (dry run) is added to the first one only.
 POLICY = {
     "expire_older_than": "0s",
@@ -39,6 +40,7 @@ POLICY = {
     "retain_last": 2,
     "min_snapshots_to_expire": 10,  # do not start a JVM to expire a handful of snapshots
 }
+# [END howto_maintenance_policy]
 ORDERS_COLUMNS = {
     "order_id": "long",
     "customer_id": "string",
@@ -76,6 +78,7 @@ with DAG(
         params_for_job={"commits": "{{ params.commits }}", "deletes": "{{ params.deletes }}", "days": 4},
         expected_operations=["append", "overwrite", "delete"],
     )
+    # [START howto_expiry_dry_run]
     preview = IcebergExpireSnapshotsOperator(
         task_id="expiry_dry_run",
         table=TABLE,
@@ -84,7 +87,10 @@ with DAG(
         retain_last=2,
         dry_run=True,
     )
+    # [END howto_expiry_dry_run]
+    # [START howto_maintenance_plan]
     heal = IcebergMaintenancePlanOperator(task_id="maintenance_plan", table=TABLE, remove_orphans=True, **POLICY)
+    # [END howto_maintenance_plan]
     check = IcebergMaintenancePlanOperator(
         task_id="plan_again_is_noop",
         table=TABLE,

@@ -216,7 +216,7 @@ def arrow_schema(table: GovernanceTable):  # -> pyarrow.Schema
 
 # ------------------------------------------------------------------------- ledger entry
 #: What a ledger row's ``status`` may say.
-LEDGER_STATUSES = ("succeeded", "failed", "noop", "refused", "dry_run", "warned")
+LEDGER_STATUSES = ("succeeded", "failed", "noop", "refused", "dry_run", "warned", "prepared", "rolled_back")
 _AIRFLOW_KEYS = ("dag_id", "run_id", "task_id", "try_number")
 _OPERATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
 

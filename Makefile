@@ -21,6 +21,7 @@ bench: bootstrap
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	.venv/bin/python scripts/check_operator_init.py
 
 clean:
 	rm -rf .work

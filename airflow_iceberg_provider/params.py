@@ -17,8 +17,8 @@ branch operators do so for ``snapshot_id``: a hold must not land on the head by 
 **Templates.** A string that still holds ``{{`` when a converter sees it was never rendered
 (the parameter is not in the operator's ``template_fields``, or a nested template was not
 expanded). It is refused with the parameter's name, never parsed as data. Code that
-validates in ``__init__`` skips templated values with :func:`is_templated` and converts them
-in ``execute``.
+checks arguments before rendering skips templated values and ``XComArg``s with
+:func:`is_templated` and converts them in ``execute``.
 
 **Durations** (:func:`duration`, :func:`retention_ms`). One grammar, the union of the two
 the provider had (``_ref_logic.duration_ms`` and ``maintenance_policy.parse_duration``), minus
@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
@@ -76,8 +77,21 @@ _INSTANT_FORMS = "a datetime, an ISO-8601 timestamp such as '2026-01-31T23:59:59
 
 # --------------------------------------------------------------------- the two rules
 def is_templated(value: Any) -> bool:
-    """Whether ``value`` is a string still holding a Jinja template (``{{``)."""
-    return isinstance(value, str) and "{{" in value
+    """Whether ``value`` is not final until Airflow renders the task.
+
+    True for a string holding Jinja (``{{`` or ``{%``), for an ``XComArg`` (or any value
+    Airflow resolves at run time: it has ``resolve`` and ``iter_references``), and for a list,
+    tuple, set or mapping holding one of those. Checks that run before rendering (an
+    operator's ``check_arguments()`` in ``__init__``) skip such values; ``execute()`` sees them
+    rendered.
+    """
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value
+    if isinstance(value, Mapping):
+        return any(is_templated(k) or is_templated(v) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(is_templated(v) for v in value)
+    return callable(getattr(value, "resolve", None)) and callable(getattr(value, "iter_references", None))
 
 
 def is_unset(value: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.governance import decode_ledger_row
@@ -73,8 +74,22 @@ class IcebergBaseOperator(BaseOperator):
         self.table = table
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.governance_namespace = governance_namespace
-        if isinstance(table, str) and "{{" not in table:
-            validate_table(table)  # static values fail at parse time
+
+    def check_arguments(self) -> None:
+        """Refuse bad arguments, naming the parameter, the problem and the fix.
+
+        Concrete operators call it at the end of ``__init__``, where values that are still
+        templated (Jinja, ``XComArg``: :func:`params.is_templated`) are skipped, so static
+        mistakes fail when the DAG is parsed; :meth:`pre_execute` calls it again on the
+        rendered values. Subclasses extend it and call ``super().check_arguments()``.
+        """
+        if not params.is_templated(self.table):
+            validate_table(self.table)
+
+    def pre_execute(self, context: Any) -> None:
+        """Check the rendered arguments (:meth:`check_arguments`) before ``execute()``."""
+        super().pre_execute(context)
+        self.check_arguments()
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:
@@ -178,7 +193,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self.spark_conn_id = spark_conn_id
         self.jars = jars
         self.packages = packages
-        self.spark_conf = dict(spark_conf or {})
+        self.spark_conf = spark_conf or {}
         self.driver_memory = driver_memory
         self.executor_memory = executor_memory
 

@@ -63,6 +63,7 @@ _LOGGED = (
     "verification",
     "refs_blocking",
     "refs_dropped",
+    "requests_redacted",
 )
 
 
@@ -106,6 +107,10 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     :param tables_in_scope: every table the requests cover (templated); a request is
         ``done`` only when all of them have verified evidence. Default: ``[table]``.
     :param salt_conn_id: connection whose password is the HMAC salt (templated).
+    :param redact_erased_requests: physical phases (``purge``, ``full``) with a ``requests_table``:
+        once a request is ``erased`` on every table in scope, replace its ``subject_key`` by the
+        salted hash of its evidence, purge the requests table's history, verify, and record it
+        (status ``redacted``, evidence ``subject_redacted_at``). Default True.
     :param evidence_in_xcom: at most this many per-request evidence entries in the XCom.
     :return: evidence summary (counts, snapshot ids, refs, verification; hashes only).
     """
@@ -137,6 +142,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         tables_in_scope: Sequence[str] | None = None,
         salt_conn_id: str = DEFAULT_SALT_CONN_ID,
         evidence_in_xcom: int = 50,
+        redact_erased_requests: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -150,7 +156,12 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self.tables_in_scope = tables_in_scope
         self.salt_conn_id = salt_conn_id
         self.evidence_in_xcom = evidence_in_xcom
-        if (requests_table is None) == (subjects_file is None):
+        self.redact_erased_requests = redact_erased_requests
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if (self.requests_table is None) == (self.subjects_file is None):
             raise IcebergValidationError(
                 "Pass exactly one subject source: requests_table='ns.requests' (an Iceberg table of requests) or "
                 "subjects_file='/secure/path/subjects.jsonl' (never the subjects themselves as arguments)."
@@ -251,6 +262,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             salt=salt,
             tables_in_scope=scope,
             phase=phase,
+            redact_requests=bool(self.redact_erased_requests),
         )
 
     def _preflight(self, columns: list[str], phase: str) -> None:
@@ -337,6 +349,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             "files_pruned_dictionary": int(m.get("files_pruned_dictionary", 0)),
             "files_raw_read": int(m.get("files_raw_read", 0)),
             "snapshots_kept": int(m.get("snapshots_retained", 0)),
+            "requests_redacted": int(m.get("requests_redacted", 0)),
+            "redaction_verification": m.get("redaction_verification"),
             "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
             "seconds": round(seconds, 3),
         }

@@ -98,15 +98,19 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if isinstance(retain_last, int):
-            validate_retain_last(retain_last)
         self.older_than = older_than
         self.retain_last = retain_last
         self.snapshot_ids = snapshot_ids
         self.older_than_floor = older_than_floor
-        params.duration(older_than_floor, "older_than_floor")
         self.dry_run = dry_run
         self.stream_results = stream_results
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if isinstance(self.retain_last, int):
+            validate_retain_last(self.retain_last)
+        params.duration(self.older_than_floor, "older_than_floor")
 
     def execute(self, context: Context) -> dict[str, Any]:
         tbl, now = self.catalog_hook.load_table(self.ident), now_ms()
@@ -130,10 +134,15 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         results, after, _ = self.run_actions(
             context, [action], health_before=self.catalog_hook.health(tbl), expiry=preview
         )
-        return with_string_ids({
-            **result, "expired_snapshots": len(preview.expire), "removed": results[0]["output"],
-            "snapshots_after": after.snapshots, "spark_job": True,
-        })  # fmt: skip
+        return with_string_ids(
+            {
+                **result,
+                "expired_snapshots": len(preview.expire),
+                "removed": results[0]["output"],
+                "snapshots_after": after.snapshots,
+                "spark_job": True,
+            }
+        )
 
     def _resolve(self, tbl: Table, now: int) -> _ExpiryRequest:
         """Rendered arguments, table defaults, the expiry floor and (unless a dry run) ``gc.enabled``."""

@@ -49,7 +49,7 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
 
     :param on_breach: ``"fail"`` (default) raises :class:`IcebergHealthThresholdError` after
         pushing the result to XCom; ``"warn"`` logs each breach at WARNING and succeeds.
-    :param subject_columns: erasure subject columns (#13): one WARNING (and an entry in the
+    :param subject_columns: erasure subject columns: one WARNING (and an entry in the
         XCom's ``warnings``) per column written without a Parquet bloom filter; a name that is
         not a column is refused before anything is read or recorded.
     :return: ``{"table", "healthy", "breaches": [{"threshold", "limit", "value", "message"}],
@@ -78,8 +78,12 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         self.max_snapshots = max_snapshots
         self.max_metadata_bytes = max_metadata_bytes
         self.max_metadata_log = max_metadata_log
-        if "{{" not in str(on_breach):
-            _validate_on_breach(on_breach)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if not params.is_templated(self.on_breach):
+            _validate_on_breach(self.on_breach)
 
     def execute(self, context: Context) -> dict[str, Any]:
         on_breach = _validate_on_breach(self.on_breach)
@@ -190,6 +194,7 @@ class IcebergMetadataHygieneOperator(IcebergBaseOperator):
         self.previous_versions_max = previous_versions_max
         self.older_than = older_than
         self.dry_run = dry_run
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         result = metadata_hygiene(

@@ -126,6 +126,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         self.partial_progress = partial_progress
         self.options = options
         self.branch = branch
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         check_main_branch(self.branch, "rewrite_data_files")
@@ -184,6 +185,7 @@ class IcebergRewriteManifestsOperator(_IcebergMaintenanceOperator):
     def __init__(self, *, use_caching: bool | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.use_caching = use_caching
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook = self.catalog_hook
@@ -229,6 +231,7 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
         self.where = where
         self.rewrite_all = rewrite_all
         self.options = options
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         where, options = validate_where(self.where), _options_mapping(self.options)
@@ -284,6 +287,7 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         super().__init__(**kwargs)
         self.older_than = older_than
         self.dry_run = dry_run
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         cutoff, dry_run = self._resolve()
@@ -404,10 +408,6 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         super().__init__(**kwargs)
         self.erasure_purge = erasure_purge
         self.metadata_hygiene = metadata_hygiene
-        if isinstance(retain_last, int):
-            validate_retain_last(retain_last)
-        if not params.is_templated(older_than_floor):
-            params.duration(older_than_floor, "older_than_floor")
         self.policy_args: dict[str, Any] = {
             "target_file_size_bytes": target_file_size_bytes,
             "min_input_files": min_input_files,
@@ -428,6 +428,14 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         self.older_than_floor = older_than_floor
         self.retain_last = retain_last
         self.force = force
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if isinstance(self.retain_last, int):
+            validate_retain_last(self.retain_last)
+        if not params.is_templated(self.older_than_floor):
+            params.duration(self.older_than_floor, "older_than_floor")
 
     def plan(self) -> tuple[MaintenanceDecision, TableHealth, ExpiryPreview | None]:
         """Health, policy and decision through the catalog hook only (no JVM)."""

@@ -181,17 +181,21 @@ class IcebergCreateTagOperator(_RefOperator):
         self.legal_hold = legal_hold
         self.case_id = case_id
         self.hold_reason = hold_reason
-        if legal_hold and replace:
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if self.legal_hold and self.replace:
             raise IcebergValidationError(
                 "legal_hold=True with replace=True: a legal hold is never moved. Release the hold "
                 "(IcebergDropTagOperator with release_legal_hold=True) and place a new one."
             )
-        if legal_hold and max_ref_age is not None:
+        if self.legal_hold and self.max_ref_age is not None:
             raise IcebergValidationError(
                 "legal_hold=True with max_ref_age: a legal hold must not expire on its own; leave max_ref_age "
                 "unset and release the hold explicitly when the case closes."
             )
-        if legal_hold and _blank(case_id):
+        if self.legal_hold and not _templated(self.case_id) and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
 
     def _resolve(self) -> tuple[str, int | None]:
@@ -290,6 +294,7 @@ class IcebergCreateBranchOperator(_RefOperator):
         self.max_snapshot_age = max_snapshot_age
         self.max_ref_age = max_ref_age
         self.replace = replace
+        self.check_arguments()
 
     def _resolve(self) -> tuple[str, dict[str, int | None]]:
         """The branch name (never ``main``) and its retention, as Iceberg stores it."""
@@ -386,8 +391,12 @@ class IcebergDropTagOperator(_DropRefOperator):
         self.tag = tag
         self.release_legal_hold = release_legal_hold
         self.release_reason = release_reason
-        if isinstance(tag, str) and not _templated(tag):
-            params.ref_name(tag, "tag", allow_main=False)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if isinstance(self.tag, str) and not _templated(self.tag):
+            params.ref_name(self.tag, "tag", allow_main=False)
 
     def _check_drop(self, context: Context, name: str) -> None:
         if is_legal_hold(name) and not self.release_legal_hold:
@@ -420,8 +429,12 @@ class IcebergDropBranchOperator(_DropRefOperator):
     def __init__(self, *, branch: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.branch = branch
-        if isinstance(branch, str) and not _templated(branch):
-            params.ref_name(branch, "branch", allow_main=False)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if isinstance(self.branch, str) and not _templated(self.branch):
+            params.ref_name(self.branch, "branch", allow_main=False)
 
     def execute(self, context: Context) -> dict[str, Any]:
         return self._drop(context, self.branch)
@@ -473,7 +486,11 @@ class IcebergRollbackOperator(_RefOperator):
         self.to_tag = to_tag
         self.to_timestamp = to_timestamp
         self.expected_snapshot_id = expected_snapshot_id
-        if sum(v is not None for v in (to_snapshot_id, to_tag, to_timestamp)) != 1:
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if sum(v is not None for v in (self.to_snapshot_id, self.to_tag, self.to_timestamp)) != 1:
             raise IcebergValidationError("Pass exactly one rollback target: to_snapshot_id, to_tag or to_timestamp.")
 
     def _resolve(self) -> tuple[str, dict[str, Any], dict[str, Any], int | None]:
@@ -582,12 +599,16 @@ class IcebergCommitCheckOperator(_RefOperator):
         super().__init__(**kwargs)
         self.ref = ref
         self.operation = operation
-        self.summary = summary if summary is not None else {}  # validated once rendered
+        self.summary = summary
         self.after_snapshot_id = after_snapshot_id
         self.since = since
         self.min_commits = params.positive_int(min_commits, "min_commits")
-        if operation is not None and not _templated(operation):
-            params.operation(operation)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if self.operation is not None and not _templated(self.operation):
+            params.operation(self.operation)
 
     def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
         """A commit check only reads the table (an OpenLineage input)."""

@@ -64,7 +64,8 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
         self.application = application
         self.ref = ref
         self.expected_operations = tuple(params.operations(expected_operations, "expected_operations"))
-        self.params_for_job = params_for_job if params_for_job is not None else {}  # validated once rendered
+        self.params_for_job = params_for_job
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         ref, job_params = self._resolve()
@@ -92,24 +93,31 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
     def _resolve(self) -> tuple[str, Mapping[str, Any]]:
         """The rendered ref and ``params_for_job`` (a mapping of JSON values)."""
         ref = params.ref_name(self.ref, "ref")
-        if not isinstance(self.params_for_job, Mapping):
+        job_params = {} if self.params_for_job is None else self.params_for_job
+        if not isinstance(job_params, Mapping):
             raise IcebergValidationError(
-                f"params_for_job={self.params_for_job!r:.80} is not a mapping; pass a dict of JSON values."
+                f"params_for_job={job_params!r:.80} is not a mapping; pass a dict of JSON values."
             )
         try:
-            json.dumps(self.params_for_job)
+            json.dumps(job_params)
         except (TypeError, ValueError) as err:
             raise IcebergValidationError(
                 f"params_for_job is not JSON-serialisable ({err}); pass plain strings, numbers, lists and dicts."
             ) from err
-        return ref, self.params_for_job
+        return ref, job_params
 
     def _record(self, context: Context, ref: str, before: int | None, snap: SnapshotInfo, run: JobRun) -> None:
         """A ledger row, unless the application wrote its own (``iceberg_job_runtime.run_job`` does)."""
         self.record_application_write(
-            context, run, operation="spark_submit", ref=ref, before=before, after=snap.snapshot_id,
-            metrics=_summary_metrics(snap.summary), details={},
-        )  # fmt: skip
+            context,
+            run,
+            operation="spark_submit",
+            ref=ref,
+            before=before,
+            after=snap.snapshot_id,
+            metrics=_summary_metrics(snap.summary),
+            details={},
+        )
 
 
 def _summary_metrics(summary: Mapping[str, str]) -> dict[str, int]:

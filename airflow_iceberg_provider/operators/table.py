@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
-from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec  # re-exported: tests import here
+from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec
 from airflow_iceberg_provider.table_evolution import build_request, describe
-
-__all__ = ["IcebergCreateTableOperator", "parse_columns", "parse_partition_spec"]
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -52,30 +51,45 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         super().__init__(**kwargs)
         self.columns = dict(columns)
         self.partition_by = list(partition_by)
-        self.properties = {"format-version": "2", **{k: str(v) for k, v in (properties or {}).items()}}
-        if on_mismatch not in ("fail", "update"):
-            raise IcebergValidationError(f"on_mismatch={on_mismatch!r} is invalid; use 'fail' or 'update'.")
+        self.properties = properties
         self.on_mismatch = on_mismatch
-        self._schema = parse_columns(self.columns)
-        parse_partition_spec(self._schema, self.partition_by)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if self.on_mismatch not in ("fail", "update"):
+            raise IcebergValidationError(f"on_mismatch={self.on_mismatch!r} is invalid; use 'fail' or 'update'.")
+        parse_partition_spec(parse_columns(self.columns), self.partition_by)
+        if not params.is_templated(self.properties):
+            self.table_properties()
+
+    def table_properties(self) -> dict[str, str]:
+        """The rendered ``properties`` as strings, with ``format-version`` defaulting to 2."""
+        given = {} if params.is_unset(self.properties) else self.properties
+        if not isinstance(given, Mapping):
+            raise IcebergValidationError(
+                f"properties={params.describe(given)} is not a mapping; pass e.g. {{'write.format.default': 'parquet'}}."
+            )
+        return {"format-version": "2", **{str(k): str(v) for k, v in given.items()}}
 
     def execute(self, context: Context) -> dict[str, Any]:
         hook, ident = self.catalog_hook, self.ident
         schema = parse_columns(self.columns)
         spec = parse_partition_spec(schema, self.partition_by)
-        if hook.table_exists(ident) or not self._create(schema, spec):
-            return self._existing(context, schema)
+        properties = self.table_properties()
+        if hook.table_exists(ident) or not self._create(schema, spec, properties):
+            return self._existing(context, schema, properties)
         hook.record_ledger(
             operation="create_table",
             table=ident.dotted,
             status="succeeded",
             context=context,
-            details={"partition_by": self.partition_by, "properties": self.properties},
+            details={"partition_by": self.partition_by, "properties": properties},
         )
         self.log.info("Created table %s partitioned by %s", ident, self.partition_by or "nothing")
         return {"table": ident.dotted, "created": True}
 
-    def _create(self, schema: Any, spec: Any) -> bool:
+    def _create(self, schema: Any, spec: Any, properties: dict[str, str]) -> bool:
         """Create the table (and its namespace); ``False`` when a concurrent creator won the race."""
         from pyiceberg.exceptions import TableAlreadyExistsError
 
@@ -84,13 +98,13 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         try:
             with hook.translate_errors(ident.dotted):
                 hook.catalog.create_table(
-                    ident.dotted, schema=schema, partition_spec=spec, properties=dict(self.properties)
+                    ident.dotted, schema=schema, partition_spec=spec, properties=dict(properties)
                 )  # pyiceberg pops format-version
         except TableAlreadyExistsError:  # lost a race with a concurrent creator: compare with what won
             return False
         return True
 
-    def _existing(self, context: Context, schema: Any) -> dict[str, Any]:
+    def _existing(self, context: Context, schema: Any, properties: dict[str, str]) -> dict[str, Any]:
         """Compare an existing table with the request: schema (always refused if different), then
         partition spec and properties (refused, or applied with ``on_mismatch="update"``)."""
         from airflow_iceberg_provider.operators.table_changes import apply_table_changes, plan_table
@@ -104,11 +118,11 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
                 f"Table {ident} already exists with a different schema {have}; refusing to change it. "
                 "Evolve the schema explicitly (IcebergAlterTableOperator) or pick another table name."
             )
-        props = {k: v for k, v in self.properties.items() if k != "format-version"}
-        if str(tbl.metadata.format_version) != self.properties["format-version"]:
+        props = {k: v for k, v in properties.items() if k != "format-version"}
+        if str(tbl.metadata.format_version) != properties["format-version"]:
             raise IcebergRefusedError(
                 f"Table {ident} already exists with format-version {tbl.metadata.format_version}, not "
-                f"{self.properties['format-version']}; the format version is not changed here. Nothing was changed."
+                f"{properties['format-version']}; the format version is not changed here. Nothing was changed."
             )
         request = build_request(partition_by=self.partition_by, properties=props)
         mismatch = plan_table(tbl, request)
@@ -121,10 +135,17 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         changes = apply_table_changes(hook, ident, request) if mismatch else []
         if changes:
             hook.record_ledger(
-                operation="alter_table", table=ident.dotted, status="succeeded", context=context,
+                operation="alter_table",
+                table=ident.dotted,
+                status="succeeded",
+                context=context,
                 metrics={"changes": len(changes)},
-                details={"request": request.summary(), "changes": [c.as_dict() for c in changes], "via": "create_table"},
-            )  # fmt: skip
+                details={
+                    "request": request.summary(),
+                    "changes": [c.as_dict() for c in changes],
+                    "via": "create_table",
+                },
+            )
         self.log.info("Table %s already exists; %s", ident, describe(changes) if changes else "as requested")
         return {
             "table": ident.dotted,

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
@@ -194,8 +195,12 @@ class IcebergAlterTableOperator(IcebergBaseOperator):
         self.properties = properties
         self.bloom_filter_columns = bloom_filter_columns
         self.metrics_modes = metrics_modes
-        if "{{" not in repr([getattr(self, a) for a in _ARGS]):
-            self._request()  # static values fail at parse time
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if not any(params.is_templated(getattr(self, a)) for a in _ARGS):
+            self._request()
 
     def _request(self) -> TableChangeRequest:
         return build_request(**{a: getattr(self, a) for a in _ARGS})

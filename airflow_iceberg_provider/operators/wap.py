@@ -211,6 +211,7 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
         self.from_ref = from_ref
         self.from_snapshot_id = from_snapshot_id
         self.branch_prefix = branch_prefix
+        self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
         branch = resolve_branch(self.branch, context, self.branch_prefix)
@@ -345,21 +346,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         super().__init__(**kwargs)
         self.branch = branch
         self.incremental = incremental
-        if not isinstance(driver_read, bool):
-            raise IcebergValidationError(
-                f"driver_read={driver_read!r} is not a boolean; give True (the driver may read appended Parquet "
-                "files itself) or False (always a Spark job)."
-            )
         self.driver_read = driver_read
-        if isinstance(incremental_min_rows, bool) or not isinstance(incremental_min_rows, int):
-            raise IcebergValidationError(
-                f"incremental_min_rows={incremental_min_rows!r} is not an integer; give a row count such as 1000000 "
-                "(0 audits incrementally whenever possible)."
-            )
-        if incremental_min_rows < 0:
-            raise IcebergValidationError(
-                f"incremental_min_rows={incremental_min_rows} is negative; give 0 or a positive row count."
-            )
         self.incremental_min_rows = incremental_min_rows
         self.column_mapping = column_mapping
         self.table_checks = table_checks
@@ -369,8 +356,26 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         self.snapshot_id = snapshot_id
         self.base_snapshot_id = base_snapshot_id
         self.branch_prefix = branch_prefix
-        if "{{" not in repr((column_mapping, table_checks, change_checks, partition_clause)):
-            self.parse_checks()  # static specs fail at DAG parse time
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if not isinstance(self.driver_read, bool):
+            raise IcebergValidationError(
+                f"driver_read={self.driver_read!r} is not a boolean; give True (the driver may read appended Parquet "
+                "files itself) or False (always a Spark job)."
+            )
+        rows = self.incremental_min_rows
+        if isinstance(rows, bool) or not isinstance(rows, int):
+            raise IcebergValidationError(
+                f"incremental_min_rows={rows!r} is not an integer; give a row count such as 1000000 "
+                "(0 audits incrementally whenever possible)."
+            )
+        if rows < 0:
+            raise IcebergValidationError(f"incremental_min_rows={rows} is negative; give 0 or a positive row count.")
+        specs = (self.column_mapping, self.table_checks, self.change_checks, self.partition_clause)
+        if not params.is_templated(specs):
+            self.parse_checks()
 
     def parse_checks(self) -> list[audit_checks.Check]:
         """Validate the rendered check specs (no Spark, no catalog)."""

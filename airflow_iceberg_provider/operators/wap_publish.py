@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider._wap_plan import (
@@ -113,9 +114,6 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if on_conflict not in ON_CONFLICT:
-            raise IcebergValidationError(f"on_conflict={on_conflict!r} is invalid; use one of {list(ON_CONFLICT)}.")
-        _refuse_wap_conf(self.spark_conf)
         self.on_rerun = rerun.validate_on_rerun(on_rerun)
         self.branch = branch
         self.audited_snapshot_id = audited_snapshot_id
@@ -125,6 +123,16 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         self.require_audit = require_audit
         self.tag = tag
         self.branch_prefix = branch_prefix
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if self.on_conflict not in ON_CONFLICT:
+            raise IcebergValidationError(
+                f"on_conflict={self.on_conflict!r} is invalid; use one of {list(ON_CONFLICT)}."
+            )
+        if not params.is_templated(self.spark_conf):
+            _refuse_wap_conf(self.spark_conf)
 
     def execute(self, context: Context) -> dict[str, Any]:
         started = datetime.now(UTC)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider._wap_plan import plan_branch_reset, write_base
 from airflow_iceberg_provider.exceptions import (
@@ -186,34 +187,39 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if (application is None) == (sql is None):
-            raise IcebergValidationError(
-                f"Pass exactly one of application= (a PySpark script) or sql= (statements) to {type(self).__name__}."
-            )
-        bad = [op for op in expected_operations if op not in SNAPSHOT_OPERATIONS]
-        if bad or not expected_operations:
-            raise IcebergValidationError(
-                f"expected_operations={list(expected_operations)!r} is invalid; use a non-empty subset of "
-                f"{list(SNAPSHOT_OPERATIONS)}."
-            )
-        _refuse_wap_conf(self.spark_conf)
         self.on_rerun = rerun.validate_on_rerun(on_rerun)
-        if replace_where is not None and application is not None:
-            raise IcebergValidationError(
-                "replace_where applies to sql= writes (the provider's job deletes the rows before the statements); "
-                "an application must remove the interval's rows itself. Remove replace_where or use sql=."
-            )
-        if isinstance(replace_where, str) and "{{" not in replace_where:
-            rerun.validate_replace_where(replace_where)  # static predicates fail at parse time
         self.replace_where = replace_where
         self.branch = branch
         self.base_snapshot_id = base_snapshot_id
         self.application = application
         self.sql = sql
-        self.sql_args = sql_args if sql_args is not None else {}  # validated once rendered
-        self.params_for_job = params_for_job if params_for_job is not None else {}
+        self.sql_args = sql_args
+        self.params_for_job = params_for_job
         self.expected_operations = tuple(expected_operations)
         self.branch_prefix = branch_prefix
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        super().check_arguments()
+        if (self.application is None) == (self.sql is None):
+            raise IcebergValidationError(
+                f"Pass exactly one of application= (a PySpark script) or sql= (statements) to {type(self).__name__}."
+            )
+        bad = [op for op in self.expected_operations if op not in SNAPSHOT_OPERATIONS]
+        if bad or not self.expected_operations:
+            raise IcebergValidationError(
+                f"expected_operations={list(self.expected_operations)!r} is invalid; use a non-empty subset of "
+                f"{list(SNAPSHOT_OPERATIONS)}."
+            )
+        if not params.is_templated(self.spark_conf):
+            _refuse_wap_conf(self.spark_conf)
+        if self.replace_where is not None and self.application is not None:
+            raise IcebergValidationError(
+                "replace_where applies to sql= writes (the provider's job deletes the rows before the statements); "
+                "an application must remove the interval's rows itself. Remove replace_where or use sql=."
+            )
+        if isinstance(self.replace_where, str) and not params.is_templated(self.replace_where):
+            rerun.validate_replace_where(self.replace_where)
 
     def _statements(self) -> list[str]:
         items = [self.sql] if isinstance(self.sql, str) else list(self.sql or [])
@@ -226,7 +232,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         _refuse_wap_conf(self.spark_conf)
         statements = self._statements() if self.sql is not None else None
         for name, value in (("params_for_job", self.params_for_job), ("sql_args", self.sql_args)):
-            if not isinstance(value, Mapping):
+            if value is not None and not isinstance(value, Mapping):
                 raise IcebergValidationError(f"{name}={value!r:.80} is not a mapping; pass a dict of JSON values.")
         try:
             json.dumps(self.params_for_job)
@@ -319,12 +325,12 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         conf = wap_write_conf(branch, self.spark_conf)
         self.log.info("Writing to %s@%s (base %s)", self.ident.dotted, branch, base)
         if statements is None:
-            spec.update(params=self.params_for_job, snapshot_properties=props)
+            spec.update(params=self.params_for_job or {}, snapshot_properties=props)
             plan_ = self.spark_hook.plan(
                 str(self.application), spec=spec, extra_conf=conf, name=f"airflow-{self.task_id}"
             )
             return self.spark_hook.submit(plan_)
-        spec.update(statements=statements, sql_args=self.sql_args, commit_properties=props)
+        spec.update(statements=statements, sql_args=self.sql_args or {}, commit_properties=props)
         if plan.method == "predicate":
             replaces = plan.earlier.published_snapshot_id if plan.earlier else None
             spec["replace"] = {

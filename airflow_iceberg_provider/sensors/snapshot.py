@@ -111,19 +111,28 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         self.after_timestamp = after_timestamp
         self.since_last_seen = since_last_seen
         self.operation = operation
-        self.summary = summary if summary is not None else {}  # validated once rendered
+        self.summary = summary
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.state_key = state_key
         self.deferrable = _default_deferrable() if deferrable is None else deferrable
         self.check_before_defer = check_before_defer
         self._baseline: tuple[int | None, int | None] | None = None
         self._known_location: str | None = None
-        if isinstance(table, str) and "{{" not in table:
-            validate_table(table)
-        if isinstance(operation, str) and not params.is_templated(operation):
-            params.operation(operation)
+        self.check_arguments()
+
+    def check_arguments(self) -> None:
+        """Refuse bad arguments; templated values (Jinja, ``XComArg``) are skipped before rendering
+        and checked by :meth:`pre_execute` once rendered."""
+        if not params.is_templated(self.table):
+            validate_table(self.table)
+        if isinstance(self.operation, str) and not params.is_templated(self.operation):
+            params.operation(self.operation)
         if self.deferrable and self.mode == "reschedule":
             raise IcebergValidationError("deferrable=True and mode='reschedule' exclude each other; pick one.")
+
+    def pre_execute(self, context: Any) -> None:
+        super().pre_execute(context)
+        self.check_arguments()
 
     @cached_property
     def hook(self) -> IcebergCatalogHook:

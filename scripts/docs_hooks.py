@@ -11,12 +11,20 @@ changelog page includes ``CHANGELOG.md``)::
 
     <!-- fileinclude: CHANGELOG.md -->
 
+The API reference pages list every public operator, sensor, trigger and hook class of the
+package, found in the code, so a new class is documented without editing a page::
+
+    <!-- apireference: operators -->
+
+becomes one mkdocstrings ``::: module.Class`` block per class, grouped by module.
+
 A missing file or marker fails the build (``mkdocs build --strict`` turns every problem into an
 error), and ``tests/test_docs.py`` checks the same without building the site.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from pathlib import Path
@@ -26,6 +34,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXAMPLE_DIRECTIVE = re.compile(r"^<!--\s*exampleinclude:\s*(?P<path>\S+)\s+(?P<marker>[A-Za-z0-9_]+)\s*-->\s*$", re.M)
 FILE_DIRECTIVE = re.compile(r"^<!--\s*fileinclude:\s*(?P<path>\S+)\s*-->\s*$", re.M)
+API_DIRECTIVE = re.compile(r"^<!--\s*apireference:\s*(?P<kind>[a-z_]+)\s*-->\s*$", re.M)
+#: Which classes each API reference kind lists: (package directory, class-name suffixes).
+API_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "operators": ("operators", ("Operator",)),
+    "sensors": ("sensors", ("Sensor",)),
+    "triggers": ("triggers", ("Trigger",)),
+    "hooks": ("hooks", ("Hook",)),
+    "exceptions": ("", ("Error",)),
+}
 MARKER_LINE = re.compile(r"^\s*# \[(START|END) [A-Za-z0-9_]+\]\s*$")
 
 
@@ -67,6 +84,42 @@ def example_directives(markdown: str) -> list[tuple[str, str]]:
     return [(m["path"], m["marker"]) for m in EXAMPLE_DIRECTIVE.finditer(markdown)]
 
 
+def public_classes(kind: str) -> list[tuple[str, str]]:
+    """``(module, class)`` for every public class of an API reference kind, in file order.
+
+    A public class is defined at the top level of a module whose name does not start with ``_``,
+    its name does not start with ``_`` and ends with one of the kind's suffixes.
+    """
+    if kind not in API_KINDS:
+        raise ExampleIncludeError(f"unknown API reference kind {kind!r}; one of {sorted(API_KINDS)}")
+    folder, suffixes = API_KINDS[kind]
+    package = ROOT / "airflow_iceberg_provider"
+    base = package / folder if folder else package
+    found: list[tuple[str, str]] = []
+    for file in sorted(base.rglob("*.py") if folder else base.rglob("*.py")):
+        relative = file.relative_to(package)
+        if any(part.startswith("_") for part in relative.parts) or "spark_jobs" in relative.parts:
+            continue
+        module = ".".join(("airflow_iceberg_provider", *relative.with_suffix("").parts))
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and node.name.endswith(suffixes):
+                found.append((module, node.name))
+    return found
+
+
+def render_api_reference(kind: str) -> str:
+    """mkdocstrings blocks for every public class of ``kind``, one section per module."""
+    blocks: list[str] = []
+    current = None
+    for module, name in public_classes(kind):
+        if module != current:
+            current = module
+            blocks.append(f"## `{module.removeprefix('airflow_iceberg_provider.')}`\n")
+        blocks.append(f"::: {module}.{name}\n    options:\n      heading_level: 3\n")
+    return "\n".join(blocks)
+
+
 def render_includes(markdown: str) -> str:
     """Replace every include directive of a page by the included text."""
 
@@ -78,6 +131,7 @@ def render_includes(markdown: str) -> str:
     def whole_file(match: re.Match[str]) -> str:
         return _repo_file(match["path"]).read_text(encoding="utf-8")
 
+    markdown = API_DIRECTIVE.sub(lambda m: render_api_reference(m["kind"]), markdown)
     return FILE_DIRECTIVE.sub(whole_file, EXAMPLE_DIRECTIVE.sub(example, markdown))
 
 

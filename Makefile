@@ -2,7 +2,7 @@
 # Both bootstrap the environment first (idempotent: a second run skips what exists).
 SHELL := /bin/bash
 
-.PHONY: bootstrap demo test test-fast bench lint clean
+.PHONY: bootstrap demo test test-fast bench lint docs clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -10,7 +10,8 @@ bootstrap:
 demo: bootstrap
 	bash scripts/demo.sh
 
-test: bootstrap
+# The docs are built first, so that pytest's summary stays the last line of the run.
+test: bootstrap docs
 	bash scripts/test.sh
 
 test-fast: bootstrap
@@ -22,6 +23,12 @@ bench: bootstrap
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/python scripts/check_operator_init.py
+	.venv/bin/python scripts/check_history.py
+
+# The docs site (docs/ + mkdocs.yml) into site/: warnings, broken internal links and anchors and
+# missing example markers are errors; nothing is fetched from the network.
+docs: bootstrap
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 clean:
-	rm -rf .work
+	rm -rf .work site

@@ -26,7 +26,7 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
         ("development round", r"\brounds?[- ]?(\d+|one|two|three|four|five)(?![\w-])"),
-        ("development session", r"\b(session \d+|(this|previous|earlier|last|next) session)\b"),
+        ("development session", r"\b(session[- ]\d+|(this|previous|earlier|last|next) session)\b"),
         ("the issue", r"\bthe issue\b|\bissue #?\d+\b|\bissues #?\d+\b"),
         ("this machine", r"\bth(is|ese) ([\w-]+ )?machines?\b"),
         ("the team", r"\bother engineers\b|\bengineers'"),

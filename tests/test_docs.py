@@ -1,0 +1,125 @@
+"""The docs' code comes from the example DAGs; the README stays short; shipped text has no diary.
+
+Pure tests (no Airflow import, no build): ``make docs`` builds the site itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from scripts import check_history, docs_hooks
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+EXAMPLES = sorted((ROOT / "example_dags").glob("*.py"))
+
+
+def _directives() -> list[tuple[Path, str, str]]:
+    return [(page, path, marker) for page in PAGES for path, marker in docs_hooks.example_directives(page.read_text())]
+
+
+@pytest.mark.parametrize(("page", "path", "marker"), _directives(), ids=lambda v: getattr(v, "name", v))
+def test_every_included_example_marker_exists(page: Path, path: str, marker: str) -> None:
+    code = docs_hooks.extract_example(path, marker)
+    compile(code if not code.startswith(" ") else f"if True:\n{code}", f"{path}:{marker}", "exec")
+
+
+def test_a_missing_marker_fails_with_its_name(tmp_path: Path) -> None:
+    with pytest.raises(docs_hooks.ExampleIncludeError, match=r"\[START no_such_marker\]"):
+        docs_hooks.extract_example("example_dags/example_iceberg_wap.py", "no_such_marker")
+    with pytest.raises(docs_hooks.ExampleIncludeError, match="does not exist"):
+        docs_hooks.render_includes("<!-- exampleinclude: example_dags/nope.py howto_wap -->")
+
+
+def test_an_include_becomes_a_python_block_of_the_example_code() -> None:
+    rendered = docs_hooks.render_includes("<!-- exampleinclude: example_dags/example_iceberg_wap.py howto_wap -->")
+    assert rendered.startswith('```python title="example_dags/example_iceberg_wap.py"\nwap = wap_task_group(')
+    assert "# [START" not in rendered and "# [END" not in rendered
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_dag_is_included_in_a_page(example: Path) -> None:
+    included = {path for _, path, _ in _directives()}
+    assert str(example.relative_to(ROOT)) in included, (
+        f"{example.relative_to(ROOT)} is not included in any docs page: put '# [START name]' / '# [END name]' "
+        "around its key code and add '<!-- exampleinclude: <path> <name> -->' to the page of its task"
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_example_markers_are_paired(example: Path) -> None:
+    text = example.read_text()
+    starts = re.findall(r"^\s*# \[START (\w+)\]\s*$", text, re.M)
+    ends = re.findall(r"^\s*# \[END (\w+)\]\s*$", text, re.M)
+    assert len(starts) == len(set(starts)), f"duplicate START markers in {example.name}"
+    assert sorted(starts) == sorted(ends), f"unpaired markers in {example.name}: {set(starts) ^ set(ends)}"
+
+
+@pytest.mark.parametrize("kind", ["operators", "sensors", "triggers", "hooks"])
+def test_every_public_class_of_the_api_reference_has_a_docstring(kind: str) -> None:
+    classes = docs_hooks.public_classes(kind)
+    assert classes, kind
+    undocumented = []
+    for module, name in classes:
+        tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+        node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        if not (ast.get_docstring(node) or "").strip():
+            undocumented.append(f"{module}.{name}")
+    assert not undocumented, f"public classes without a docstring (the API reference would be empty): {undocumented}"
+
+
+def test_api_reference_lists_the_operators_of_every_capability() -> None:
+    names = {name for _, name in docs_hooks.public_classes("operators")}
+    assert {"IcebergWapPublishOperator", "IcebergCreateTagOperator", "IcebergMaintenancePlanOperator"} <= names
+    assert {"IcebergErasureOperator", "IcebergAlterTableOperator", "IcebergSparkSubmitOperator"} <= names
+    assert all(not n.startswith("_") for n in names)
+
+
+def test_readme_is_short_and_its_dag_uses_real_arguments() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert blocks, "the README shows a WAP DAG"
+    tree = ast.parse(blocks[0])
+    group = ast.parse((ROOT / "airflow_iceberg_provider/task_groups.py").read_text())
+    fn = next(n for n in group.body if isinstance(n, ast.FunctionDef) and n.name == "wap_task_group")
+    accepted = {a.arg for a in fn.args.kwonlyargs + fn.args.args}
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "wap_task_group"]
+    assert calls and {k.arg for k in calls[0].keywords} <= accepted
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(((?!https?://)[^)#]+)(?:#[^)]*)?\)", readme)
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert targets and not missing, missing
+
+
+@pytest.mark.parametrize(
+    ("line", "rules"),
+    [
+        ("the pre-#13 behaviour", {"issue reference #13", "newness marker"}),
+        ("Daily logical erasure (#13): requests", {"issue reference #13"}),
+        ("excluded (apache/iceberg#15512), which fails", set()),
+        ("body { color: #212121; } .x { fill: '#000' }", set()),
+        ("an arrow &#8594; here", set()),
+        ("README: round-2 session-3 suite figures", {"development round", "development session"}),
+        ("Measured on this 2-core machine (noisy)", {"this machine"}),
+        ("short of the issue's 20x", {"the issue"}),
+        ("browsers round 64-bit ids; a round trip", set()),
+        ("On a machine with 2 cores", set()),
+    ],
+)
+def test_history_lint_rules(line: str, rules: set[str]) -> None:
+    found = {f.split("[", 1)[1].split("]", 1)[0] for f in check_history.findings(Path("x.py"), line)}
+    assert found == rules
+
+
+def test_history_lint_exempts_the_changelog() -> None:
+    files = {p.name for p in check_history.shipped_files(["README.md", "CHANGELOG.md", "docs"])}
+    assert "README.md" in files and "CHANGELOG.md" not in files

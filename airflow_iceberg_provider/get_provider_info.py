@@ -22,10 +22,10 @@ def _section(kind: str) -> list[dict[str, Any]]:
     return [{"integration-name": "Governed Apache Iceberg", "python-modules": modules}] if modules else []
 
 
-#: Where the Providers page links (also ``[project.urls] Documentation`` in pyproject.toml, which
-#: Airflow reads from the installed package's metadata; without it the page links to a
-#: non-existent page on airflow.apache.org).
-DOCUMENTATION_URL = "https://github.com/airflow-iceberg-provider/airflow-iceberg-provider#readme"
+#: Where the Providers page links: the index of the docs site built from ``docs/`` (also
+#: ``[project.urls] Documentation`` in pyproject.toml, which Airflow reads from the installed
+#: package's metadata; without it the page links to a non-existent page on airflow.apache.org).
+DOCUMENTATION_URL = "https://airflow-iceberg-provider.github.io/airflow-iceberg-provider/"
 
 #: What each catalog type needs (the hook refuses a connection without it, naming the field).
 REQUIRED_FIELDS = {

@@ -30,7 +30,7 @@ from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.governance import decode_ledger_row
 
 ON_RERUN = ("fail", "skip", "replace")
-#: snapshot summary keys of the Airflow identity (``airflow.<field>``; the first four predate #15)
+#: snapshot summary keys of the Airflow identity (``airflow.<field>``; older writers stamped only the first four)
 KEY_DAG, KEY_RUN, KEY_TASK, KEY_TRY = "airflow.dag-id", "airflow.run-id", "airflow.task-id", "airflow.try-number"
 KEY_LOGICAL = "airflow.logical-date"
 KEY_START, KEY_END = "airflow.data-interval-start", "airflow.data-interval-end"

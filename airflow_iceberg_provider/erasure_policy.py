@@ -348,13 +348,13 @@ def overdue_requests(rows: Iterable[Mapping[str, Any]], *, now: datetime, deadli
     return sorted(out, key=lambda r: r["received_at"])
 
 
-# ------------------------------------------------------------------ phases (#13)
+# ------------------------------------------------------------------ phases
 def validate_phase(value: object) -> str:
     if value not in PHASES:
         raise IcebergValidationError(
             f"phase={value!r} is not an erasure phase; use 'logical' (merge-on-read delete on every ref, hours), "
             "'purge' (physical removal of every logically erased request of the table, one job) or 'full' (both "
-            "in one run, the pre-#13 behaviour)."
+            "in one run, the default)."
         )
     return str(value)
 
@@ -438,7 +438,7 @@ def deadline_report(
     return out
 
 
-# ------------------------------------------------------- erasure-ready tables (#13)
+# ------------------------------------------------------- erasure-ready tables
 def erasure_ready_properties(
     columns: str | Sequence[str], *, fpp: float = 0.01, keep_bounds: bool = False
 ) -> dict[str, str]:

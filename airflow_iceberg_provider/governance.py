@@ -137,7 +137,7 @@ ERASURE_EVIDENCE = GovernanceTable(
         *_AIRFLOW_COLUMNS,
         Column("provider_version", "string"),
         Column("iceberg_version", "string"),
-        # added by the erasure operator (#6); table-level figures repeat on each request row
+        # written by the erasure operator; table-level figures repeat on each request row
         Column("rows_held", "long", doc="subject rows still in files pinned by blocking refs (ref_policy=keep)"),
         Column("subject_columns", "string", doc="JSON list of the columns matched"),
         Column("ref_policy", "string", doc="fail | drop | keep"),

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from airflow_iceberg_provider._ref_logic import RefChange
 
-# catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log (#20)
+# catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log
 register_non_secret_terms()
 
 T = TypeVar("T")
@@ -496,7 +496,7 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
             tx.set_properties(missing)
         return True
 
-    # ------------------------------------------ tags, branches, rollback, commit polling (#4)
+    # ------------------------------------------ tags, branches, rollback, commit polling
     def ref_chain(self, table: str | TableIdent | Table, ref: str = MAIN_BRANCH) -> list[SnapshotInfo]:
         """A ref's ancestry as plain values, **oldest first** (head last); empty for an empty table."""
         tbl = self._table(table)

@@ -99,7 +99,7 @@ class IcebergBaseOperator(BaseOperator):
     def ident(self) -> TableIdent:
         return validate_table(self.table)
 
-    # ------------------------------------------------- lineage and assets (#7)
+    # ------------------------------------------------- lineage and assets
     def openlineage_tables(self) -> tuple[Sequence[str], Sequence[str]]:
         """``(inputs, outputs)`` as ``namespace.table`` names for OpenLineage.
 

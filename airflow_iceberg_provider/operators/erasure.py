@@ -3,7 +3,7 @@
 A DELETE is not an erasure: merge-on-read leaves the rows inside live data files,
 copy-on-write leaves them in files older snapshots still reference, tags and
 branches pin those snapshots, and DELETED manifest entries keep column bounds. The
-operator runs ONE Spark job (``spark_jobs/erasure.py``) per phase (#13):
+operator runs ONE Spark job (``spark_jobs/erasure.py``) per phase:
 
 * ``phase="logical"``: one batched merge-on-read DELETE on every branch that shows the
   subjects (whatever the table's delete mode; its properties are restored exactly), an
@@ -11,7 +11,7 @@ operator runs ONE Spark job (``spark_jobs/erasure.py``) per phase (#13):
 * ``phase="purge"``: every logically erased request of the table in one job: rewrite the
   files that carry deletes or hold subjects, expire only the snapshots that reach a
   subject file, rewrite manifests, verify physically; requests become ``erased``.
-* ``phase="full"`` (default, the pre-#13 behaviour): delete, rewrite, expire (all history),
+* ``phase="full"`` (the default): delete, rewrite, expire (all history),
   manifests, verify, in one run.
 """
 
@@ -277,7 +277,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
                 "is impossible; use phase='full' or upgrade the table to format-version 2."
             )
         refuse_if_problems(problems)
-        if phase != PHASE_LOGICAL:  # its expiry must not drop a legal hold by age (#16): refuses, names the hold
+        if phase != PHASE_LOGICAL:  # its expiry must not drop a legal hold by age: refuses, names the hold
             preview_table_expiry(tbl, retain_last=1)
         for c in columns:
             if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":

@@ -365,10 +365,10 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         describe the current snapshot, or when a rewrite in this plan will make them stale (default
         property ``airflow-iceberg.maintenance.compute-stats``, else off).
     :param force: run every allowed, applicable action regardless of thresholds (templated).
-    :param erasure_purge: run the erasure purge first (#13): ``IcebergErasureOperator`` arguments, e.g.
+    :param erasure_purge: run the erasure purge first: ``IcebergErasureOperator`` arguments, e.g.
         ``{"requests_table": "ns.requests", "subject_columns": "customer_id"}``; skipped when nothing is
         logically erased (see ``operators.erasure.run_erasure_purge``).
-    :param metadata_hygiene: bound the metadata log and delete leftover metadata files first (#16):
+    :param metadata_hygiene: bound the metadata log and delete leftover metadata files first:
         ``True`` or ``{"previous_versions_max": 20, "older_than": "1h", "dry_run": False}`` (see
         ``operators.health.IcebergMetadataHygieneOperator``; catalog only, no JVM).
     """

@@ -584,7 +584,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
 
 
 def __getattr__(name: str) -> Any:
-    """The write and publish operators live in ``wap_write`` / ``wap_publish`` (#15); still importable here."""
+    """The write and publish operators live in ``wap_write`` / ``wap_publish``; they are importable from here too."""
     if name == "IcebergWapWriteOperator":
         from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 

@@ -1,8 +1,8 @@
 """The publish step of write-audit-publish: move ``main`` to exactly the audited snapshot, once per interval.
 
-Moved out of :mod:`airflow_iceberg_provider.operators.wap` (which still exports it) for #15.
+Also importable from :mod:`airflow_iceberg_provider.operators.wap`.
 ``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider._wap_plan.plan_publish`,
-pure) -> apply (one catalog commit) -> verify -> record (#14).
+pure) -> apply (one catalog commit) -> verify -> record.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     a concurrent change to any of them fails the whole commit and nothing changes. After a
     cherry-pick (a Spark commit of its own) the tag and the branch drop follow in one commit.
 
-    Re-runs (#15): a publish whose snapshot is already on ``main`` commits nothing; it
+    Re-runs: a publish whose snapshot is already on ``main`` commits nothing; it
     emits the Asset event again (same snapshot id) unless ``on_rerun="skip"``, which skips
     the task (no second event) after a ``noop`` ledger row. A try that died after moving
     ``main`` but before its ledger row is completed (row marked ``recovered``, event

@@ -1,6 +1,6 @@
 """The write step of write-audit-publish: Spark writes to the run's branch, stamped and re-run safe.
 
-Moved out of :mod:`airflow_iceberg_provider.operators.wap` (which still exports it) for #15.
+Also importable from :mod:`airflow_iceberg_provider.operators.wap`.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
     application receives the same properties as ``spec["snapshot_properties"]`` and should
     apply them (``writer.option("snapshot-property." + k, v)``).
 
-    Re-runs (#15): before writing, one catalog read decides whether this interval was
+    Re-runs: before writing, one catalog read decides whether this interval was
     already published to ``main`` (``_wap_logic.plan_rerun``). ``on_rerun="fail"`` (default)
     refuses, naming the earlier publish's snapshot and run; ``"skip"`` records a ``noop``
     ledger row and skips (the audit and publish are skipped, no Asset event);

@@ -125,7 +125,7 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
                 )
         found: dict[str, int] = {}
         for e in self.hook.read_governance_rows("erasure_evidence"):
-            if e.get("rows_found") is not None:  # evidence written before #13 has no count
+            if e.get("rows_found") is not None:  # evidence of older versions has no count
                 found[e["request_id"]] = found.get(e["request_id"], 0) + int(e["rows_found"])
         ids = {r["request_id"] for r in rows}
         unmatched = sorted(r for r, n in found.items() if n == 0 and r in ids)

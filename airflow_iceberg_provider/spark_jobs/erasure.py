@@ -22,7 +22,7 @@ One session does every step (see DESIGN "Facts that bite": a DELETE is not an er
 7. evidence rows (MERGE, one per request and table; salted hashes only) and request
    statuses (MERGE into the requests table).
 
-Phases (#13, ``spec["phase"]``): ``full`` is the sequence above; ``logical`` (``erasure_logical.py``) stops after
+Phases (``spec["phase"]``): ``full`` is the sequence above; ``logical`` (``erasure_logical.py``) stops after
 step 4 (merge-on-read DELETE on main, properties restored and compared; copy-on-write on other
 branches) and verifies with a count on every ref head; ``purge`` runs steps 3-7 with
 ``expire_snapshots(snapshot_ids => ...)`` limited to the snapshots that reach a subject file,
@@ -650,7 +650,7 @@ class ErasureRun:
             "retained_snapshots_checked": len(self.snapshots()),
         }
 
-    # ------------------------------------------------------------ purge pieces (#13)
+    # ------------------------------------------------------------ purge pieces
     def _expire_reaching(self, subject_files: set[str], acc: dict[str, int]) -> None:
         """Expire ONLY the snapshots that reach a subject-holding file (live, or a DELETED manifest
         entry carrying its bounds); every other snapshot, and the refs on them, stay."""
@@ -675,7 +675,7 @@ class ErasureRun:
             acc["manifest_lists"] += int(d.get("deleted_manifest_lists_count") or 0)
 
     def remove_leftovers(self) -> None:
-        """Delete what killed or losing rewrites left behind (#13): Parquet files under the table's data
+        """Delete what killed or losing rewrites left behind: Parquet files under the table's data
         location that NO snapshot references, older than ``leftover_min_age_s`` (default 1 h: never a
         write still in flight), and that either hold a subject row or are partial (no footer)."""
         min_age_ms = int(float(self.spec.get("leftover_min_age_s", 3600)) * 1000)

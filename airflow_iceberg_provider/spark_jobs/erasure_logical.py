@@ -1,4 +1,4 @@
-"""The logical phase of an erasure (#13): hide the subjects on every branch head, verify, record.
+"""The logical phase of an erasure: hide the subjects on every branch head, verify, record.
 
 Functions over an :class:`erasure.ErasureRun` (its session, table, subject views and timers):
 one batched merge-on-read DELETE on ``main`` (copy-on-write on other branches that show the

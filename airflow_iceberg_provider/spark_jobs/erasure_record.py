@@ -39,7 +39,7 @@ def evidence_name(run: Any) -> str:
 
 
 def ensure_evidence_columns(run: Any) -> None:
-    """Add the #13 columns to an evidence table created before them (schema evolution, no rewrite)."""
+    """Add the lifecycle columns to an evidence table created before them (schema evolution, no rewrite)."""
     ev_name = evidence_name(run)
     have = {f.name for f in run.spark.table(ev_name).schema.fields}
     missing = [(n, t) for n, t in es.EVIDENCE_COLUMNS_13 if n not in have]

@@ -44,7 +44,7 @@ PHASE_INPUT_STATUSES = {
 #: Column types a subject column may have (Spark SQL simple type names).
 SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
-#: Evidence columns added by #13 (the job adds any that an older evidence table lacks).
+#: Evidence columns of the erasure lifecycle (the job adds any that an older evidence table lacks).
 EVIDENCE_COLUMNS_13 = (
     ("phase", "string"),
     ("rows_found", "bigint"),

@@ -137,7 +137,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     """
     Fire once per erasure request and deadline kind when the request gets within ``margin`` of it.
 
-    Deadline kinds (durations from ``received_at``), as in the erasure lifecycle (#13) and
+    Deadline kinds (durations from ``received_at``), as in the erasure lifecycle and
     :class:`IcebergErasureDeadlineSensor`: ``logical`` — owed until the request is
     ``logically_erased`` (rows deleted, possibly still in old files); ``physical`` — owed until it
     is ``erased`` (``done`` in older tables). Default ``{"logical": "24h", "physical": "30d"}``.

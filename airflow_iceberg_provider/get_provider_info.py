@@ -139,14 +139,14 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "Comma-separated local jars (offline Iceberg runtime).",
                         "version_added": "0.1.0",
                         "type": "string",
-                        "example": "/opt/jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar",
+                        "example": "/opt/jars/iceberg-spark-runtime-3.5_2.12-1.10.1.jar",
                         "default": "",
                     },
                     "spark_packages": {
                         "description": "Comma-separated Maven coordinates; used when spark_jars is empty.",
                         "version_added": "0.1.0",
                         "type": "string",
-                        "example": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",
+                        "example": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.1",
                         "default": "",
                     },
                     "pyspark_python": {

@@ -2,11 +2,11 @@
 # Idempotent environment setup for airflow_iceberg_provider.
 #
 # Creates (only what is missing):
-#   * Debian packages: Java 17, sqlite JDBC driver, jarjar (to relocate Jackson),
-#     PostgreSQL server + JDBC driver (server-catalog tests), chromium + chromium-driver (browser test)
+#   * Debian packages: Java 17, Maven (resolves the Spark-side jars), PostgreSQL server (server-catalog
+#     tests), chromium + chromium-driver (browser test)
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
-#   * .spark-runtime/  – the Spark side (pyspark 3.5.9, pyarrow for Arrow collects, Iceberg 1.10.2 runtime jars;
-#                        jars/s3: AWS SDK v2 for S3FileIO + hadoop-aws/SDK v1 for S3A, only for S3 jobs)
+#   * .spark-runtime/  – the Spark side (pyspark 3.5.7 with the Spark Connect client, pyarrow for Arrow
+#                        collects) and the jars of spark-deps/jars.lock, resolved with Maven
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
 #
 # Re-running it is cheap: every step checks a marker or the artefact first.
@@ -25,13 +25,11 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 # ---------------------------------------------------------------- apt packages
 need_apt=()
 command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || need_apt+=(openjdk-17-jre-headless)
-[ -f /usr/share/java/sqlite-jdbc.jar ] || need_apt+=(libxerial-sqlite-jdbc-java)
-[ -f /usr/share/java/jarjar.jar ] || need_apt+=(libjarjar-java)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v zip >/dev/null 2>&1 || need_apt+=(zip)
 command -v unzip >/dev/null 2>&1 || need_apt+=(unzip)
-# Production catalogs (#7): a PostgreSQL server for the SQL-catalog tests and its JDBC driver for Spark.
+# Production catalogs: a PostgreSQL server for the SQL-catalog tests (Spark's JDBC driver comes from Maven).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
-[ -f /usr/share/java/postgresql.jar ] || need_apt+=(libpostgresql-jdbc-java)
 # Governance view (#17): the real-browser test drives Debian's Chromium through chromedriver (no browser download).
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
@@ -54,69 +52,76 @@ if [ ! -f "$STAMP" ]; then
 fi
 
 # ---------------------------------------------------------------- Spark runtime
-if [ ! -f "$RT/.ok-pyspark-arrow" ]; then
-  log "creating Spark runtime venv in $RT"
+# pyspark is pinned to the Spark version of the Spark Connect server jar (spark-deps/pom.xml,
+# spark.version): Maven Central serves org.apache.spark:spark-connect_2.12 at 3.5.7, so the whole
+# Spark side is 3.5.7. The [connect] extra brings the Spark Connect client's grpcio, grpcio-status,
+# googleapis-common-protos and pandas; pandas stays on 2.x, the line Spark 3.5 supports.
+RT_STAMP="$RT/.ok-pyspark-3.5.7-connect"
+if [ ! -f "$RT_STAMP" ]; then
+  log "creating Spark runtime venv in $RT (pyspark 3.5.7 + Spark Connect client)"
   [ -x "$RT/bin/python" ] || "$PY" -m venv "$RT"
   "$RT/bin/pip" install -q --upgrade pip
-  "$RT/bin/pip" install -q "pyspark==3.5.9" "snowpark-connect-deps-iceberg==1.0.3" "pyarrow==18.1.0"
-  touch "$RT/.ok-pyspark-arrow"
+  "$RT/bin/pip" install -q "pyspark[connect]==3.5.7" "pyarrow==18.1.0" "pandas>=2.2,<3" \
+    "grpcio" "grpcio-status" "googleapis-common-protos"
+  # Earlier runtimes took jars out of this PyPI package; nothing uses it any more.
+  if "$RT/bin/pip" show -q snowpark-connect-deps-iceberg >/dev/null 2>&1; then
+    "$RT/bin/pip" uninstall -q -y snowpark-connect-deps-iceberg
+  fi
+  rm -f "$RT"/.ok-pyspark-*
+  touch "$RT_STAMP"
 fi
 
-mkdir -p "$JARS"
-SITE="$("$RT/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-if [ ! -f "$JARS/iceberg-spark-runtime-3.5_2.12-1.10.2.jar" ]; then
-  src="$(find "$SITE" -name 'iceberg-spark-runtime-3.5_2.12-1.10.2.jar' | head -n1)"
-  [ -n "$src" ] || { log "Iceberg runtime jar not found in snowpark-connect-deps-iceberg"; exit 1; }
-  cp "$src" "$JARS/"
-fi
-if [ ! -f "$JARS/iceberg-shaded-jackson.jar" ]; then
-  log "relocating Jackson for the Iceberg runtime (jarjar)"
-  tmp="$(mktemp -d)"
-  trap 'rm -rf "$tmp"' EXIT
-  mkdir -p "$tmp/classes"
-  for j in core databind annotations; do
-    (cd "$tmp/classes" && unzip -q -o "$SITE/pyspark/jars/jackson-$j-2.15.2.jar" -x 'META-INF/*')
+# ---------------------------------------------------------------- Spark-side jars (Maven)
+# Pinned Maven coordinates (spark-deps/pom.xml; spark-deps/rest-fixture/pom.xml for Iceberg's REST
+# test server), resolved by Maven itself, so the machine's settings.xml (mirrors, proxies) applies.
+# Every jar is checked against spark-deps/jars.lock (folder, coordinates, sha256) before it is
+# placed; a folder keeps only the jars the lock lists. Folders under .spark-runtime/:
+#   jars/          Iceberg Spark runtime, SQLite and PostgreSQL JDBC drivers (every job)
+#   jars/s3/       iceberg-aws-bundle (S3FileIO) + hadoop-aws and its AWS SDK v1 bundle (S3A)
+#   jars/connect/  the Spark Connect server plugin
+#   rest-fixture/  Apache Iceberg's RESTCatalogServer and its classpath (tests only)
+LOCK="$ROOT/spark-deps/jars.lock"
+# shellcheck source=spark-deps/resolve.sh
+source "$ROOT/spark-deps/resolve.sh"
+JAR_STAMP="$RT/.ok-jars-$(sha1sum "$LOCK" | cut -c1-12)"
+jars_in_place() {
+  local folder coords sha
+  while read -r folder coords sha; do
+    [ -f "$RT/$folder/$(file_of "$coords")" ] || return 1
+  done < <(grep -v '^#' "$LOCK")
+}
+if [ ! -f "$JAR_STAMP" ] || ! jars_in_place; then
+  command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to resolve the Spark jars"; exit 1; }
+  log "resolving the Spark-side jars with Maven (spark-deps/jars.lock: $(grep -vc '^#' "$LOCK") jars)"
+  stage="$RT/.jars-staging"
+  rm -rf "$stage"
+  resolve_spark_deps "$ROOT/spark-deps" "$stage"
+  bad=0
+  while read -r folder coords sha; do
+    part=spark; [ "$folder" = rest-fixture ] && part=rest-fixture
+    src="$stage/$part/$(path_of "$coords")"
+    if [ ! -f "$src" ]; then log "not resolved by Maven: $coords"; bad=1; continue; fi
+    got="$(sha256sum "$src" | cut -d' ' -f1)"
+    [ "$got" = "$sha" ] || { log "sha256 mismatch for $coords: lock $sha, resolved $got"; bad=1; }
+  done < <(grep -v '^#' "$LOCK")
+  [ "$bad" = 0 ] || { rm -rf "$stage"; log "jars do not match spark-deps/jars.lock: nothing installed"; exit 1; }
+  for folder in $(grep -v '^#' "$LOCK" | cut -d' ' -f1 | sort -u); do
+    mkdir -p "$RT/$folder"
+    rm -f "$RT/$folder"/.ok-*
+    listed="$(grep -v '^#' "$LOCK" | awk -v f="$folder" '$1 == f {print $2}' | while read -r c; do file_of "$c"; done)"
+    for jar in "$RT/$folder"/*.jar; do
+      [ -e "$jar" ] || continue
+      grep -qxF "${jar##*/}" <<< "$listed" || { log "removing $folder/${jar##*/} (not in the lock)"; rm -f "$jar"; }
+    done
   done
-  (cd "$tmp/classes" && zip -q -r "$tmp/jackson.jar" .)
-  echo 'rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1' > "$tmp/rules.txt"
-  java -jar /usr/share/java/jarjar.jar process "$tmp/rules.txt" "$tmp/jackson.jar" "$JARS/iceberg-shaded-jackson.jar.part"
-  mv "$JARS/iceberg-shaded-jackson.jar.part" "$JARS/iceberg-shaded-jackson.jar"
-fi
-[ -e "$JARS/sqlite-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/sqlite-jdbc.jar)" "$JARS/sqlite-jdbc.jar"
-[ -e "$JARS/postgresql-jdbc.jar" ] || cp "$(readlink -f /usr/share/java/postgresql.jar)" "$JARS/postgresql-jdbc.jar"
-# Spark on S3 (#18): Iceberg's S3FileIO (inside the runtime jar) needs the AWS SDK v2 on the classpath.
-# Only its jars are taken from the bodo-iceberg-connector wheel (SDK 2.29.26; no Python package is
-# installed). They go to $JARS/s3/, used by the S3 tests via AIP_S3_SPARK_JARS (scripts/env.sh), not by
-# every local job. kms is needed even without KMS: S3FileIO's class loading touches its model classes.
-S3_JARS="$JARS/s3"
-if [ ! -f "$S3_JARS/.ok-awssdk-2.29.26" ]; then
-  log "extracting the AWS SDK v2 jars for S3FileIO (bodo-iceberg-connector 2026.10 wheel, ~140 MB download)"
-  tmp_s3="$(mktemp -d)"
-  "$RT/bin/pip" download -q --no-deps "bodo-iceberg-connector==2026.10" -d "$tmp_s3"
-  rm -rf "$S3_JARS" && mkdir -p "$S3_JARS"
-  sdk_v2=(annotations apache-client arns auth aws-core aws-json-protocol aws-query-protocol aws-xml-protocol
-    checksums checksums-spi crt-core endpoints-spi http-auth http-auth-aws http-auth-aws-eventstream
-    http-auth-spi http-client-spi identity-spi json-utils kms metrics-spi profiles protocol-core regions
-    retries retries-spi s3 sdk-core sts third-party-jackson-core url-connection-client utils)
-  members=("bodo_iceberg_connector/jars/libs/reactive-streams-1.0.4.jar" "bodo_iceberg_connector/jars/libs/eventstream-1.0.1.jar")
-  for m in "${sdk_v2[@]}"; do members+=("bodo_iceberg_connector/jars/libs/$m-2.29.26.jar"); done
-  unzip -q -o -j "$tmp_s3"/bodo_iceberg_connector-2026.10-*.whl "${members[@]}" -d "$S3_JARS"
-  rm -rf "$tmp_s3"
-  [ "$(ls "$S3_JARS"/*.jar | wc -l)" = "${#members[@]}" ] || { log "AWS SDK v2 jars incomplete in $S3_JARS"; exit 1; }
-  touch "$S3_JARS/.ok-awssdk-2.29.26"
-fi
-# Raw-file reads through Hadoop's FileSystem (erasure's verification, orphan listing) need a Hadoop
-# FileSystem for the s3 scheme: S3A. hadoop-aws 3.3.1 + AWS SDK v1 bundle 1.11.901 work with pyspark's
-# Hadoop 3.3.4 client; only these two jars are taken from the sagemaker-pyspark sdist (~180 MB download).
-if [ ! -f "$S3_JARS/.ok-s3a-hadoop-aws-3.3.1" ]; then
-  log "extracting hadoop-aws + AWS SDK v1 bundle for S3A (sagemaker-pyspark 1.4.5 sdist, ~180 MB download)"
-  tmp_s3="$(mktemp -d)"
-  "$RT/bin/pip" download -q --no-deps --no-binary :all: "sagemaker-pyspark==1.4.5" -d "$tmp_s3"
-  tar xzf "$tmp_s3"/sagemaker_pyspark-1.4.5.tar.gz -C "$tmp_s3" --strip-components=3 \
-    sagemaker_pyspark-1.4.5/deps/jars/hadoop-aws-3.3.1.jar sagemaker_pyspark-1.4.5/deps/jars/aws-java-sdk-bundle-1.11.901.jar
-  mv "$tmp_s3"/hadoop-aws-3.3.1.jar "$tmp_s3"/aws-java-sdk-bundle-1.11.901.jar "$S3_JARS/"
-  rm -rf "$tmp_s3"
-  touch "$S3_JARS/.ok-s3a-hadoop-aws-3.3.1"
+  while read -r folder coords sha; do
+    part=spark; [ "$folder" = rest-fixture ] && part=rest-fixture
+    cp "$stage/$part/$(path_of "$coords")" "$RT/$folder/$(file_of "$coords").part"
+    mv "$RT/$folder/$(file_of "$coords").part" "$RT/$folder/$(file_of "$coords")"
+  done < <(grep -v '^#' "$LOCK")
+  rm -rf "$stage"
+  rm -f "$RT"/.ok-jars-*
+  touch "$JAR_STAMP"
 fi
 
 # ---------------------------------------------------------------- AIRFLOW_HOME

@@ -13,11 +13,19 @@ export AIP_PRISTINE_AIRFLOW_DB="${AIP_PRISTINE_AIRFLOW_DB:-$_AIP_ROOT/.work/airf
 export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$_AIP_ROOT/example_dags}"
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 _jars="$_AIP_ROOT/.spark-runtime/jars"
-export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_jars/iceberg-spark-runtime-3.5_2.12-1.10.2.jar,$_jars/iceberg-shaded-jackson.jar,$_jars/sqlite-jdbc.jar,$_jars/postgresql-jdbc.jar}"
-# Spark on S3 (#18): the AWS SDK v2 jars Iceberg's S3FileIO needs (bootstrap puts them in jars/s3/);
-# the S3 tests and S3 users append this list to the Spark jars. Not in the default list: local jobs don't need them.
+# The Spark-side jars come from Maven (spark-deps/pom.xml, checked against spark-deps/jars.lock by
+# scripts/bootstrap.sh). jars/: the Iceberg Spark runtime and the SQLite and PostgreSQL JDBC drivers.
+_default_jars="$(ls "$_jars"/*.jar 2>/dev/null | paste -sd, -)"
+export AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS:-$_default_jars}"
+# Object storage: iceberg-aws-bundle (S3FileIO) and hadoop-aws with its AWS SDK bundle (S3A, raw-file
+# reads); S3 tests and S3 users append this list to the Spark jars. Local jobs don't need them.
 _s3_jars="$(ls "$_jars"/s3/*.jar 2>/dev/null | paste -sd, -)"
 export AIP_S3_SPARK_JARS="${AIP_S3_SPARK_JARS:-$_s3_jars}"
+# The Spark Connect server plugin (org.apache.spark:spark-connect_2.12, same version as pyspark).
+_connect_jars="$(ls "$_jars"/connect/*.jar 2>/dev/null | paste -sd, -)"
+export AIP_SPARK_CONNECT_JARS="${AIP_SPARK_CONNECT_JARS:-$_connect_jars}"
+# Apache Iceberg's REST catalog test server: its classpath folder (tests start it with java -cp).
+export AIP_ICEBERG_REST_FIXTURE_CP="${AIP_ICEBERG_REST_FIXTURE_CP:-$_AIP_ROOT/.spark-runtime/rest-fixture/*}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 # JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the
 # expansion, and a second `source` (VAR already set) would append the rest, e.g. "}}", to VAR.
@@ -27,4 +35,4 @@ mkdir -p "$AIP_WORK/lake/warehouse"
 _conn="{\"conn_type\": \"iceberg_catalog\", \"host\": \"sqlite:///$AIP_WORK/lake/catalog.db\", \"extra\": {\"catalog_type\": \"sql\", \"catalog_name\": \"lakehouse\", \"warehouse\": \"file://$AIP_WORK/lake/warehouse\"}}"
 export AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT="${AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT:-$_conn}"
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
-unset _jars _s3_jars _conn _AIP_ROOT
+unset _jars _default_jars _s3_jars _connect_jars _conn _AIP_ROOT

@@ -119,8 +119,8 @@ def test_spark_plan_for_rest_s3_keeps_secrets_off_argv(monkeypatch):
         governance_namespace = "governance"
 
     packages = [
-        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2",
-        "org.apache.iceberg:iceberg-aws-bundle:1.10.2",
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.1",
+        "org.apache.iceberg:iceberg-aws-bundle:1.10.1",
     ]
     plan = IcebergSparkHook(catalog_hook=_Hook(), jars=[], packages=packages).plan("/jobs/app.py", spec={"x": 1})
     assert plan.packages == packages

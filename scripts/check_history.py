@@ -26,17 +26,18 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
         ("development round", r"\brounds?[- ]?(\d+|one|two|three|four|five)(?![\w-])"),
-        ("development session", r"\b(session[- ]\d+|(this|previous|earlier|last|next) session)\b"),
+        ("development session", r"\b(session[- ]\d+|(previous|earlier) session)\b"),
         ("the issue", r"\bthe issue\b|\bissue #?\d+\b|\bissues #?\d+\b"),
         ("this machine", r"\bth(is|ese) ([\w-]+ )?machines?\b"),
         ("the team", r"\bother engineers\b|\bengineers'"),
-        ("newness marker", r"\(new\)|\bpre-#"),
+        ("newness marker", r"(?<![\w.])\(new\)|\bpre-#"),
         ("diary heading", r"^#+ what changed\b"),
     )
 )
 ISSUE_REF = re.compile(r"#(\d+)\b")
 UPSTREAM_PREFIX = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-CSS_COLOR_CONTEXT = re.compile(r"(color|fill|stroke|background|border)[\w-]*\s*[:=]\s*[\"']?$", re.IGNORECASE)
+#: A CSS colour: after a property (``color: ``, ``--fg: ``), an attribute (``fill="``) or a quote.
+CSS_COLOR_CONTEXT = re.compile(r"([\w-]+\s*:\s*|=\s*[\"']|[\"'])$")
 
 
 def _issue_refs(line: str) -> Iterator[str]:
@@ -46,7 +47,7 @@ def _issue_refs(line: str) -> Iterator[str]:
         before = line[: match.start()]
         if UPSTREAM_PREFIX.search(before):
             continue
-        if len(match[1]) in (3, 6) and (CSS_COLOR_CONTEXT.search(before) or before.endswith(('"', "'"))):
+        if len(match[1]) in (3, 6) and CSS_COLOR_CONTEXT.search(before):
             continue
         if before.endswith("&"):  # an HTML character reference (&#8594;)
             continue

@@ -43,6 +43,9 @@ API_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "hooks": ("hooks", ("Hook",)),
     "exceptions": ("", ("Error",)),
 }
+#: A Sphinx cross-reference role as mkdocstrings renders it from a reST docstring
+#: (``:class:`~pkg.mod.Name``` -> ``:class:<code>~pkg.mod.Name</code>``).
+SPHINX_ROLE_HTML = re.compile(r":(?:class|func|meth|mod|attr|exc|data|obj|py:\w+):<code>(~?)([^<]+)</code>")
 MARKER_LINE = re.compile(r"^\s*# \[(START|END) [A-Za-z0-9_]+\]\s*$")
 
 
@@ -133,6 +136,16 @@ def render_includes(markdown: str) -> str:
 
     markdown = API_DIRECTIVE.sub(lambda m: render_api_reference(m["kind"]), markdown)
     return FILE_DIRECTIVE.sub(whole_file, EXAMPLE_DIRECTIVE.sub(example, markdown))
+
+
+def strip_sphinx_roles(html: str) -> str:
+    """Render the docstrings' Sphinx roles as plain code (``~`` keeps the last name, as Sphinx does)."""
+    return SPHINX_ROLE_HTML.sub(lambda m: f"<code>{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}</code>", html)
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
+    """MkDocs event: the API reference shows ``Name`` where a docstring says ``:class:`~pkg.Name```."""
+    return strip_sphinx_roles(html)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

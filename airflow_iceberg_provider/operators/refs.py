@@ -490,7 +490,8 @@ class IcebergRollbackOperator(_RefOperator):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if sum(v is not None for v in (self.to_snapshot_id, self.to_tag, self.to_timestamp)) != 1:
+        targets = (self.to_snapshot_id, self.to_tag, self.to_timestamp)
+        if not params.is_templated(targets) and sum(v is not None for v in targets) != 1:
             raise IcebergValidationError("Pass exactly one rollback target: to_snapshot_id, to_tag or to_timestamp.")
 
     def _resolve(self) -> tuple[str, dict[str, Any], dict[str, Any], int | None]:

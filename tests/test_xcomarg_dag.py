@@ -73,7 +73,7 @@ def _templated_kwargs(cls: type, form: str, upstream: Any) -> dict[str, Any]:
         if form == "xcomarg":
             kwargs[field] = upstream[field]
         else:
-            kwargs[field] = "{{ ti.xcom_pull(task_ids='upstream')['%s'] }}" % field
+            kwargs[field] = "{{ ti.xcom_pull(task_ids='upstream')['" + field + "'] }}"
     if cls.__name__ == "IcebergErasureOperator":  # exactly one subject source; the other stays unset
         kwargs.pop("subjects_file")
     if cls.__name__ == "IcebergWapWriteOperator":

@@ -57,7 +57,7 @@ class _Args:
         self.n += 1
         if self.n % 2:
             return self.values[key]
-        return "{{ ti.xcom_pull(task_ids='%s')['%s'] }}" % (self.task_id, key)
+        return "{{ ti.xcom_pull(task_ids='" + self.task_id + "')['" + key + "'] }}"
 
 
 with DAG(

@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +73,102 @@ def set_run_note(dag_id: str, out: str, note: str) -> str | None:
     return found[-1]
 
 
+_TASK_START = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
+_TASK_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
+
+
+def split_task_logs(out: str) -> dict[tuple[str, int], list[str]]:
+    """The lines of each task in ``airflow dags test`` output (between its start and end markers)."""
+    sections: dict[tuple[str, int], list[str]] = {}
+    current: tuple[str, int] | None = None
+    for line in out.splitlines():
+        start = _TASK_START.search(line)
+        if start:
+            current = (start.group(1), int(start.group(2)))
+            sections.setdefault(current, [])
+        if current is not None:
+            sections[current].append(line)
+        end = _TASK_END.search(line)
+        if end or "DagRun Finished:" in line:
+            current = None
+    return sections
+
+
+def write_task_logs(dag_id: str, run_id: str, out: str) -> int:
+    """Write each task's part of the ``dags test`` output where the API server reads task logs.
+
+    ``airflow dags test`` runs the tasks in its own process and prints their logs; it writes no log
+    file, so the UI would look for one on the worker's log server (none) and show nothing. The
+    file goes to ``[logging] base_log_folder`` under Airflow's ``log_filename_template``, the path
+    the API server of the same ``AIRFLOW_HOME`` reads. Returns the number of files written.
+    """
+    from types import SimpleNamespace
+
+    import jinja2
+    from airflow.configuration import conf
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    base = Path(conf.get("logging", "base_log_folder"))
+    template = jinja2.Template(conf.get("logging", "log_filename_template"))
+    sections = split_task_logs(out)
+    written = 0
+    with create_session() as session:
+        tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id))
+        for ti in tis:
+            lines = sections.get((ti.task_id, ti.map_index))
+            if not lines:
+                continue
+            view = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id=ti.task_id, map_index=ti.map_index)
+            path = base / template.render(ti=view, try_number=max(ti.try_number or 1, 1))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
+            written += 1
+    return written
+
+
+def keep_task_logs(dag_id: str, out: str) -> None:
+    """:func:`write_task_logs` of the run in ``out``; a failure is printed, never fatal."""
+    run_id = run_id_of(out)
+    if not run_id:
+        return
+    try:
+        write_task_logs(dag_id, run_id, out)
+    except Exception as err:  # task logs in the UI are a courtesy; never let them break the demo
+        print(f"    task logs of {dag_id} {run_id} not written: {err}", flush=True)
+
+
+def run_id_of(out: str) -> str | None:
+    """The run id ``airflow dags test`` printed in its ``DagRun Finished`` line."""
+    found = re.findall(r"DagRun Finished: dag_id=[^,]*, logical_date=[^,]*, run_id=([^,]+),", out)
+    return found[-1] if found else None
+
+
+#: One request the demo leaves overdue on purpose, so the erasure page shows its red deadline state.
+OVERDUE_REQUESTS_TABLE = "erasure.requests"
+OVERDUE_REQUEST_ID = "DSR-DEMO-OVERDUE"
+OVERDUE_DAYS = 35
+OVERDUE_NOTE = (
+    f"Overdue on purpose (demo): request {OVERDUE_REQUEST_ID} in {OVERDUE_REQUESTS_TABLE} is dated "
+    f"{OVERDUE_DAYS} days ago and left pending, so the Erasure page shows a request past its 30-day "
+    "(PIPEDA / Law 25) and one-month (GDPR) deadlines in red. Its subject matches no row."
+)
+
+
+def add_overdue_request(hook) -> str | None:
+    """Add the demo's deliberately overdue request (after every erasure example ran); the note, or None."""
+    from datetime import timedelta
+
+    if not hook.table_exists(OVERDUE_REQUESTS_TABLE):
+        return None
+    received = datetime.now(UTC) - timedelta(days=OVERDUE_DAYS)
+    hook.submit_erasure_requests(
+        OVERDUE_REQUESTS_TABLE, {OVERDUE_REQUEST_ID: "demo-subject-overdue-0000"}, received_at=received
+    )
+    return OVERDUE_NOTE
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
     modules = []
@@ -89,9 +186,12 @@ def main(argv: list[str]) -> int:
     for module in modules:
         dag_id = module.dag.dag_id
         for i, run in enumerate(module.DEMO.get("runs", [{}])):
-            date = run.get("date", f"2026-01-{i + 1:02d}T00:00:00+00:00")
+            # The logical date is the moment the run starts, so the UI's run durations are the real ones
+            # (a back-dated logical date would read as a run of weeks).
+            date = run.get("date") or datetime.now(UTC).replace(microsecond=0).isoformat()
             state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
             (log_dir / f"{dag_id}-{i}.log").write_text(out)
+            keep_task_logs(dag_id, out)
             expect = run.get("expect", "success")
             ok = state == expect
             failures += not ok
@@ -122,6 +222,9 @@ def main(argv: list[str]) -> int:
         if hasattr(module, "summarize"):
             for line in module.summarize(hook):
                 print(f"    {line}")
+    note = add_overdue_request(IcebergCatalogHook()) if not only or "iceberg_erasure" in only else None
+    if note:
+        print(f"    {note}", flush=True)
     ledger = IcebergCatalogHook().read_governance_rows("ledger")
     print(
         f"governance ledger: {len(ledger)} rows; last: "

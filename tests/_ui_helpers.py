@@ -7,7 +7,9 @@
   a release tag and a legal hold by ``IcebergCreateTagOperator``; a maintenance ledger row in the
   maintenance operator's shape with the hook's real health as "before".
 * ``db.requests``: erasure requests (``ensure_erasure_requests_table``) whose subject values must never
-  appear in any page; evidence rows for one of them (salted hash only).
+  appear in any page; evidence rows (salted hash only) of one erasure batch of two requests, R-100
+  (4 rows found and removed) and R-400 (matched nothing), written by a logical run and a purge whose
+  ledger rows name their Airflow tasks; a refused erasure run; an approval decision.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from typing import Any
 from conftest import ORDERS_COLUMNS, fake_context, orders_batch
 
 SALT = "ui-test-salt-0123456789abcdef"
-SUBJECTS = {"R-100": "alice.subject@leak.example", "R-200": "bob.subject@leak.example", "R-300": "carol@leak.example"}
+SUBJECTS = {
+    "R-100": "alice.subject@leak.example",
+    "R-200": "bob.subject@leak.example",
+    "R-300": "carol@leak.example",
+    "R-400": "dave.nomatch@leak.example",
+}
 FAILED_CHECK = ("min_rows", "row_count", None, 3.0, ">= 100", False)
 PASSED_CHECK = ("no_null_customer", "not_null", "customer_id", 0.0, "== 0", True)
 
@@ -76,8 +83,69 @@ def maintenance_row(hook, table: str, *, action: str = "rewrite_data_files", aft
         "status": "succeeded",
         "snapshot_before": head,
         "snapshot_after": head,
-        "metrics": json.dumps({"health_before": before, "health_after": after, "seconds": 4.2}),
+        "metrics": json.dumps(
+            {
+                "rewritten_data_files_count": 3,
+                "added_data_files_count": 1,
+                "health_before": before,
+                "health_after": after,
+                "seconds": 4.2,
+            }
+        ),
         "details": json.dumps({"reason": "small files", "args": {}}),
+        "provider_version": "test",
+    }
+
+
+def evidence_table(hook):
+    """The evidence table with the columns the erasure job adds to it (phase, rows found, lifecycle times)."""
+    from pyiceberg.types import LongType, StringType, TimestamptzType
+
+    name = hook.governance.table("erasure_evidence")
+    tbl = hook.load_table(name)
+    added = {
+        "phase": StringType(),
+        "rows_found": LongType(),
+        "logical_erased_at": TimestamptzType(),
+        "purged_at": TimestamptzType(),
+        "leftovers_removed": LongType(),
+    }
+    missing = {k: v for k, v in added.items() if k not in tbl.schema().column_names}
+    if missing:
+        with tbl.update_schema() as update:
+            for column, kind in missing.items():
+                update.add_column(column, kind)
+    return hook.load_table(name)
+
+
+def erasure_ledger_row(
+    event_id: str,
+    table: str,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    finished: datetime,
+    phase: str,
+    requests: int,
+    *,
+    status: str = "succeeded",
+) -> dict[str, Any]:
+    """A ledger row in the erasure job's shape (``iceberg_job_runtime.write_ledger``)."""
+    details = {"refused": "tag release-1 keeps rows of the subjects (ref_policy=fail)"} if status == "refused" else {}
+    return {
+        "event_id": event_id,
+        "operation": "erasure",
+        "table_name": table,
+        "ref": "main",
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "task_id": task_id,
+        "try_number": 1,
+        "started_at": finished - timedelta(minutes=2),
+        "finished_at": finished + timedelta(seconds=5),
+        "status": status,
+        "metrics": json.dumps({"phase": phase, "requests": requests, "rows_deleted": 4, "files_rewritten": 2}),
+        "details": json.dumps(details),
         "provider_version": "test",
     }
 
@@ -139,52 +207,100 @@ def fill_lake(hook) -> dict[str, Any]:
     import pyarrow as pa
 
     now = datetime.now(UTC)
-    received = {"R-100": now - timedelta(days=3), "R-200": now - timedelta(days=2), "R-300": now - timedelta(days=40)}
+    received = {
+        "R-100": now - timedelta(days=3),
+        "R-200": now - timedelta(days=2),
+        "R-300": now - timedelta(days=40),
+        "R-400": now - timedelta(days=3),
+    }
+    erased = ("R-100", "R-400")
     rows = [
         {
             "request_id": rid,
             "subject_key": key,
             "received_at": received[rid],
-            "status": "done" if rid == "R-100" else "pending",
+            "status": "done" if rid == "R-100" else "erased" if rid == "R-400" else "pending",
             "updated_at": None,
-            "completed_at": now - timedelta(days=1) if rid == "R-100" else None,
+            "completed_at": now - timedelta(days=1) if rid in erased else None,
         }
         for rid, key in SUBJECTS.items()
     ]
     tbl = hook.load_table(requests)
     tbl.append(pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow()))
+    logical_at, purged_at = now - timedelta(days=2), now - timedelta(days=1)
+    batch = {"R-100": 4, "R-400": 0}
+    evidence_table(hook).append(
+        pa.Table.from_pylist(
+            [
+                {
+                    "evidence_id": uuid.uuid4().hex[:32],
+                    "request_id": rid,
+                    "table_name": table,
+                    "subject_hash": subject_hash(SALT, SUBJECTS[rid]),
+                    "rows_deleted": n,
+                    "rows_found": n,
+                    "snapshot_before": base,
+                    "snapshot_after": published,
+                    "files_rewritten": 2,
+                    "files_removed": 5,
+                    "snapshots_expired": 3,
+                    "refs_dropped": "[]",
+                    "refs_blocking": "[]",
+                    "verification": "verified",
+                    "verified_rows_remaining": 0,
+                    "started_at": logical_at - timedelta(minutes=2),
+                    "finished_at": purged_at,
+                    "dag_id": "erasure_nightly",
+                    "run_id": "scheduled__night",
+                    "task_id": "purge_orders",
+                    "try_number": 1,
+                    "provider_version": "0.1.0",
+                    "iceberg_version": "Apache Iceberg 1.10.2",
+                    "rows_held": 0,
+                    "subject_columns": '["customer_id"]',
+                    "ref_policy": "fail",
+                    "job_run_id": "job-ui-purge",
+                    "runs": 2,
+                    "phase": "purge",
+                    "logical_erased_at": logical_at,
+                    "purged_at": purged_at,
+                    "last_verified_at": purged_at,
+                }
+                for rid, n in batch.items()
+            ],
+            schema=evidence_table(hook).schema().as_arrow(),
+        )
+    )
     hook.append_governance_rows(
-        "erasure_evidence",
+        "ledger",
         [
+            erasure_ledger_row(
+                "job-ui-logical", table, "erasure_daily", "scheduled__day", "erase_orders", logical_at, "logical", 2
+            ),
+            erasure_ledger_row(
+                "job-ui-purge", table, "erasure_nightly", "scheduled__night", "purge_orders", purged_at, "purge", 2
+            ),
+            erasure_ledger_row(
+                "job-ui-refused", table, "erasure", "manual__refused", "erase_orders", now, "full", 0, status="refused"
+            ),
             {
-                "evidence_id": uuid.uuid4().hex[:32],
-                "request_id": "R-100",
+                "event_id": "approval-ui-1",
+                "operation": "approval",
                 "table_name": table,
-                "subject_hash": subject_hash(SALT, SUBJECTS["R-100"]),
-                "rows_deleted": 4,
-                "snapshot_before": base,
-                "snapshot_after": published,
-                "files_rewritten": 2,
-                "files_removed": 5,
-                "snapshots_expired": 3,
-                "refs_dropped": "[]",
-                "refs_blocking": "[]",
-                "verification": "verified",
-                "verified_rows_remaining": 0,
-                "started_at": now - timedelta(days=1, minutes=2),
-                "finished_at": now - timedelta(days=1),
-                "dag_id": "erasure",
+                "ref": "wap_ok",
+                "dag_id": "orders_wap",
                 "run_id": "manual__ui",
-                "task_id": "erase_orders",
+                "task_id": "approve_publish",
                 "try_number": 1,
-                "provider_version": "0.1.0",
-                "iceberg_version": "Apache Iceberg 1.10.2",
-                "rows_held": 0,
-                "subject_columns": '["customer_id"]',
-                "ref_policy": "fail",
-                "job_run_id": "job-ui-1",
-                "runs": 1,
-            }
+                "started_at": now - timedelta(minutes=3),
+                "finished_at": now - timedelta(minutes=3),
+                "status": "succeeded",
+                "metrics": "{}",
+                "details": json.dumps(
+                    {"decision": "approved", "decided_by": "officer", "comment": "numbers look right"}
+                ),
+                "provider_version": "test",
+            },
         ],
     )
     return {"table": table, "base": base, "published": published, "audited": audited, "bad": bad}

@@ -58,7 +58,11 @@ PAGES = [
 def test_no_session_means_no_data(ui):
     for url in PAGES:
         anon = ui.client.get(url, follow_redirects=False)
-        assert anon.status_code == 401, url
+        if "/api/" in url:
+            assert anon.status_code == 401, url
+        else:  # a page (a bookmarked report) goes to Airflow's login and comes back after it
+            assert anon.status_code == 303, url
+            assert anon.headers["location"].startswith("/auth/login?next=%2Fgovernance"), url
         assert "db.orders" not in anon.text and "R-100" not in anon.text
         bad = ui.client.get(url, headers={"Authorization": "Bearer not-a-jwt"}, follow_redirects=False)
         assert bad.status_code == 403, url
@@ -72,15 +76,88 @@ def test_session_cookie_and_bearer_token_both_work(ui):
     assert resp.status_code == 200 and resp.json()["tables"][0]["table"] == "db.orders"
 
 
+RESTRICTED = [
+    "/governance/erasure",
+    "/governance/erasure/R-100/report",
+    "/governance/approvals",
+    "/governance/api/erasure",
+    "/governance/api/erasure/R-100",
+    "/governance/api/approvals",
+    "/governance/link/erasure?table=db.orders&dag_id=erasure&run_id=manual__ui&task_id=erase_orders",
+]
+
+
+def test_erasure_and_approvals_need_the_second_permission(ui):
+    """A viewer reads health, audits and the timeline; erasure and approvals are refused, and nothing of
+    them leaks into the pages a viewer may open (nor their JSON)."""
+    for url in RESTRICTED:
+        refused = get(ui, url, follow_redirects=False)
+        assert refused.status_code == 403, url
+        assert "R-100" not in refused.text and "db.requests" not in refused.text, url
+        assert get(ui, url, user="admin", follow_redirects=False).status_code in (200, 307), url
+    viewer_blob = "".join(
+        get(ui, url).text
+        for url in (
+            "/governance/",
+            "/governance/api/tables",
+            "/governance/tables/db.orders",
+            "/governance/api/tables/db.orders",
+            "/governance/tables/db.requests",
+            "/governance/api/tables/db.requests",
+        )
+    )
+    assert "db.orders" in viewer_blob and "min_rows" in viewer_blob  # control: health and audits are there
+    for erasure_data in ("R-100", "R-400", "job-ui-purge", "open_requests", "Erasure</a>", "approval-ui-1", "officer"):
+        assert erasure_data not in viewer_blob, erasure_data
+    admin = get(ui, "/governance/api/tables/db.orders", user="admin").json()
+    assert {r["request_id"] for r in admin["erasure"]["requests"]} == {"R-100", "R-400"}
+    assert [a["decision"] for a in admin["approvals"]] == ["approved"]
+
+
+def test_the_second_permission_maps_to_a_configurable_role(ui, monkeypatch):
+    from airflow_iceberg_provider.ui.app import RESTRICTED_ROLE_OPTION
+
+    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "viewer")
+    assert get(ui, "/governance/api/erasure").status_code == 200
+    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "op")
+    assert get(ui, "/governance/api/erasure").status_code == 403
+    assert get(ui, "/governance/api/erasure", user="admin").status_code == 200
+
+
 def test_every_route_is_read_only(ui):
     for url in ("/governance/", "/governance/api/tables", "/governance/erasure"):
         assert ui.client.post(url, headers={"Authorization": f"Bearer {ui.tokens['admin']}"}).status_code == 405
-    # a catalog without governance tables reads as empty and is left without them
+    # a connection whose SQLite file does not exist is reported, and no catalog file is created
     resp = get(ui, "/governance/api/tables?conn=empty_catalog")
     assert resp.status_code == 200 and resp.json()["tables"] == []
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    status = resp.json()["catalog"]
+    assert status["state"] == "unreadable" and "does not exist" in status["message"]
+    assert "cannot be read" in get(ui, "/governance/?conn=empty_catalog").text
+    assert not (ui.tmp / "empty.db").exists()
 
-    assert IcebergCatalogHook("empty_catalog").catalog.list_namespaces() == []
+
+def test_a_catalog_without_tables_says_so_and_stays_unwritten(ui):
+    import sqlite3
+
+    from airflow_iceberg_provider.ui.reader import clear_caches
+
+    path = ui.tmp / "empty.db"
+    # an Iceberg SQL catalog with its catalog tables but no table in it (what pyiceberg creates)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    SqlCatalog("lakehouse", uri=f"sqlite:///{path}", warehouse=f"file://{ui.tmp / 'wh2'}").engine.dispose()
+    before = path.read_bytes()
+    clear_caches()
+    try:
+        data = get(ui, "/governance/api/tables?conn=empty_catalog").json()
+        assert data["catalog"]["state"] == "empty" and data["tables"] == []
+        assert "has no tables" in get(ui, "/governance/?conn=empty_catalog").text
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM iceberg_tables").fetchone() == (0,)
+        assert path.read_bytes() == before
+    finally:
+        path.unlink()
+        clear_caches()
 
 
 # ----------------------------------------------------------------- pages
@@ -94,7 +171,10 @@ def test_tables_page_answers_which_tables_are_unhealthy(ui):
     assert row["health"]["snapshot_id"] == str(ui.ids["published"])
     assert row["last_publish"]["snapshot_after"] == str(ui.ids["published"])
     assert row["last_audit"]["passed"] is False and row["last_audit"]["failed"] == 1
-    assert row["open_requests"] == 0 and data["open_requests_without_evidence"] == 2
+    assert row["health"]["verdict"]["verdict"] in ("healthy", "needs maintenance", "unhealthy")
+    assert "open_requests" not in row and "open_requests_without_evidence" not in data  # a viewer
+    admin = get(ui, "/governance/api/tables", user="admin").json()
+    assert admin["tables"][0]["open_requests"] == 0 and admin["open_requests_without_evidence"] == 2
     html = get(ui, "/governance/").text
     assert "db.orders" in html and "failed 1" in html and str(ui.ids["published"]) in html
     assert 'option value="empty_catalog"' in html  # the connection picker lists both catalogs
@@ -125,11 +205,12 @@ def test_table_detail_shows_failed_check_observed_vs_expected(ui):
     assert data["publishes"][0]["method"] == "fast_forward"
     m = data["maintenance"][0]
     assert m["action"] == "rewrite_data_files" and m["before"]["data_files"] > m["after"]["data_files"] == 1
+    assert m["output"] == {"rewritten_data_files_count": 3, "added_data_files_count": 1}
     html = get(ui, "/governance/tables/db.orders").text
     assert '<td class="check-name">min_rows</td>' in html and '<td class="n observed">3</td>' in html
     assert '<tr class="fail"><td class="check-name">min_rows' in html  # highlighted
     assert "legal-hold-case-7" in html and 'aria-label="snapshot timeline"' in html
-    assert 'aria-label="health before and after maintenance"' in html
+    assert 'aria-label="what each maintenance action did"' in html and "rewritten data files" in html
 
 
 def test_ledger_filter_by_operation_and_status(ui):
@@ -148,41 +229,66 @@ def test_bad_table_and_connection_are_refused_clearly(ui):
     assert resp.status_code == 400 and "table" in resp.json()["detail"]
     resp = get(ui, "/governance/api/tables?conn=spark_default")
     assert resp.status_code == 404 and "iceberg_catalog" in resp.json()["detail"]
-    assert get(ui, "/governance/api/erasure/NOPE").status_code == 404
+    assert get(ui, "/governance/api/erasure/NOPE", user="admin").status_code == 404
 
 
 def test_erasure_page_deadlines_and_evidence_report(ui):
-    data = get(ui, "/governance/api/erasure").json()
+    data = get(ui, "/governance/api/erasure", user="admin").json()
     by_id = {r["request_id"]: r for r in data["requests"]}
     assert data["open"] == 2 and data["overdue"] == 1 and data["requests_tables"] == ["db.requests"]
     assert by_id["R-300"]["overdue"] is True and by_id["R-300"]["deadlines"][0]["left_text"].startswith("overdue")
     assert by_id["R-200"]["overdue"] is False and by_id["R-100"]["status"] == "done"
     assert by_id["R-100"]["tables"] == [{"table": "db.orders", "verification": "verified"}]
-    report = get(ui, "/governance/api/erasure/R-100").json()
+    # erased: "erased at" is set and the age stops there (received 3 days ago, erased 1 day ago)
+    assert by_id["R-100"]["erased_at"] is not None and by_id["R-200"]["erased_at"] is None
+    assert by_id["R-100"]["age_text"].startswith("2 d")
+    report = get(ui, "/governance/api/erasure/R-100", user="admin").json()
     from airflow_iceberg_provider.erasure_policy import subject_hash
 
     assert report["subject_hashes"] == [subject_hash(SALT, SUBJECTS["R-100"])]
     t = report["tables"][0]
-    assert (t["rows_deleted"], t["files_rewritten"], t["files_removed"]) == (4, 2, 5)
-    assert t["snapshot_before"] == str(ui.ids["base"]) and report["verification"] == "verified"
-    html = get(ui, "/governance/erasure/R-100/report").text
-    for field in ("Rows removed", "Snapshot before", "Files rewritten", "Verification method", "Iceberg version"):
+    assert (t["request"]["rows_found"], t["request"]["rows_deleted"]) == (4, 4)
+    assert (t["batch"]["files_rewritten"], t["batch"]["files_removed"]) == (2, 5)
+    assert t["batch"]["snapshot_before"] == str(ui.ids["base"]) and report["verification"] == "verified"
+    html = get(ui, "/governance/erasure/R-100/report", user="admin").text
+    for field in ("Rows of this subject removed", "Snapshot before", "Files rewritten (batch)", "Iceberg version"):
         assert field in html
     assert subject_hash(SALT, SUBJECTS["R-100"]) in html and "Apache Iceberg 1.10.2" in html
+    assert "Ref policy" not in html and "refuse when a tag or branch keeps the subject" in html
+
+
+def test_evidence_report_is_true_per_request_and_names_every_task(ui):
+    """R-400 matched nothing: its report says 0 rows, and the batch figures are labelled as the batch's,
+    naming the logical run's task and the purge's task."""
+    report = get(ui, "/governance/api/erasure/R-400", user="admin").json()
+    (t,) = report["tables"]
+    assert t["request"]["rows_found"] == 0 and t["request"]["rows_deleted"] == 0 and report["matched_nothing"]
+    assert t["request"]["verification"] == "verified"
+    runs = [(r["role"], r["dag_id"], r["task_id"]) for r in t["batch"]["runs"]]
+    assert runs == [("logical", "erasure_daily", "erase_orders"), ("purge", "erasure_nightly", "purge_orders")]
+    html = get(ui, "/governance/erasure/R-400/report", user="admin").text
+    assert 'id="matched-nothing"' in html
+    assert '<td class="n rows-found">0</td>' in html and '<td class="n rows-removed">0</td>' in html
+    assert "Files rewritten (batch)" in html and "2 request(s) in the batch" in html
+    # each contributing task links back to its Airflow task instance (kept in the top frame)
+    assert 'href="/dags/erasure_daily/runs/scheduled__day/tasks/erase_orders" target="_top"' in html
+    assert 'href="/dags/erasure_nightly/runs/scheduled__night/tasks/purge_orders" target="_top"' in html
 
 
 def test_no_subject_value_or_secret_in_any_response(ui):
     blob = "".join(get(ui, url, user="admin").text for url in PAGES)
-    blob += get(ui, "/governance/tables/db.requests").text
+    blob += get(ui, "/governance/tables/db.requests", user="admin").text
     assert "R-100" in blob  # control: the responses do carry the requests
     for secret in [*SUBJECTS.values(), SALT, "subject_key"]:
         assert secret not in blob
 
 
 # ----------------------------------------------------------- extra links
-def _follow(ui, url):
+def _follow(ui, url, user="admin"):
     parts = urlsplit(url)
-    return get(ui, f"{parts.path}?{parts.query}", follow_redirects=True)
+    assert parts.path.startswith("/plugin/iceberg-governance/governance/"), url  # inside Airflow's navigation
+    path = parts.path[len("/plugin/iceberg-governance") :]
+    return get(ui, f"{path}?{parts.query}", user=user, follow_redirects=True)
 
 
 def test_operator_extra_links_open_this_tasks_records(ui):
@@ -200,18 +306,37 @@ def test_operator_extra_links_open_this_tasks_records(ui):
     resp = _follow(ui, link(audit, "audit_bad"))
     assert resp.status_code == 200 and "(1 of 1, run by task orders_wap.audit_bad)" in resp.text
     assert '<td class="n observed">3</td>' in resp.text and '<td class="n observed">150</td>' not in resp.text
+    # the publish task's link: the published snapshot highlighted and the audit that gated it
     publish = IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")
     resp = _follow(ui, link(publish, "publish"))
     assert f'<span class="id" id="highlighted">{ui.ids["published"]}</span>' in resp.text
+    assert 'id="gating-audit"' in resp.text and '<td class="n observed">150</td>' in resp.text
+    assert '<td class="n observed">3</td>' not in resp.text  # not the failed audit of another branch
+    # the erasure task's link: only the requests that task processed
     erase = IcebergErasureOperator(
-        task_id="erase_orders", table="db.orders", subject_columns="customer_id", requests_table="db.requests"
+        task_id="purge_orders", table="db.orders", subject_columns="customer_id", requests_table="db.requests"
     )
-    resp = _follow(ui, link(erase, "erase_orders", dag_id="erasure"))
-    assert resp.url.path == "/governance/erasure/R-100/report" and "Erasure evidence report" in resp.text
+    resp = _follow(ui, link(erase, "purge_orders", run_id="scheduled__night", dag_id="erasure_nightly"))
+    assert resp.url.path == "/governance/erasure" and 'id="task-filter"' in resp.text
+    shown = {r for r in ("R-100", "R-200", "R-300", "R-400") if f'data-request="{r}"' in resp.text}
+    assert shown == {"R-100", "R-400"}
+    # a refused run: the refusal, and no request
+    resp = _follow(ui, link(erase, "erase_orders", run_id="manual__refused", dag_id="erasure"))
+    assert 'class="fail refusal"' in resp.text and "tag release-1 keeps rows" in resp.text
+    assert 'data-request="' not in resp.text
     compact = IcebergRewriteDataFilesOperator(task_id="compact", table="db.orders")
     url = link(compact, "compact")
     assert url.endswith("#maintenance") and "dag_id" not in url
-    assert 'aria-label="health before and after maintenance"' in _follow(ui, url).text
+    assert 'aria-label="what each maintenance action did"' in _follow(ui, url, user="viewer").text
+
+
+def test_ledger_shows_verdicts_and_links_to_airflow(ui):
+    rows = get(ui, "/governance/api/tables/db.orders").json()["ledger"]
+    publish = next(r for r in rows if r["operation"] == "wap_publish")
+    assert publish["created_snapshots"] == [str(ui.ids["published"])]
+    html = get(ui, "/governance/tables/db.orders").text
+    assert 'href="/dags/orders_wap/runs/manual__ui/tasks/publish" target="_top"' in html
+    assert 'id="health-verdict"' in html
 
 
 # ------------------------------------------------------------- pure rules

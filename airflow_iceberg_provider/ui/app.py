@@ -2,9 +2,17 @@
 
 Access goes through Airflow's auth manager on every route (pages and JSON alike): the user comes from
 the API server's own ``get_user`` dependency (the UI's ``_token`` cookie or an ``Authorization: Bearer``
-JWT) — none gives 401, an invalid token 403 — and must be allowed the custom view
-:data:`RESOURCE_NAME` (``is_authorized_custom_view``, method ``GET``), else 403. Every route is a
-``GET``; nothing writes.
+JWT). Without a session a page redirects to Airflow's login (and back), a JSON route answers 401; an
+invalid token gives 403. Two custom-view resources split what a user may see:
+
+* :data:`RESOURCE_NAME` (``Governance``): table health, audits, publishes, maintenance, the timeline
+  and the ledger without erasure and approval rows. Every role from viewer up.
+* :data:`RESTRICTED_RESOURCE_NAME` (``Governance: erasure and approvals``): erasure requests, evidence
+  reports, erasure ledger rows and approval history. With the SimpleAuthManager this is the role
+  named by ``[iceberg_provider] governance_restricted_role`` (default ``admin``) and above; with other
+  auth managers (FAB, Keycloak) an admin grants read on that resource.
+
+Every route is a ``GET``; nothing writes.
 """
 
 from __future__ import annotations
@@ -14,23 +22,35 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.ui import charts, views
-from airflow_iceberg_provider.ui.reader import GovernanceReader, catalog_connections, reader_for
+from airflow_iceberg_provider.ui.links import URL_PREFIX, URL_ROUTE
+from airflow_iceberg_provider.ui.reader import (
+    CatalogUnreadableError,
+    GovernanceReader,
+    catalog_connections,
+    reader_for,
+)
 
 log = logging.getLogger(__name__)
 
-#: The custom-view resource the auth manager is asked about (FAB: grant "can read on Governance").
+#: The custom-view resource of the public pages (FAB: grant "can read on Governance").
 RESOURCE_NAME = "Governance"
+#: The custom-view resource of erasure requests, evidence reports and approval history.
+RESTRICTED_RESOURCE_NAME = "Governance: erasure and approvals"
+#: ``[iceberg_provider]`` option: the SimpleAuthManager role (and above) granted the restricted resource.
+RESTRICTED_ROLE_OPTION = "governance_restricted_role"
+DEFAULT_RESTRICTED_ROLE = "admin"
 DEFAULT_CONN_ID = "iceberg_catalog_default"
 AUDITS_SHOWN = 20
 LEDGER_SHOWN = 200
@@ -39,14 +59,60 @@ MAINTENANCE_SHOWN = 50
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def _authorize(user: GetUserDep) -> None:
-    """Dependency: an authenticated user (401/403 from ``get_user``) allowed the Governance view (else 403)."""
+# ------------------------------------------------------------------- access
+def restricted_role() -> str:
+    """The SimpleAuthManager role granted the restricted resource (``viewer``/``user``/``op``/``admin``)."""
+    from airflow_iceberg_provider.config import setting
+
+    return (setting(RESTRICTED_ROLE_OPTION) or DEFAULT_RESTRICTED_ROLE).strip().lower()
+
+
+def may_see_restricted(user: Any) -> bool:
+    """Whether ``user`` may see erasure requests, evidence and approvals (:data:`RESTRICTED_RESOURCE_NAME`)."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    manager = get_auth_manager()
+    try:
+        from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import (
+            SimpleAuthManager,
+            SimpleAuthManagerRole,
+        )
+    except ImportError:  # pragma: no cover - the SimpleAuthManager ships with Airflow 3
+        SimpleAuthManager = None  # type: ignore[assignment,misc]  # noqa: N806
+    if SimpleAuthManager is not None and isinstance(manager, SimpleAuthManager):
+        # the SimpleAuthManager grants every custom view to every viewer: map the resource to a role
+        if SimpleAuthManager._is_admin(user):  # admin role, or "all admins" mode
+            return True
+        roles = {r.name.lower(): r.order for r in SimpleAuthManagerRole}
+        needed = roles.get(restricted_role(), roles["admin"])
+        have = roles.get(str(getattr(user, "role", "") or "").lower())
+        return have is not None and have >= needed
+    return bool(manager.is_authorized_custom_view(method="GET", resource_name=RESTRICTED_RESOURCE_NAME, user=user))
+
+
+def _authorize(request: Request, user: GetUserDep) -> None:
+    """Dependency of every route: an authenticated user allowed :data:`RESOURCE_NAME` (else 403)."""
     from airflow.api_fastapi.app import get_auth_manager
 
     if not get_auth_manager().is_authorized_custom_view(method="GET", resource_name=RESOURCE_NAME, user=user):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"Access to the {RESOURCE_NAME} view is not granted to this user."
         )
+    request.state.restricted = may_see_restricted(user)
+
+
+def _authorize_restricted(request: Request, user: GetUserDep) -> None:
+    """Dependency of the erasure and approval routes: the user is allowed the restricted resource (else 403)."""
+    if not may_see_restricted(user):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"Access to {RESTRICTED_RESOURCE_NAME} is not granted to this user; an admin grants it "
+            f"({RESTRICTED_ROLE_OPTION} with the SimpleAuthManager, the {RESTRICTED_RESOURCE_NAME!r} "
+            "custom view with other auth managers).",
+        )
+
+
+Restricted = [Depends(_authorize_restricted)]
 
 
 # ----------------------------------------------------------------- helpers
@@ -65,20 +131,45 @@ def _env():
 _ENV = None
 
 
-def _render(request: Request, template: str, started: float, **ctx: Any) -> HTMLResponse:
+def _airflow_root(request: Request) -> str:
+    """Path of the Airflow UI root as seen by the browser (the API server's root, without ``/governance``)."""
+    base = request.scope.get("root_path", "").rstrip("/")
+    return base[: -len(URL_PREFIX)] if base.endswith(URL_PREFIX) else ""
+
+
+def airflow_links(root: str, dag_id: Any, run_id: Any = None, task_id: Any = None) -> dict[str, str]:
+    """Airflow UI URLs of a DAG, its run and its task instance (what the governance rows name)."""
+    if not dag_id:
+        return {}
+    out = {"dag": f"{root}/dags/{quote(str(dag_id), safe='')}"}
+    if run_id:
+        out["run"] = f"{out['dag']}/runs/{quote(str(run_id), safe='')}"
+        if task_id:
+            out["task"] = f"{out['run']}/tasks/{quote(str(task_id), safe='')}"
+    return out
+
+
+def _render(request: Request, template: str, started: float, *, status_code: int = 200, **ctx: Any) -> HTMLResponse:
     global _ENV
     if _ENV is None:
         _ENV = _env()
     base = request.scope.get("root_path", "").rstrip("/")
+    root = _airflow_root(request)
     html = _ENV.get_template(template).render(
         base=base,
+        airflow_root=root,
+        in_airflow=f"{root}/plugin/{URL_ROUTE}",
+        restricted=getattr(request.state, "restricted", False),
         version=__version__,
         now=datetime.now(UTC),
         qs=lambda **kw: urlencode({k: v for k, v in kw.items() if v not in (None, "")}),
+        af=lambda dag_id, run_id=None, task_id=None: airflow_links(root, dag_id, run_id, task_id),
         **ctx,
     )
     ms = (time.perf_counter() - started) * 1000
-    return HTMLResponse(html, headers={"Server-Timing": f"app;dur={ms:.1f}", "Cache-Control": "no-store"})
+    return HTMLResponse(
+        html, status_code=status_code, headers={"Server-Timing": f"app;dur={ms:.1f}", "Cache-Control": "no-store"}
+    )
 
 
 def _json(data: Any, started: float) -> JSONResponse:
@@ -133,46 +224,61 @@ def _table_filters(
 TableFilters = Annotated[dict[str, Any], Depends(_table_filters)]
 
 
-def _health_view(h: Any) -> dict[str, Any] | None:
+def _health_view(h: Any, properties: dict[str, str] | None = None) -> dict[str, Any] | None:
     if h is None:
         return None
     d = h.to_dict()
     d["snapshot_id"] = views.sid(d.get("snapshot_id"))
+    d["verdict"] = views.health_verdict(h, properties or {}, now_ms=int(time.time() * 1000))
     return d
 
 
 # ------------------------------------------------------------------- data
-def _ledger(reader: GovernanceReader) -> list[dict[str, Any]]:
-    return reader.derived("ledger", "views", views.ledger_views)
+def _ledger(reader: GovernanceReader, restricted: bool) -> list[dict[str, Any]]:
+    rows = reader.derived("ledger", "views", views.ledger_views)
+    return (
+        rows if restricted else reader.derived("ledger", "public", lambda r: views.public_ledger(views.ledger_views(r)))
+    )
 
 
 def _audits(reader: GovernanceReader) -> list[dict[str, Any]]:
     return reader.derived("audit_results", "runs", views.audit_runs)
 
 
-def tables_data(reader: GovernanceReader) -> dict[str, Any]:
-    ledger = _ledger(reader)
+def _requests(reader: GovernanceReader) -> list[dict[str, Any]]:
+    evidence = reader.governance_rows("erasure_evidence")
+    return views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
+
+
+def tables_data(reader: GovernanceReader, *, restricted: bool = False) -> dict[str, Any]:
+    catalog = reader.status()
+    if catalog["state"] == "unreadable":
+        return {"catalog": catalog, "tables": [], "open_requests_without_evidence": 0}
+    ledger = _ledger(reader, restricted)
     audits = _audits(reader)
     evidence = reader.governance_rows("erasure_evidence")
-    requests = views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
-    open_by_table, unassigned = views.open_requests_by_table(requests)
+    open_by_table, unassigned = views.open_requests_by_table(_requests(reader)) if restricted else ({}, 0)
     latest = views.latest_audits(audits)
     rows = []
-    for table in views.governed_tables(ledger, audits, evidence, reader.governance_namespace):
+    for table in views.governed_tables(ledger, audits, evidence if restricted else [], reader.governance_namespace):
+        state = reader.table_state(table)
         pubs = views.publishes(ledger, table)
         audit = latest.get(table)
-        rows.append(
-            {
-                "table": table,
-                "health": _health_view(reader.health(table)),
-                "last_publish": pubs[0] if pubs else None,
-                "last_audit": {k: audit[k] for k in ("passed", "failed", "evaluated_at", "snapshot_id", "ref")}
-                if audit
-                else None,
-                "open_requests": open_by_table.get(table, 0),
-            }
-        )
-    return {"tables": rows, "open_requests_without_evidence": unassigned}
+        row = {
+            "table": table,
+            "health": _health_view(state["health"], state["properties"]) if state else None,
+            "last_publish": pubs[0] if pubs else None,
+            "last_audit": {k: audit[k] for k in ("passed", "failed", "evaluated_at", "snapshot_id", "ref")}
+            if audit
+            else None,
+        }
+        if restricted:
+            row["open_requests"] = open_by_table.get(table, 0)
+        rows.append(row)
+    out: dict[str, Any] = {"catalog": catalog, "tables": rows}
+    if restricted:
+        out["open_requests_without_evidence"] = unassigned
+    return out
 
 
 def table_data(
@@ -183,47 +289,90 @@ def table_data(
     status_filter: str | None = None,
     task: dict[str, str] | None = None,
     at: str | None = None,
+    restricted: bool = False,
 ) -> dict[str, Any]:
-    ledger = _ledger(reader)
+    ledger = _ledger(reader, restricted)
     state = reader.table_state(table)
-    audits = views.filter_runs(_audits(reader), table=table, task=task)
-    if task and not at:
-        at = views.publish_of_task(ledger, table, task)
+    all_audits = _audits(reader)
+    audits = views.filter_runs(all_audits, table=table, task=task)
+    gating = None
+    if task:
+        published = views.publish_row_of_task(ledger, table, task)
+        if published and not at:
+            at = published["snapshot_after"]
+        if published and not audits:  # the publish task's link: show the audit that gated this publish
+            gating = views.gating_audit(all_audits, published)
+            audits = [gating] if gating else []
     pubs, runs = views.publishes(ledger, table), views.maintenance_runs(ledger, table)
-    return {
+    verdicts = views.audit_verdicts(all_audits)
+    out: dict[str, Any] = {
         "table": table,
         "exists": state is not None,
-        "health": _health_view(state["health"]) if state else None,
+        "health": _health_view(state["health"], state["properties"]) if state else None,
         "timeline": views.timeline(state["snapshots"], state["refs"]) if state else {"snapshots": [], "refs": []},
         "at": at,
         "audits": audits if task else audits[:AUDITS_SHOWN],
         "audits_total": len(audits),
+        "gating_audit": bool(gating),
         "publishes": pubs[:PUBLISHES_SHOWN],
         "publishes_total": len(pubs),
         "maintenance": runs[:MAINTENANCE_SHOWN],
         "maintenance_total": len(runs),
-        "ledger": views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),
+        "ledger": views.with_verdicts(
+            views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),
+            verdicts,
+        ),
         "ledger_options": views.ledger_options(ledger, table),
         "filters": {"operation": operation, "status": status_filter, **(task or {})},
     }
+    if restricted:
+        requests = _requests(reader)
+        evidence = reader.governance_rows("erasure_evidence")
+        out["erasure"] = views.table_erasure(table, requests, evidence)
+        out["approvals"] = views.approvals(ledger, table)
+    return out
 
 
-def erasure_data(reader: GovernanceReader) -> dict[str, Any]:
+def erasure_data(
+    reader: GovernanceReader, task: dict[str, str] | None = None, table: str | None = None
+) -> dict[str, Any]:
     evidence = reader.governance_rows("erasure_evidence")
     requests = views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
-    return {
-        "requests": requests,
+    out: dict[str, Any] = {
         "open": sum(r["open"] for r in requests),
         "overdue": sum(r["overdue"] for r in requests),
         "requests_tables": reader.requests_tables(),
+        "task": task,
+        "task_table": table,
     }
+    if task:
+        done = views.task_erasure(evidence, _ledger(reader, True), task, table)
+        keep = set(done["request_ids"])
+        requests = [r for r in requests if r["request_id"] in keep]
+        out["refusals"] = done["refusals"]
+        out["task_runs"] = done["runs"]
+    out["requests"] = requests
+    return out
 
 
 def report_data(reader: GovernanceReader, request_id: str) -> dict[str, Any]:
-    report = views.evidence_report(request_id, reader.erasure_requests(), reader.governance_rows("erasure_evidence"))
+    report = views.evidence_report(
+        request_id,
+        reader.erasure_requests(),
+        reader.governance_rows("erasure_evidence"),
+        _ledger(reader, True),
+    )
     if report is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"No erasure request or evidence with id {request_id!r}.")
     return report
+
+
+def approvals_data(reader: GovernanceReader) -> dict[str, Any]:
+    return {"approvals": views.approvals(_ledger(reader, True))}
+
+
+def _restricted(request: Request) -> bool:
+    return bool(getattr(request.state, "restricted", False))
 
 
 # -------------------------------------------------------------------- app
@@ -234,7 +383,7 @@ router = APIRouter()
 def tables_page(request: Request, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
     conn_id, conns = _pick_conn(conn)
-    data = tables_data(reader_for(conn_id))
+    data = tables_data(reader_for(conn_id), restricted=_restricted(request))
     return _render(request, "tables.html", started, conn=conn_id, conns=conns, page="tables", **data)
 
 
@@ -248,7 +397,7 @@ def table_page(
 ) -> HTMLResponse:
     started = time.perf_counter()
     conn_id, conns = _pick_conn(conn)
-    data = table_data(reader_for(conn_id), _table_param(table), at=at, **filters)
+    data = table_data(reader_for(conn_id), _table_param(table), at=at, restricted=_restricted(request), **filters)
     svg = {
         "timeline": charts.timeline_svg(data["timeline"], highlight=data["at"]),
         "health": charts.health_svg(data["maintenance"]),
@@ -256,15 +405,15 @@ def table_page(
     return _render(request, "table.html", started, conn=conn_id, conns=conns, page="table", svg=svg, **data)
 
 
-@router.get("/erasure", response_class=HTMLResponse)
-def erasure_page(request: Request, conn: str | None = None) -> HTMLResponse:
+@router.get("/erasure", response_class=HTMLResponse, dependencies=Restricted)
+def erasure_page(request: Request, task: TaskFilter, conn: str | None = None, table: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
     conn_id, conns = _pick_conn(conn)
-    data = erasure_data(reader_for(conn_id))
+    data = erasure_data(reader_for(conn_id), task, _table_param(table) if table else None)
     return _render(request, "erasure.html", started, conn=conn_id, conns=conns, page="erasure", **data)
 
 
-@router.get("/erasure/{request_id}/report", response_class=HTMLResponse)
+@router.get("/erasure/{request_id}/report", response_class=HTMLResponse, dependencies=Restricted)
 def report_page(request: Request, request_id: str, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
     conn_id, conns = _pick_conn(conn)
@@ -272,22 +421,28 @@ def report_page(request: Request, request_id: str, conn: str | None = None) -> H
     return _render(request, "report.html", started, conn=conn_id, conns=conns, page="report", r=report)
 
 
-@router.get("/link/erasure")
+@router.get("/approvals", response_class=HTMLResponse, dependencies=Restricted)
+def approvals_page(request: Request, conn: str | None = None) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    data = approvals_data(reader_for(conn_id))
+    return _render(request, "approvals.html", started, conn=conn_id, conns=conns, page="approvals", **data)
+
+
+@router.get("/link/erasure", dependencies=Restricted)
 def erasure_link(
     request: Request,
     task: TaskFilter,
     conn: str | None = None,
     table: str | None = None,
 ) -> RedirectResponse:
-    """The erasure task's extra link: its evidence report (or the erasure page when it covered several)."""
+    """The erasure task's extra link: the requests that task processed (and its refusals), filtered."""
     conn_id, _ = _pick_conn(conn)
-    reader = reader_for(conn_id)
-    name = _table_param(table) if table else None
-    ids = views.requests_of_task(reader.governance_rows("erasure_evidence"), task or {}, name)
     base = request.scope.get("root_path", "").rstrip("/")
-    if len(ids) == 1:
-        return RedirectResponse(f"{base}/erasure/{ids[0]}/report?{urlencode({'conn': conn_id})}", status_code=307)
-    return RedirectResponse(f"{base}/erasure?{urlencode({'conn': conn_id})}", status_code=307)
+    params = {"conn": conn_id, "table": table, **(task or {})}
+    return RedirectResponse(
+        f"{base}/erasure?{urlencode({k: v for k, v in params.items() if v})}#requests", status_code=307
+    )
 
 
 # ---------------------------------------------------------------- JSON
@@ -298,32 +453,68 @@ def api_connections() -> JSONResponse:
 
 
 @router.get("/api/tables")
-def api_tables(conn: str | None = None) -> JSONResponse:
+def api_tables(request: Request, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
     conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **tables_data(reader_for(conn_id))}, started)
+    return _json({"conn": conn_id, **tables_data(reader_for(conn_id), restricted=_restricted(request))}, started)
 
 
 @router.get("/api/tables/{table}")
-def api_table(table: str, filters: TableFilters, conn: str | None = None) -> JSONResponse:
+def api_table(request: Request, table: str, filters: TableFilters, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
     conn_id, _ = _pick_conn(conn)
-    data = table_data(reader_for(conn_id), _table_param(table), **filters)
+    data = table_data(reader_for(conn_id), _table_param(table), restricted=_restricted(request), **filters)
     return _json({"conn": conn_id, **data}, started)
 
 
-@router.get("/api/erasure")
-def api_erasure(conn: str | None = None) -> JSONResponse:
+@router.get("/api/erasure", dependencies=Restricted)
+def api_erasure(task: TaskFilter, conn: str | None = None, table: str | None = None) -> JSONResponse:
     started = time.perf_counter()
     conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **erasure_data(reader_for(conn_id))}, started)
+    data = erasure_data(reader_for(conn_id), task, _table_param(table) if table else None)
+    return _json({"conn": conn_id, **data}, started)
 
 
-@router.get("/api/erasure/{request_id}")
+@router.get("/api/erasure/{request_id}", dependencies=Restricted)
 def api_report(request_id: str, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
     conn_id, _ = _pick_conn(conn)
     return _json({"conn": conn_id, **report_data(reader_for(conn_id), request_id)}, started)
+
+
+@router.get("/api/approvals", dependencies=Restricted)
+def api_approvals(conn: str | None = None) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    return _json({"conn": conn_id, **approvals_data(reader_for(conn_id))}, started)
+
+
+# --------------------------------------------------------------- errors
+def _is_page(request: Request) -> bool:
+    return request.method == "GET" and not request.url.path.startswith(f"{request.scope.get('root_path', '')}/api/")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A logged-out page view goes to Airflow's login (and back); other errors keep their status."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == status.HTTP_401_UNAUTHORIZED and _is_page(request):
+        from airflow.api_fastapi.app import get_auth_manager
+
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=target), status_code=303)
+    if exc.status_code == status.HTTP_403_FORBIDDEN and _is_page(request):
+        return _render(request, "denied.html", time.perf_counter(), status_code=403, message=str(exc.detail), conns=[])
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+async def _catalog_error(request: Request, exc: Exception) -> Response:
+    """The catalog cannot be read: say so (503) instead of an empty page."""
+    message = str(exc)
+    if not _is_page(request):
+        return JSONResponse({"detail": f"The catalog cannot be read: {message}"}, status_code=503)
+    return _render(
+        request, "unreadable.html", time.perf_counter(), status_code=503, message=message, conns=[], conn=None
+    )
 
 
 def create_app() -> FastAPI:
@@ -336,8 +527,10 @@ def create_app() -> FastAPI:
         openapi_url=None,
     )
     app.include_router(router)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(CatalogUnreadableError, _catalog_error)
     global _ENV
     _ENV = _ENV or _env()  # compile the templates now, not on the first page view
-    for name in ("tables.html", "table.html", "erasure.html", "report.html"):
+    for name in ("tables.html", "table.html", "erasure.html", "report.html", "approvals.html", "denied.html"):
         _ENV.get_template(name)
     return app

@@ -36,7 +36,7 @@ def timeline_svg(
     left, top, lane_h = 90, 14 + 16 * min(len(refs), 6), 26
     height = top + lane_h * len(lanes) + 30
     if not snaps:
-        return f'<svg class="chart" width="{width}" height="40"><text x="10" y="24">No snapshots.</text></svg>'
+        return f'<svg class="chart" width="{width}" height="40" fill="currentColor"><text x="10" y="24">No snapshots.</text></svg>'
     t0, t1 = snaps[0]["timestamp_ms"], snaps[-1]["timestamp_ms"]
     span = max(t1 - t0, 1)
     plot_w = width - left - 20
@@ -47,7 +47,8 @@ def timeline_svg(
     by_id = {s["snapshot_id"]: s for s in snaps}
     out = [
         f'<svg class="chart" role="img" aria-label="snapshot timeline" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="11">'
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="11" '
+        'fill="currentColor">'
     ]
     for i, lane in enumerate(lanes):
         y = top + i * lane_h + lane_h / 2
@@ -102,13 +103,6 @@ def timeline_svg(
     return "".join(out)
 
 
-_METRICS = (
-    ("data_files", "data files", lambda v: str(v)),
-    ("avg_file_bytes", "avg file size", lambda v: _bytes(v)),
-    ("delete_files", "delete files", lambda v: str(v)),
-)
-
-
 def _bytes(v: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if abs(v) < 1024:
@@ -117,53 +111,120 @@ def _bytes(v: float) -> str:
     return f"{v:.1f} TB"
 
 
-def health_svg(runs: Sequence[Mapping[str, Any]], *, max_runs: int = 10, width: int = 980) -> str:
-    """Grouped bars (before grey, after green) per maintenance run for file count, avg size, delete files.
+def _label(key: str) -> str:
+    """``rewritten_data_files_count`` -> ``rewritten data files``."""
+    for suffix in ("_count",):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+    return key.replace("_", " ")
 
-    :param runs: :func:`.views.maintenance_runs` output (newest first); runs without figures are skipped.
+
+def _value_text(key: str, v: float) -> str:
+    return _bytes(v) if "bytes" in key else f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
+
+def _ticks(peak: float) -> list[float]:
+    """Round axis values from 0 to at least ``peak`` (0, 1/2, 1 of a 1-2-5 step)."""
+    if peak <= 0:
+        return [0.0, 1.0]
+    step = 10 ** (len(str(int(peak))) - 1)
+    for m in (1, 2, 5, 10):
+        if peak <= step * m:
+            top = step * m
+            break
+    return [0.0, top / 2, float(top)]
+
+
+def _plan_text(r: Mapping[str, Any]) -> str:
+    """The whole job's effect on the table, said once per job (not once per action)."""
+    b, a = r.get("before"), r.get("after")
+    if not (b and a):
+        return ""
+    return (
+        f"table after the job: data files {b['data_files']} → {a['data_files']}, "
+        f"avg file size {_bytes(b['avg_file_bytes'])} → {_bytes(a['avg_file_bytes'])}, "
+        f"delete files {b['delete_files']} → {a['delete_files']}, manifests {b['manifests']} → {a['manifests']}"
+    )
+
+
+def health_svg(runs: Sequence[Mapping[str, Any]], *, max_jobs: int = 3, width: int = 980) -> str:
+    """What each maintenance action did: one horizontal bar per figure of its own output, with axis values.
+
+    :param runs: :func:`.views.maintenance_runs` output (newest first). Actions of one job (one
+        ``job_run_id``) are drawn together under one line that gives the table's health before and
+        after the whole job; byte figures get their own axis, counts share one per action.
     """
-    runs = [r for r in runs if r.get("before") and r.get("after")][:max_runs][::-1]
-    if not runs:
-        return '<svg class="chart" width="400" height="30"><text x="4" y="20">No maintenance runs yet.</text></svg>'
-    panel_w = (width - 20) // len(_METRICS)
-    plot_h, top = 130, 24
-    height = top + plot_h + 46
-    out = [
-        f'<svg class="chart" role="img" aria-label="health before and after maintenance" width="{width}" '
-        f'height="{height}" xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="10">'
-    ]
-    for p, (key, label, fmt) in enumerate(_METRICS):
-        x0 = 10 + p * panel_w
-        peak = max(max(r["before"][key], r["after"][key]) for r in runs) or 1
-        out.append(f'<text x="{x0}" y="14" font-size="12" font-weight="bold">{escape(label)}</text>')
-        group_w = (panel_w - 20) / len(runs)
-        bar_w = max(min(group_w / 2 - 2, 26), 2)
-        for i, r in enumerate(runs):
-            gx = x0 + i * group_w
-            for j, (which, color) in enumerate((("before", "#9e9e9e"), ("after", "#2e7d32"))):
-                v = r[which][key]
-                h = round(v / peak * plot_h, 1)
-                bx = round(gx + j * (bar_w + 1), 1)
-                tip = (
-                    f"{r['action']} {r['finished_at']:%Y-%m-%d %H:%M} {which}: {fmt(v)}" if r.get("finished_at") else ""
-                )
-                out.append(
-                    f'<rect class="bar-{which}" x="{bx}" y="{top + plot_h - h}" width="{bar_w}" height="{h}" '
-                    f'fill="{color}"><title>{escape(tip)}</title></rect>'
-                )
-                if len(runs) <= 4:
-                    out.append(
-                        f'<text x="{bx + bar_w / 2}" y="{top + plot_h - h - 2}" text-anchor="middle">'
-                        f"{escape(fmt(v))}</text>"
-                    )
-            out.append(
-                f'<text x="{gx + bar_w}" y="{top + plot_h + 12}" text-anchor="middle">'
-                f"{escape((r.get('action') or '')[:14])}</text>"
+    jobs: dict[str, list[Mapping[str, Any]]] = {}
+    for r in runs:
+        key = str(r.get("job_run_id") or r.get("event_id"))
+        if key not in jobs and len(jobs) >= max_jobs:
+            continue
+        jobs.setdefault(key, []).append(r)
+    if not jobs:
+        return (
+            '<svg class="chart" width="400" height="30" fill="currentColor">'
+            '<text x="4" y="20">No maintenance runs yet.</text></svg>'
+        )
+    label_w, row_h, left_pad = 300, 18, 10
+    plot_x0 = left_pad + label_w
+    plot_w = width - plot_x0 - 90
+    rows: list[str] = []
+    y = 8
+    for group in jobs.values():
+        group = sorted(group, key=lambda r: str(r.get("event_id")))
+        first = group[0]
+        when = f"{first['finished_at']:%Y-%m-%d %H:%M UTC}" if first.get("finished_at") else ""
+        y += 14
+        rows.append(f'<text x="{left_pad}" y="{y}" font-weight="bold" font-size="12">Job of {escape(when)}</text>')
+        y += 14
+        rows.append(f'<text class="plan" x="{left_pad}" y="{y}" font-size="11">{escape(_plan_text(first))}</text>')
+        y += 4
+        for r in group:
+            y += row_h
+            status = "" if r.get("status") == "succeeded" else f" ({r.get('status')})"
+            rows.append(
+                f'<text class="action" x="{left_pad}" y="{y - 4}" font-weight="bold">{escape(str(r.get("action")))}{escape(status)}</text>'
             )
-    legend_y = height - 10
-    out.append(f'<rect x="10" y="{legend_y - 8}" width="10" height="10" fill="#9e9e9e"/>')
-    out.append(f'<text x="24" y="{legend_y}">before</text>')
-    out.append(f'<rect x="70" y="{legend_y - 8}" width="10" height="10" fill="#2e7d32"/>')
-    out.append(f'<text x="84" y="{legend_y}">after</text>')
-    out.append("</svg>")
-    return "".join(out)
+            out = r.get("output") or {}
+            if not out:
+                rows.append(f'<text x="{plot_x0}" y="{y - 4}" class="muted">no figures reported</text>')
+                continue
+            counts = {k: v for k, v in out.items() if "bytes" not in k}
+            sizes = {k: v for k, v in out.items() if "bytes" in k}
+            for figures in (counts, sizes):
+                if not figures:
+                    continue
+                ticks = _ticks(max(figures.values()))
+                top = ticks[-1] or 1
+                axis_y = y + 2
+                for key, v in figures.items():
+                    y += row_h
+                    w = round(max(v, 0) / top * plot_w, 1)
+                    rows.append(f'<text x="{left_pad + 14}" y="{y - 5}">{escape(_label(key))}</text>')
+                    rows.append(
+                        f'<rect class="bar" x="{plot_x0}" y="{y - 14}" width="{w}" height="11" fill="#1565c0">'
+                        f"<title>{escape(str(r.get('action')))}: {escape(_label(key))} {escape(_value_text(key, v))}</title></rect>"
+                    )
+                    rows.append(
+                        f'<text class="value" x="{plot_x0 + w + 4}" y="{y - 5}">{escape(_value_text(key, v))}</text>'
+                    )
+                y += 14
+                rows.append(
+                    f'<line x1="{plot_x0}" x2="{plot_x0 + plot_w}" y1="{y - 10}" y2="{y - 10}" stroke="#9e9e9e"/>'
+                )
+                rows.append(f'<line x1="{plot_x0}" x2="{plot_x0}" y1="{axis_y}" y2="{y - 10}" stroke="#9e9e9e"/>')
+                for t in ticks:
+                    tx = round(plot_x0 + t / top * plot_w, 1)
+                    key0 = next(iter(figures))
+                    rows.append(f'<line x1="{tx}" x2="{tx}" y1="{y - 10}" y2="{y - 6}" stroke="#9e9e9e"/>')
+                    rows.append(
+                        f'<text class="tick" x="{tx}" y="{y + 2}" text-anchor="middle" font-size="9">'
+                        f"{escape(_value_text(key0, t))}</text>"
+                    )
+        y += 8
+    height = y + 8
+    return (
+        f'<svg class="chart" role="img" aria-label="what each maintenance action did" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="10" '
+        f'fill="currentColor">{"".join(rows)}</svg>'
+    )

@@ -5,6 +5,9 @@ stores the URL in XCom; the UI shows it on the task instance page. The URL carri
 the table and the task's identity (dag, run, task), which the governance tables record on every
 row, so the page finds *this* task's audit, publish or evidence without any XCom read.
 Snapshot ids never appear in these URLs as numbers a browser could round: the page resolves them.
+
+The URLs open the page *inside* Airflow's navigation: ``/plugin/iceberg-governance/governance/...``
+is the Governance entry's frame with the page deep-linked, so the user keeps Airflow's menu.
 """
 
 from __future__ import annotations
@@ -16,15 +19,21 @@ from airflow.sdk import BaseOperatorLink
 
 #: Where the plugin mounts the governance app in the API server.
 URL_PREFIX = "/governance"
+#: The Governance nav entry's route in the Airflow UI (``/plugin/<route>`` frames the app).
+URL_ROUTE = "iceberg-governance"
 
 
-def governance_url(path: str, **params: Any) -> str:
-    """``[api] base_url`` (if set) + ``/governance`` + ``path`` + query string of the non-empty params."""
+def governance_url(path: str, *, framed: bool = True, **params: Any) -> str:
+    """``[api] base_url`` (if set) + the page URL: framed in Airflow's navigation unless ``framed=False``.
+
+    Framed: ``/plugin/iceberg-governance/governance<path>?...``; bare: ``/governance<path>?...``.
+    """
     from airflow_iceberg_provider.config import airflow_setting
 
     base = airflow_setting("api", "base_url").rstrip("/")
     query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    return f"{base}{URL_PREFIX}{path}{'?' + query if query else ''}"
+    frame = f"/plugin/{URL_ROUTE}" if framed else ""
+    return f"{base}{frame}{URL_PREFIX}{path}{'?' + query if query else ''}"
 
 
 class _GovernanceLink(BaseOperatorLink):
@@ -53,14 +62,15 @@ class GovernanceAuditLink(_GovernanceLink):
 
 
 class GovernancePublishLink(_GovernanceLink):
-    """WAP publish task → the table's snapshot timeline, the published snapshot highlighted."""
+    """WAP publish task → the table's snapshot timeline, the published snapshot highlighted, and the
+    audit that gated the publish (the audit of the published snapshot)."""
 
     name = "Governance: table timeline"
     fragment = "#timeline"
 
 
 class GovernanceEvidenceLink(_GovernanceLink):
-    """Erasure task → the evidence report of the requests it processed."""
+    """Erasure task → the requests it processed (each with its evidence report), or its refusal."""
 
     name = "Governance: erasure evidence"
     path = "/link/erasure"

@@ -17,6 +17,7 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_iceberg_provider.ui.links import (
     URL_PREFIX,
+    URL_ROUTE,
     GovernanceAuditLink,
     GovernanceEvidenceLink,
     GovernanceHealthLink,
@@ -54,7 +55,7 @@ class IcebergGovernancePlugin(AirflowPlugin):
             "name": "Governance",
             "href": f"{URL_PREFIX}/",
             "destination": "nav",
-            "url_route": "iceberg-governance",
+            "url_route": URL_ROUTE,
         }
     ]
     operator_extra_links = [

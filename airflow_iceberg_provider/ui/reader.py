@@ -3,7 +3,9 @@
 Everything goes through :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook` (the
 connection, the pyiceberg catalog, ``metadata_location``, ``health``, ``refs``, ``list_snapshots``).
 Nothing here writes: governance tables that do not exist yet read as empty (the hook's
-``governance_table``/``read_governance_rows`` would *create* them, so they are not used).
+``governance_table``/``read_governance_rows`` would *create* them, so they are not used), and a
+SQLite catalog is opened read-only (``mode=ro``) after checking that its file exists, so the view
+never creates a catalog file or the catalog's own tables.
 
 Results are cached per table **metadata location** (one indexed row read on SQL catalogs): a page
 view re-reads a governance table or recomputes a table's health only when a commit changed it.
@@ -18,7 +20,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow_iceberg_provider.governance import GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -97,14 +102,89 @@ def clear_caches() -> None:
         _connections = None
 
 
+class CatalogUnreadableError(Exception):
+    """The connection's catalog cannot be read (missing file, unreachable server, not a catalog)."""
+
+
+def read_only_sqlite_uri(uri: str) -> tuple[str, str] | None:
+    """``(path, read-only SQLAlchemy URI)`` of a file-backed SQLite catalog URI; ``None`` for other URIs."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    if not url.drivername.startswith("sqlite") or not url.database or url.database == ":memory:":
+        return None
+    path = url.database[len("file:") :].split("?")[0] if url.database.startswith("file:") else url.database
+    return path, f"{url.drivername}:///file:{quote(path)}?mode=ro&uri=true"
+
+
+class ReadOnlyCatalogHook(IcebergCatalogHook):
+    """The catalog hook of the view: a SQLite catalog is opened read-only, and only if its file exists.
+
+    pyiceberg's ``SqlCatalog`` creates the database file and its ``iceberg_tables`` /
+    ``iceberg_namespace_properties`` tables when they are missing; here the file must exist and
+    the catalog tables are not created (``init_catalog_tables=false``), so a wrong path reads as
+    "cannot be read" instead of a new empty catalog.
+    """
+
+    @cached_property
+    def catalog(self) -> Any:  # type: ignore[override]
+        from pyiceberg.catalog import load_catalog
+
+        props = dict(self.config.pyiceberg_properties())
+        ro = read_only_sqlite_uri(props["uri"]) if self.config.catalog_type == "sql" else None
+        if ro is not None:
+            path, props["uri"] = ro
+            if not Path(path).is_file():
+                raise CatalogUnreadableError(f"the SQLite catalog file {path} does not exist")
+            props["init_catalog_tables"] = "false"
+        try:
+            catalog = load_catalog(self.config.catalog_name, **props)
+        except Exception as err:
+            raise CatalogUnreadableError(f"{type(err).__name__}: {str(err)[:300]}") from err
+        if ro is not None:
+            _busy_timeout(catalog)
+        return catalog
+
+
+def _busy_timeout(catalog: Any) -> None:
+    """Wait for a writer's lock instead of failing at once (a read-only connection sets no WAL mode)."""
+    from sqlalchemy import event
+
+    from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
+
+    busy_ms = sqlite_busy_timeout_ms()
+
+    @event.listens_for(catalog.engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        cur.close()
+
+    catalog.engine.dispose()
+
+
 class GovernanceReader:
     """Cached, read-only reads of one catalog connection's governance and governed tables."""
 
     def __init__(self, conn_id: str) -> None:
         self.conn_id = conn_id
-        self.hook = IcebergCatalogHook(iceberg_catalog_conn_id=conn_id)
+        self.hook = ReadOnlyCatalogHook(iceberg_catalog_conn_id=conn_id)
         self._cache: dict[tuple[str, str], tuple[str, Any]] = {}
         self._lock = threading.Lock()
+
+    def status(self) -> dict[str, Any]:
+        """Whether the catalog can be read and holds tables: ``state`` ``ok`` | ``empty`` | ``unreadable``.
+
+        Never raises: a page shows the message instead of an empty list.
+        """
+        try:
+            catalog = self.hook.catalog
+            namespaces = [".".join(ns) for ns in catalog.list_namespaces()]
+            tables = sum(len(catalog.list_tables(ns)) for ns in namespaces)
+        except Exception as err:
+            reason = str(err) if isinstance(err, CatalogUnreadableError) else f"{type(err).__name__}: {str(err)[:300]}"
+            return {"state": "unreadable", "message": reason, "namespaces": [], "tables": 0}
+        return {"state": "ok" if tables else "empty", "message": "", "namespaces": namespaces, "tables": tables}
 
     @property
     def governance_namespace(self) -> str:
@@ -155,6 +235,7 @@ class GovernanceReader:
         def load(tbl: Any) -> dict[str, Any]:
             return {
                 "health": self.hook.health(tbl),
+                "properties": dict(tbl.properties),
                 "refs": self.hook.refs(tbl),
                 "snapshots": self.hook.list_snapshots(tbl),
                 "metadata_location": tbl.metadata_location,

@@ -219,12 +219,102 @@ def publishes(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str,
     return out
 
 
-def publish_of_task(ledger: Iterable[Mapping[str, Any]], table: str, task: Mapping[str, str]) -> str | None:
-    """The snapshot a given task published on ``table`` (for the publish task's extra link)."""
+def publish_row_of_task(
+    ledger: Iterable[Mapping[str, Any]], table: str, task: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The publish a given task made on ``table`` (``publishes`` output), newest first; ``None`` if none."""
     for row in publishes(ledger, table):
         if all(row.get(k) == task.get(k) for k in ("dag_id", "run_id", "task_id") if task.get(k)):
-            return row["snapshot_after"]
+            return row
     return None
+
+
+def publish_of_task(ledger: Iterable[Mapping[str, Any]], table: str, task: Mapping[str, str]) -> str | None:
+    """The snapshot a given task published on ``table`` (for the publish task's extra link)."""
+    row = publish_row_of_task(ledger, table, task)
+    return row["snapshot_after"] if row else None
+
+
+def gating_audit(audits: Iterable[Mapping[str, Any]], publish: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The audit that gated a publish: the audit of the snapshot it published (``audited_snapshot_id``),
+    else the newest audit of the same DAG run on the same table before the publish."""
+    table = publish.get("table")
+    audited = publish.get("audited_snapshot_id")
+    same_table = [a for a in audits if a.get("table") == table]
+    if audited:
+        for a in same_table:
+            if a.get("snapshot_id") == audited:
+                return a
+    finished = publish.get("finished_at")
+    for a in same_table:  # newest first
+        if a.get("dag_id") == publish.get("dag_id") and a.get("run_id") == publish.get("run_id"):
+            if not finished or a["evaluated_at"] <= finished:
+                return a
+    return None
+
+
+def audit_verdicts(audits: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Audit verdicts by event id (``audit_runs`` output): the ledger shows them on its audit rows."""
+    return {
+        a["event_id"]: {
+            "passed": a["passed"],
+            "text": "passed" if a["passed"] else f"failed {a['failed']} of {len(a['checks'])} checks",
+        }
+        for a in audits
+    }
+
+
+def _row_verdict(row: Mapping[str, Any], verdicts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What an operation concluded, where it is more than its job state (audits, health checks, refusals)."""
+    op, st = row.get("operation") or "", row.get("status")
+    m, d = row.get("metrics") or {}, row.get("details") or {}
+    if op == "wap_audit" or op.endswith("audit"):
+        hit = verdicts.get(row.get("event_id") or "")
+        if hit:
+            return {"text": hit["text"], "ok": hit["passed"]}
+        failed = m.get("checks_failed", m.get("failed"))
+        if failed is not None:
+            total = m.get("checks", m.get("checks_total"))
+            text = "passed" if not failed else f"failed {failed}" + (f" of {total} checks" if total else " checks")
+            return {"text": text, "ok": not failed}
+        if "passed" in m:
+            return {"text": "passed" if m["passed"] else "failed", "ok": bool(m["passed"])}
+    if st == "refused":
+        return {"text": f"refused: {_refusal_reason(d) or 'see details'}", "ok": False}
+    if st == "warned":
+        return {"text": "warning", "ok": False}
+    if op.startswith("erasure") and m.get("verification"):
+        return {"text": f"verification {m['verification']}", "ok": m["verification"] == "verified"}
+    return None
+
+
+def with_verdicts(rows: Iterable[dict[str, Any]], verdicts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Ledger rows with ``verdict`` (``{"text", "ok"}`` or ``None``) and the snapshots they created."""
+    out = []
+    for r in rows:
+        row = dict(r)
+        row["verdict"] = _row_verdict(row, verdicts)
+        row["created_snapshots"] = _created_snapshots(row)
+        out.append(row)
+    return out
+
+
+def _created_snapshots(row: Mapping[str, Any]) -> list[str]:
+    """Snapshot ids a row says it created: ``snapshot_after`` when it moved, else the ids in its metrics."""
+    after, before = row.get("snapshot_after"), row.get("snapshot_before")
+    ids: list[str] = []
+    if after and after != before:
+        ids.append(after)
+    m, d = row.get("metrics") or {}, row.get("details") or {}
+    for source in (m, d):
+        for key in ("snapshot_id", "committed_snapshot_id", "new_snapshot_id"):
+            if source.get(key) and str(source[key]) not in ids:
+                ids.append(str(source[key]))
+        for key in ("snapshot_ids", "created_snapshots", "new_snapshots"):
+            for v in source.get(key) or []:
+                if str(v) not in ids:
+                    ids.append(str(v))
+    return ids
 
 
 def _health_figures(h: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -240,6 +330,23 @@ def _health_figures(h: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+#: Metric keys of a maintenance row that are not the action's own output.
+_NOT_OUTPUT = {"health_before", "health_after", "seconds", "dry_run"}
+
+
+def action_output(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes)."""
+    out: dict[str, float] = {}
+    for k, v in metrics.items():
+        if k in _NOT_OUTPUT or isinstance(v, bool):
+            continue
+        if isinstance(v, (int, float)):
+            out[k] = v
+        elif isinstance(v, list) and k.endswith(("files", "locations", "snapshot_ids")):
+            out[f"{k}_count"] = len(v)
+    return out
+
+
 def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
     """``maintenance.*`` rows (``ledger_views`` output) of a table with health before/after, newest first."""
     out = []
@@ -252,8 +359,61 @@ def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[di
         row["after"] = _health_figures(m.get("health_after"))
         row["reason"] = row["details"].get("reason")
         row["seconds"] = m.get("seconds")
+        row["output"] = action_output(m)
+        row["job_run_id"] = row["details"].get("job_run_id") or (row["event_id"] or "").rsplit("-", 1)[0]
         out.append(row)
     return out
+
+
+# ------------------------------------------------------------------ health
+#: Verdict levels, worst last (a CSS class each: ok, warn, fail).
+HEALTH_LEVELS = {"healthy": "ok", "needs maintenance": "warn", "unhealthy": "fail", "unknown": "warn"}
+
+
+def health_verdict(health: Any, properties: Mapping[str, str], *, now_ms: int) -> dict[str, Any]:
+    """The table's health verdict from the provider's own thresholds, with the reasons.
+
+    ``unhealthy``: an absolute threshold of :mod:`~airflow_iceberg_provider.health_policy` is crossed
+    (table properties ``airflow-iceberg.health.*`` over the defaults). ``needs maintenance``: the
+    maintenance policy's ratios (``airflow-iceberg.maintenance.*``) would have the plan compact,
+    rewrite deletes or merge manifests. A table with fewer data files than the policy's
+    ``min_input_files`` has nothing to compact, so a small average file size alone is a note there.
+    """
+    from airflow_iceberg_provider.health_policy import breaches, resolve_thresholds
+    from airflow_iceberg_provider.maintenance_policy import resolve_policy
+
+    try:
+        thresholds = resolve_thresholds(properties)
+        policy = resolve_policy(properties, now=now_ms)
+    except Exception as err:  # a bad table property: say so instead of guessing
+        return {"verdict": "unknown", "level": "warn", "reasons": [f"table properties: {err}"], "notes": []}
+    reasons: list[str] = []
+    notes: list[str] = []
+    verdict = "healthy"
+    for b in breaches(health, thresholds):
+        if b.threshold == "min_avg_file_size_bytes" and health.data_files < policy.min_input_files:
+            notes.append(f"{b.message}; only {health.data_files} data file(s), nothing to compact")
+            continue
+        reasons.append(b.message)
+        verdict = "unhealthy"
+    warn: list[str] = []
+    if health.data_files >= policy.min_input_files and health.small_file_ratio >= policy.max_small_file_ratio:
+        warn.append(
+            f"small files {health.small_file_ratio * 100:.0f} % of {health.data_files} data files, "
+            f"policy compacts from {policy.max_small_file_ratio * 100:.0f} %"
+        )
+    if health.delete_files >= policy.delete_file_threshold and (
+        health.deletes_per_data_file >= policy.max_deletes_per_data_file
+    ):
+        warn.append(
+            f"{health.deletes_per_data_file:.2f} delete files per data file, "
+            f"policy rewrites from {policy.max_deletes_per_data_file:.2f}"
+        )
+    if health.manifests > policy.max_manifests:
+        warn.append(f"{health.manifests} manifests, policy merges above {policy.max_manifests}")
+    if warn and verdict == "healthy":
+        verdict = "needs maintenance"
+    return {"verdict": verdict, "level": HEALTH_LEVELS[verdict], "reasons": reasons + warn, "notes": notes}
 
 
 # ---------------------------------------------------------------- snapshots
@@ -336,8 +496,10 @@ def erasure_requests(
                 "open": is_open,
                 "received_at": received,
                 "completed_at": r.get("completed_at"),
-                "age_s": (now - received).total_seconds() if received else None,
-                "age_text": duration_text((now - received).total_seconds()) if received else "—",
+                "erased_at": _erased_at(r, ev) if not is_open else None,
+                # age stops at erasure: an erased request shows how long it took
+                "age_s": _age(received, r, ev, now, is_open),
+                "age_text": duration_text(_age(received, r, ev, now, is_open) or 0) if received else "—",
                 "deadlines": deadlines,
                 "overdue": any(d["overdue"] for d in deadlines),
                 "tables": [
@@ -348,6 +510,59 @@ def erasure_requests(
             }
         )
     return sorted(out, key=lambda q: (not q["open"], q["received_at"] or _EPOCH, q["request_id"] or ""))
+
+
+def table_erasure(
+    table: str, requests: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """An erasure-relevant table's requests (``erasure_requests`` output) and its evidence rows.
+
+    A requests table lists every request it holds; a governed table lists the requests with
+    evidence on it, each with that table's per-request figures.
+    """
+    ev = {e.get("request_id"): e for e in evidence if e.get("table_name") == table}
+    rows = []
+    for r in requests:
+        e = ev.get(r["request_id"])
+        if e is None and r.get("requests_table") != table:
+            continue
+        rows.append(
+            {
+                **r,
+                "evidence": None
+                if e is None
+                else {
+                    "rows_found": e.get("rows_found", e.get("rows_deleted")),
+                    "rows_deleted": e.get("rows_deleted"),
+                    "phase": e.get("phase"),
+                    "verification": e.get("verification"),
+                    "finished_at": e.get("finished_at"),
+                },
+            }
+        )
+    return {"requests": rows, "is_requests_table": any(r.get("requests_table") == table for r in requests)}
+
+
+def _erased_at(request: Mapping[str, Any], evidence: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """When a request was erased: its ``completed_at``, else the latest purge or evidence of it."""
+    if request.get("completed_at"):
+        return request["completed_at"]
+    moments = [_when(e, "purged_at", "finished_at") for e in evidence]
+    latest = max(moments, default=_EPOCH)
+    return None if latest == _EPOCH else latest
+
+
+def _age(
+    received: datetime | None,
+    request: Mapping[str, Any],
+    evidence: Sequence[Mapping[str, Any]],
+    now: datetime,
+    is_open: bool,
+) -> float | None:
+    if received is None:
+        return None
+    end = now if is_open else (_erased_at(request, evidence) or now)
+    return (end - received).total_seconds()
 
 
 def _met(request: Mapping[str, Any], evidence: Sequence[Mapping[str, Any]], due: datetime) -> bool:
@@ -369,42 +584,182 @@ def open_requests_by_table(requests: Iterable[Mapping[str, Any]]) -> tuple[dict[
     return dict(per_table), unassigned
 
 
+#: Ledger operations whose rows belong to the restricted side of the view (erasure and approvals).
+RESTRICTED_OPERATION_PREFIXES = ("erasure",)
+RESTRICTED_OPERATION_WORDS = ("approval",)
+
+
+def is_restricted_operation(operation: str | None) -> bool:
+    """Whether a ledger row is erasure or approval history (shown only with the restricted permission)."""
+    op = (operation or "").lower()
+    return op.startswith(RESTRICTED_OPERATION_PREFIXES) or any(w in op for w in RESTRICTED_OPERATION_WORDS)
+
+
+def public_ledger(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Ledger rows without erasure and approval history (what every viewer may see)."""
+    return [r for r in ledger if not is_restricted_operation(r.get("operation"))]
+
+
+def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> list[dict[str, Any]]:
+    """Approval decisions recorded in the ledger (``ledger_views`` output), newest first."""
+    out = []
+    for r in ledger:
+        if not any(w in (r.get("operation") or "").lower() for w in RESTRICTED_OPERATION_WORDS):
+            continue
+        if table and r.get("table") != table:
+            continue
+        d, m = r.get("details") or {}, r.get("metrics") or {}
+        row = dict(r)
+        row["decision"] = d.get("decision") or d.get("chosen_options") or m.get("decision") or r.get("status")
+        row["decided_by"] = d.get("decided_by") or d.get("responded_by") or d.get("user") or m.get("decided_by")
+        row["comment"] = d.get("comment") or d.get("reason") or d.get("params_input")
+        out.append(row)
+    return out
+
+
+def _erasure_rows(ledger: Iterable[Mapping[str, Any]], table: str | None) -> list[Mapping[str, Any]]:
+    return [
+        r for r in ledger if (r.get("operation") or "").startswith("erasure") and (not table or r.get("table") == table)
+    ]
+
+
+def _inside(when: Any, row: Mapping[str, Any]) -> bool:
+    start, end = row.get("started_at"), row.get("finished_at")
+    return bool(when and start and end and start <= when <= end)
+
+
+def _run_view(row: Mapping[str, Any], role: str) -> dict[str, Any]:
+    m, d = row.get("metrics") or {}, row.get("details") or {}
+    return {
+        "role": role,
+        "event_id": row.get("event_id"),
+        "status": row.get("status"),
+        "phase": m.get("phase") or d.get("phase"),
+        "dag_id": row.get("dag_id"),
+        "run_id": row.get("run_id"),
+        "task_id": row.get("task_id"),
+        "try_number": row.get("try_number"),
+        "started_at": row.get("started_at"),
+        "finished_at": row.get("finished_at"),
+        "requests": m.get("requests"),
+        "rows_deleted": m.get("rows_deleted"),
+        "files_rewritten": m.get("files_rewritten"),
+        "files_removed": m.get("files_removed"),
+        "snapshots_expired": m.get("snapshots_expired"),
+    }
+
+
+def evidence_runs(e: Mapping[str, Any], ledger: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The erasure runs (ledger rows, oldest first) that wrote one evidence row.
+
+    An evidence row is MERGEd by every run that covers its request on its table and keeps the
+    moments those runs recorded: ``logical_erased_at`` (the logical run), ``purged_at`` (the purge),
+    ``finished_at`` (the latest run) and ``job_run_id`` (the latest run's ledger event). A run is one
+    of them when it is that event, or when one of those moments falls inside its ledger row's
+    ``started_at`` .. ``finished_at`` on the same table.
+    """
+    rows = _erasure_rows(ledger, e.get("table_name"))
+    marks = (
+        ("logical", e.get("logical_erased_at")),
+        ("purge", e.get("purged_at")),
+        ("latest", e.get("finished_at")),
+        ("latest", e.get("last_verified_at")),
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        roles = [role for role, when in marks if _inside(when, row)]
+        if row.get("event_id") and row.get("event_id") == e.get("job_run_id"):
+            roles.append("latest")
+        if roles:
+            role = next((r for r in ("logical", "purge") if r in roles), "latest")
+            found.setdefault(row["event_id"], _run_view(row, role))
+    if not found and e.get("task_id"):  # no ledger row to match: the evidence's own (latest) task
+        found["-"] = {
+            "role": "latest",
+            "event_id": e.get("job_run_id"),
+            "status": None,
+            "phase": e.get("phase"),
+            "dag_id": e.get("dag_id"),
+            "run_id": e.get("run_id"),
+            "task_id": e.get("task_id"),
+            "try_number": e.get("try_number"),
+            "started_at": None,
+            "finished_at": e.get("finished_at"),
+            "requests": None,
+        }
+    return sorted(found.values(), key=lambda r: r["finished_at"] or _EPOCH)
+
+
+#: How each ref policy reads on a report (the evidence stores the bare word).
+REF_POLICY_TEXT = {
+    "fail": "refuse when a tag or branch keeps the subject's rows",
+    "drop": "drop tags and branches that keep the subject's rows",
+    "keep": "keep held refs; their rows are counted as held",
+}
+
+
 def evidence_report(
-    request_id: str, requests: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]]
+    request_id: str,
+    requests: Iterable[Mapping[str, Any]],
+    evidence: Iterable[Mapping[str, Any]],
+    ledger: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any] | None:
-    """Everything a compliance officer hands over for one request; ``None`` when nothing is known."""
+    """Everything a compliance officer hands over for one request; ``None`` when nothing is known.
+
+    Each table's figures come in two groups: ``request`` holds what is true of *this* request (its
+    rows found and removed, the verification of its subject), ``batch`` what the erasure runs did to
+    the table for every request they processed together (files rewritten and removed, snapshots
+    expired, refs), with the runs and Airflow tasks that did it.
+    """
     request = next((r for r in requests if r.get("request_id") == request_id), None)
     rows = sorted((e for e in evidence if e.get("request_id") == request_id), key=lambda e: e.get("table_name") or "")
     if request is None and not rows:
         return None
+    ledger = list(ledger)
     tables = []
     for e in rows:
+        found = e.get("rows_found")
+        deleted = e.get("rows_deleted")
+        runs = evidence_runs(e, ledger)
+        batch_sizes = [r["requests"] for r in runs if r.get("requests") is not None]
         tables.append(
             {
                 "table": e.get("table_name"),
-                "rows_deleted": e.get("rows_deleted"),
-                "rows_held": e.get("rows_held"),
-                "snapshot_before": sid(e.get("snapshot_before")),
-                "snapshot_after": sid(e.get("snapshot_after")),
-                "files_rewritten": e.get("files_rewritten"),
-                "files_removed": e.get("files_removed"),
-                "snapshots_expired": e.get("snapshots_expired"),
-                "refs_dropped": _json_list(e.get("refs_dropped")),
-                "refs_blocking": _json_list(e.get("refs_blocking")),
-                "ref_policy": e.get("ref_policy"),
-                "subject_columns": _json_list(e.get("subject_columns")),
+                "request": {
+                    "rows_found": found if found is not None else deleted,
+                    "rows_deleted": deleted,
+                    "matched_nothing": not (found or deleted),
+                    "phase": e.get("phase"),
+                    "logical_erased_at": e.get("logical_erased_at"),
+                    "purged_at": e.get("purged_at"),
+                    "verification": e.get("verification"),
+                    "last_verified_at": e.get("last_verified_at"),
+                    "subject_columns": _json_list(e.get("subject_columns")),
+                },
+                "batch": {
+                    "runs": runs,
+                    "runs_recorded": e.get("runs"),
+                    "largest_batch": max(batch_sizes) if batch_sizes else None,
+                    "snapshot_before": sid(e.get("snapshot_before")),
+                    "snapshot_after": sid(e.get("snapshot_after")),
+                    "files_rewritten": e.get("files_rewritten"),
+                    "files_removed": e.get("files_removed"),
+                    "snapshots_expired": e.get("snapshots_expired"),
+                    "leftovers_removed": e.get("leftovers_removed"),
+                    "refs_dropped": _json_list(e.get("refs_dropped")),
+                    "refs_blocking": _json_list(e.get("refs_blocking")),
+                    "ref_policy": e.get("ref_policy"),
+                    "ref_policy_text": REF_POLICY_TEXT.get(e.get("ref_policy") or "", e.get("ref_policy")),
+                    "rows_held": e.get("rows_held"),
+                    "verified_rows_remaining": e.get("verified_rows_remaining"),
+                    "time_travel_floor_before": e.get("time_travel_floor_before"),
+                    "time_travel_floor_after": e.get("time_travel_floor_after"),
+                    "started_at": e.get("started_at"),
+                    "finished_at": e.get("finished_at"),
+                },
+                # flat aliases of the per-request figures (JSON readers of earlier reports)
+                "rows_deleted": deleted,
                 "verification": e.get("verification"),
-                "verified_rows_remaining": e.get("verified_rows_remaining"),
-                "time_travel_floor_before": e.get("time_travel_floor_before"),
-                "time_travel_floor_after": e.get("time_travel_floor_after"),
-                "started_at": e.get("started_at"),
-                "finished_at": e.get("finished_at"),
-                "last_verified_at": e.get("last_verified_at"),
-                "runs": e.get("runs"),
-                "job_run_id": e.get("job_run_id"),
-                "dag_id": e.get("dag_id"),
-                "run_id": e.get("run_id"),
-                "task_id": e.get("task_id"),
             }
         )
     hashes = sorted({e.get("subject_hash") for e in rows if e.get("subject_hash")})
@@ -418,6 +773,7 @@ def evidence_report(
         "erased_at": max(finished) if finished else None,
         "subject_hashes": hashes,
         "tables": tables,
+        "matched_nothing": bool(tables) and all(t["request"]["matched_nothing"] for t in tables),
         "verification": _overall(t["verification"] for t in tables),
         "provider_versions": sorted({e.get("provider_version") for e in rows if e.get("provider_version")}),
         "iceberg_versions": sorted({e.get("iceberg_version") for e in rows if e.get("iceberg_version")}),
@@ -444,14 +800,54 @@ def _overall(verifications: Iterable[str | None]) -> str:
     return "verified" if all(v == "verified" for v in values) else "unknown"
 
 
-def requests_of_task(evidence: Iterable[Mapping[str, Any]], task: Mapping[str, str], table: str | None) -> list[str]:
-    """Request ids whose evidence was last written by this Airflow task (the erasure task's extra link)."""
-    return sorted(
+def task_erasure(
+    evidence: Iterable[Mapping[str, Any]],
+    ledger: Iterable[Mapping[str, Any]],
+    task: Mapping[str, str],
+    table: str | None = None,
+) -> dict[str, Any]:
+    """What one Airflow task did in erasure: the requests it processed and the runs it refused.
+
+    A request counts when its evidence names the task, or when one of the moments its evidence
+    recorded (logical erasure, purge, latest run) falls inside one of the task's erasure runs.
+    """
+    keys = ("dag_id", "run_id", "task_id")
+
+    def same_task(row: Mapping[str, Any]) -> bool:
+        return all(row.get(k) == task.get(k) for k in keys if task.get(k))
+
+    runs = [r for r in _erasure_rows(ledger, table) if same_task(r)]
+    ids = set()
+    for e in evidence:
+        if not e.get("request_id") or (table and e.get("table_name") != table):
+            continue
+        if same_task(e) and any(task.get(k) for k in keys):
+            ids.add(e["request_id"])
+            continue
+        for run in runs:
+            if run.get("table") != e.get("table_name"):
+                continue
+            moments = (e.get("logical_erased_at"), e.get("purged_at"), e.get("finished_at"), e.get("last_verified_at"))
+            if e.get("job_run_id") == run.get("event_id") or any(_inside(m, run) for m in moments):
+                ids.add(e["request_id"])
+                break
+    refusals = [
         {
-            e["request_id"]
-            for e in evidence
-            if e.get("request_id")
-            and (not table or e.get("table_name") == table)
-            and all(e.get(k) == task.get(k) for k in ("dag_id", "run_id", "task_id") if task.get(k))
+            **_run_view(r, "refused"),
+            "table": r.get("table"),
+            "reason": _refusal_reason(r.get("details") or {}),
+            "blocking": (r.get("details") or {}).get("refs_blocking") or (r.get("metrics") or {}).get("refs_blocking"),
         }
-    )
+        for r in runs
+        if r.get("status") in ("refused", "failed")
+    ]
+    return {"request_ids": sorted(ids), "refusals": refusals, "runs": [_run_view(r, "task") for r in runs]}
+
+
+def _refusal_reason(details: Mapping[str, Any]) -> Any:
+    return details.get("refused") or details.get("reason") or details.get("error")
+
+
+def requests_of_task(evidence: Iterable[Mapping[str, Any]], task: Mapping[str, str], table: str | None) -> list[str]:
+    """Request ids whose evidence was last written by this Airflow task."""
+    return task_erasure(evidence, (), task, table)["request_ids"]

@@ -44,6 +44,15 @@ from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergS
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.spark_connect import (
+    ConnectEndpoint,
+    ConnectJobProcess,
+    check_reachable,
+    endpoint_from_connection,
+    is_connect_connection,
+    session_document,
+    write_session_file,
+)
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
@@ -253,6 +262,7 @@ class IcebergSparkHook(BaseHook):
         self.verbose = verbose
         self._catalog_hook = catalog_hook
         self._submit_hook: Any = None
+        self._connect_process: ConnectJobProcess | None = None
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:
@@ -353,6 +363,9 @@ class IcebergSparkHook(BaseHook):
         """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+        endpoint = self.connect_endpoint()
+        if endpoint is not None:
+            return self._submit_connect(plan, endpoint)
         self._check_runtime(plan)
         if plan.spec is not None:  # jobs under the protocol append their result to the ledger
             self.catalog_hook.governance_table("ledger")
@@ -413,6 +426,62 @@ class IcebergSparkHook(BaseHook):
     def on_kill(self) -> None:
         if self._submit_hook is not None:
             self._submit_hook.on_kill()
+        if self._connect_process is not None:
+            self._connect_process.terminate()
+
+    # ------------------------------------------------------- Spark Connect
+    def connect_endpoint(self) -> ConnectEndpoint | None:
+        """The Connect server when ``spark_conn_id`` is a ``spark_connect`` connection, else ``None``."""
+        try:
+            conn = self.get_connection(self.spark_conn_id)
+        except Exception:  # a missing connection is reported by the spark-submit checks
+            return None
+        return endpoint_from_connection(conn) if is_connect_connection(conn) else None
+
+    @property
+    def execution_mode(self) -> str:
+        """``"spark_connect"`` or ``"spark_submit"``, as the connection chooses."""
+        return "spark_connect" if self.connect_endpoint() is not None else "spark_submit"
+
+    def _submit_connect(self, plan: SubmitPlan, endpoint: ConnectEndpoint) -> JobRun:
+        """Run the plan's job file as a Connect client process (:mod:`.spark_connect`)."""
+        if not Path(plan.application).is_file():
+            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
+        if plan.spec is not None:
+            self.catalog_hook.governance_table("ledger")
+        check_reachable(endpoint)
+        job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
+        sweep_stale_workdirs()
+        workdir = create_workdir()
+        try:
+            args = list(plan.application_args)
+            if plan.spec is not None:
+                spec_path = workdir / "job_spec.json"
+                _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+                args = ["--spec", str(spec_path), *args]
+            _mask(plan.secret_conf.values())
+            session_file = workdir / "session.json"
+            write_session_file(
+                session_file,
+                session_document(
+                    endpoint,
+                    application=plan.application,
+                    application_args=args,
+                    conf=plan.conf,
+                    secret_conf=plan.secret_conf,
+                    py_files=plan.py_files,
+                    job_name=plan.name,
+                ),
+            )
+            python = endpoint.python or self.pyspark_python or sys.executable
+            self._connect_process = ConnectJobProcess(endpoint, python, self.log)
+            started = datetime.now(UTC)
+            self.log.info("Running %s through Spark Connect (%s at %s)", plan.name, endpoint.conn_id, endpoint.address)
+            self._connect_process.run(session_file, plan.env_vars, plan.name)
+            return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            self._connect_process = None
 
     # -------------------------------------------------------------- checks
     def _check_runtime(self, plan: SubmitPlan) -> None:

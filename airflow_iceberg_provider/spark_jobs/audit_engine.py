@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_iceberg_provider.spark_jobs import arrow_sql
+from airflow_iceberg_provider.spark_jobs import _fs, arrow_sql
 from airflow_iceberg_provider.spark_jobs.audit_files import (
     _BOUND_LITERALS,
     Bounds,
@@ -138,7 +138,10 @@ def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, s
 
 def aggregate_pushed_down(df: Any) -> bool:
     """Whether Spark answers this aggregate from Iceberg metadata (the plan has no data scan)."""
-    plan = df._jdf.queryExecution().executedPlan().toString()
+    if hasattr(df, "_jdf"):
+        plan = df._jdf.queryExecution().executedPlan().toString()
+    else:  # Spark Connect: the server's physical plan
+        plan = df._explain_string(mode="simple")
     return "LocalTableScan" in plan and "BatchScan" not in plan
 
 
@@ -163,7 +166,7 @@ class AuditEngine:
         """
         self.spark = spark
         self.table = table
-        parallelism = int(spark.sparkContext.defaultParallelism)
+        parallelism = _fs.default_parallelism(spark)
         self.bucket_expr = "pmod(hash({v}), " + f"{buckets or max(8, 4 * parallelism)})"
         self.driver_rows = driver_rows
         self.driver_read = driver_read
@@ -346,7 +349,7 @@ class AuditEngine:
             start = time.monotonic()
             df = self.spark.sql(ac.driver_projection_sql(projection, view))
             with _conf(self.spark, "spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, appended.records))):
-                batches = df._collect_as_arrow()  # few large batches: measured ~25 % faster than 10k-row ones
+                batches = _collect_arrow(df)  # few large batches: measured ~25 % faster than 10k-row ones
             change.update(ac.aggregate_columns(projection, _arrow_columns(df, batches)))
             ev.queries.append(("appended", time.monotonic() - start))
         elif rest:
@@ -431,6 +434,9 @@ class AuditEngine:
 
     def _snapshot_fields(self, snapshot_id: int) -> dict[str, Field]:
         """Top-level fields of the schema ``VERSION AS OF snapshot_id`` reads, by lower-case name (one py4j call)."""
+        if self._fields_cache is None and not _fs.has_jvm(self.spark):  # Spark Connect: the metadata file
+            metadata = _fs.current_metadata(self.spark, self.table)
+            self._fields_cache = schema_fields(_fs.schema_json(metadata, snapshot_id))
         if self._fields_cache is None:
             jvm = self.spark._jvm
             schema = jvm.org.apache.iceberg.util.SnapshotUtil.schemaFor(self._jtable(), int(snapshot_id))
@@ -458,6 +464,10 @@ class AuditEngine:
         and the appended rows' value of every check the metrics answer exactly
         (:func:`_metric_value`).
         """
+        if not _fs.has_jvm(self.spark):  # Spark Connect: the entries metadata table (no metrics)
+            if metrics:
+                raise NotImplementedError("appended files' metrics are read through the driver JVM")
+            return self._appended_files_sql(base_snapshot_id, snapshot_id)
         jtable = self._jtable()
         fields = _metric_fields(jtable.schema(), checks) if metrics else {}
         stats = {col: _ColumnStats() for col in fields}
@@ -505,6 +515,9 @@ class AuditEngine:
         Iceberg's incremental append scan silently *skips* other operations (an overwrite
         between the two would go unaudited), so this is checked here, not assumed.
         """
+        if not _fs.has_jvm(self.spark):
+            self._append_chain(base_snapshot_id, snapshot_id)
+            return
         jtable = self._jtable()
         current = int(snapshot_id)
         while current != int(base_snapshot_id):
@@ -519,8 +532,43 @@ class AuditEngine:
                 raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
             current = int(parent)
 
+    def _append_chain(self, base_snapshot_id: int, snapshot_id: int) -> list[int]:
+        """The snapshots after ``base_snapshot_id`` up to ``snapshot_id`` (the snapshots metadata table),
+        checked as in :meth:`require_appends_only`."""
+        rows = self.spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {self.table}.snapshots").collect()
+        by_id = {int(r[0]): (None if r[1] is None else int(r[1]), str(r[2])) for r in rows}
+        chain, current = [], int(snapshot_id)
+        while current != int(base_snapshot_id):
+            if current not in by_id:
+                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
+            parent, operation = by_id[current]
+            if operation != "append":
+                raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
+            chain.append(current)
+            if parent is None:
+                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
+            current = parent
+        return chain
+
+    def _appended_files_sql(self, base_snapshot_id: int, snapshot_id: int) -> Appended:
+        """The appended data files from the ``all_entries`` metadata table (row counts and locations, no metrics)."""
+        chain = self._append_chain(base_snapshot_id, snapshot_id)
+        if not chain:
+            return Appended(0, {}, {}, [])
+        ids = ", ".join(str(i) for i in chain)
+        rows = self.spark.sql(
+            "SELECT DISTINCT data_file.file_path, data_file.record_count, data_file.file_format, "
+            f"data_file.key_metadata IS NULL AS plain FROM {self.table}.all_entries "
+            f"WHERE status = 1 AND data_file.content = 0 AND snapshot_id IN ({ids})"
+        ).collect()
+        records = sum(int(r[1]) for r in rows)
+        plain = all(str(r[2]).upper() == "PARQUET" and r[3] for r in rows)
+        return Appended(records, {}, {}, [str(r[0]) for r in rows] if plain else None)
+
     def base_files_in_range(self, base_snapshot_id: int, column: str, bounds: Bounds) -> bool:
         """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""
+        if not _fs.has_jvm(self.spark):  # Spark Connect: no pruning by the Java expression; the overlap query runs
+            return True
         exprs = self.spark._jvm.org.apache.iceberg.expressions.Expressions
         where = getattr(exprs, "and")(
             exprs.greaterThanOrEqual(bounds.field, bounds.jlo), exprs.lessThanOrEqual(bounds.field, bounds.jhi)
@@ -671,6 +719,14 @@ def _conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def _collect_arrow(df: Any) -> list:
+    """The DataFrame's rows as Arrow record batches (spark-submit's driver, or the Connect client's stream)."""
+    if hasattr(df, "_collect_as_arrow"):
+        return df._collect_as_arrow()
+    table, _ = df._session.client.to_table(df._plan.to_proto(df._session.client))
+    return table.to_batches()
 
 
 def _arrow_columns(df: Any, batches: list) -> list:

@@ -12,6 +12,7 @@ import mmap
 import os
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
@@ -65,6 +66,9 @@ def file_metrics(run: Any, locations: dict[str, str]) -> list[dict[str, Any]]:
 
 def field_ids(run: Any) -> dict[str, int]:
     """Iceberg field id of each subject column (Parquet columns are matched by id, not name)."""
+    if not _fs.has_jvm(run.spark):  # Spark Connect: the current schema from the metadata file
+        ids = _fs.top_level_field_ids(_fs.schema_json(_fs.current_metadata(run.spark, run.t)))
+        return {c: ids[c] for c in run.columns if c in ids}
     schema = run.jtable(refresh=False).schema()
     fields = {c: schema.findField(c) for c in run.columns}
     return {c: int(f.fieldId()) for c, f in fields.items() if f is not None}
@@ -86,6 +90,17 @@ def _probe_hadoop(run: Any, f: dict[str, Any], probes: dict[str, Any], ids: dict
 
     if not f.get("size"):
         return {}
+    if not _fs.has_jvm(run.spark):  # Spark Connect: pyarrow's file system (S3 with the session's S3A settings)
+        try:
+            with _fs.open_ranged(run.spark, f["location"]) as fh:
+
+                def read_arrow(offset: int, length: int) -> bytes:
+                    fh.seek(offset)
+                    return bytes(fh.read(length))
+
+                return ep.file_proofs(read_arrow, int(f["size"]), probes, ids)
+        except (OSError, ValueError):
+            return {}
     try:
         path = run.spark._jvm.org.apache.hadoop.fs.Path(f["location"])
         stream = path.getFileSystem(run.spark._jsc.hadoopConfiguration()).open(path)
@@ -131,6 +146,8 @@ def candidates(run: Any, locations: dict[str, str]) -> dict[str, Any]:
 
 def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]:
     """Snapshot id -> its data manifests; manifest -> live data files (each manifest read once)."""
+    if not _fs.has_jvm(run.spark):
+        return _manifest_index_sql(run)
     jvm = run.spark._jvm
     tbl = run.jtable(refresh=True)
     io = tbl.io()
@@ -153,6 +170,25 @@ def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]
                 reader.close()
             files[path] = live
         snaps[int(snap.snapshotId())] = paths
+    return snaps, files
+
+
+def _manifest_index_sql(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]:
+    """:func:`manifest_index` from metadata tables (Spark Connect): each snapshot's data manifests
+    (``all_manifests``), plus one pseudo-manifest per snapshot holding its live data files
+    (``data_files VERSION AS OF``), so "a manifest lists a subject file" reads "the snapshot does"."""
+    run.refresh()
+    snaps: dict[int, list[str]] = {}
+    for r in run.sql(
+        f"SELECT DISTINCT reference_snapshot_id, path FROM {run.t}.all_manifests WHERE content = 0"
+    ).collect():
+        snaps.setdefault(int(r[0]), []).append(str(r[1]))
+    files: dict[str, set[str]] = {}
+    for r in run.sql(f"SELECT snapshot_id FROM {run.t}.snapshots").collect():
+        sid = int(r[0])
+        live = f"live-files-of-snapshot:{sid}"
+        files[live] = {norm_path(p) for p in _fs.snapshot_data_files(run.spark, run.t, sid)}
+        snaps.setdefault(sid, []).append(live)
     return snaps, files
 
 
@@ -181,13 +217,22 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
     """(normalised path, location) of Parquet files under the table's data location that no
     snapshot references and that were last modified before ``older_than_ms`` (listed through
     Hadoop's FileSystem, so object stores work too)."""
-    root = str(run.jtable(refresh=False).location()).rstrip("/") + "/data"
+    location = (
+        str(run.jtable(refresh=False).location()) if _fs.has_jvm(run.spark) else _fs.table_location(run.spark, run.t)
+    )
+    root = location.rstrip("/") + "/data"
     local = _local_dir(root)
     if local is not None:  # a local warehouse: listed in Python (the py4j listing costs ~1 ms a file)
         return [
             (p, loc)
             for p, loc, mtime_ms in _walk_local(local)
             if p.endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
+        ]
+    if not _fs.has_jvm(run.spark):  # Spark Connect: pyarrow's listing
+        return [
+            (p, loc)
+            for loc, mtime_ms, _size in _fs.list_files(run.spark, root)
+            if (p := norm_path(loc)).endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
         ]
     jvm = run.spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(root)

@@ -101,12 +101,30 @@ class JobContext:
         self.spark.createDataFrame([values], schema=schema).writeTo(ledger).append()
 
 
+def is_connect(spark: Any = None) -> bool:
+    """Whether this job runs as a Spark Connect client (no driver JVM in this process)."""
+    if spark is not None:
+        return not hasattr(spark, "_jsparkSession")
+    return "SPARK_CONNECT_MODE_ENABLED" in os.environ
+
+
 def build_session(spec: dict[str, Any]) -> Any:
+    """The job's session: spark-submit's driver session, or the Connect session the runner opened."""
+    if is_connect():
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+        return RemoteSparkSession.builder.getOrCreate()
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(spec.get("job") or "airflow-iceberg-job").getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("AIRFLOW_ICEBERG_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def stop_session(spark: Any) -> None:
+    """Stop spark-submit's session; a Connect session belongs to the runner, which clears it."""
+    if not is_connect(spark):
+        spark.stop()
 
 
 def run_job(fn: Callable[[JobContext], dict[str, Any] | None], argv: list[str] | None = None) -> None:
@@ -131,6 +149,6 @@ def run_job(fn: Callable[[JobContext], dict[str, Any] | None], argv: list[str] |
             except Exception:  # the ledger itself may be what failed
                 traceback.print_exc()
         if spark is not None:
-            spark.stop()
+            stop_session(spark)
         sys.exit(1)
-    spark.stop()
+    stop_session(spark)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     LEGAL_HOLD_PREFIX,
     PROCEDURE_OUTPUTS,
@@ -37,7 +38,9 @@ DEFAULT_ORPHAN_PATHS_LIMIT = 10_000
 
 
 def _file_sizes(spark: Any, paths: list[str]) -> dict[str, int]:
-    """Sizes of files through Hadoop's FileSystem (works for file://, s3a://, hdfs://)."""
+    """Sizes of files through Hadoop's FileSystem (works for file://, s3a://, hdfs://); pyarrow's under Spark Connect."""
+    if not _fs.has_jvm(spark):
+        return {p: _fs.file_size(spark, p) for p in paths}
     jvm = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     sizes: dict[str, int] = {}
@@ -122,10 +125,14 @@ def rewrite_position_delete_files(ctx: Any, table: str, args: dict[str, Any]) ->
 def orphan_scheme_args(ctx: Any, table: str) -> dict[str, Any]:
     """``equal_schemes`` / ``prefix_mismatch_mode`` / ``prefix_listing`` for the table's location and the
     FileIO the catalog really uses (:func:`maintenance_sql.orphan_location_args`)."""
-    jtable = ctx.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        ctx.spark._jsparkSession, f"{ctx.catalog}.{table}"
-    )
-    location, io_impl = str(jtable.location()), str(jtable.io().getClass().getName())
+    if _fs.has_jvm(ctx.spark):
+        jtable = ctx.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            ctx.spark._jsparkSession, f"{ctx.catalog}.{table}"
+        )
+        location, io_impl = str(jtable.location()), str(jtable.io().getClass().getName())
+    else:  # Spark Connect: the location from SQL, the FileIO the catalog conf names
+        location = _fs.table_location(ctx.spark, quote_table(ctx.catalog, table))
+        io_impl = ctx.spark.conf.get(f"spark.sql.catalog.{ctx.catalog}.io-impl", "") or ""
     out = orphan_location_args(location, io_impl)
     print(f"[maintenance] orphan listing of {location.split('://', 1)[0]}:// location through {io_impl}: {out}")
     return out

@@ -70,6 +70,10 @@ def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[Non
     if not properties:
         yield
         return
+    if not hasattr(spark, "_jvm"):  # Spark Connect: the statement runs on a server thread this client cannot reach
+        print("[wap_write] Spark Connect: SQL statements commit without the run's snapshot summary properties")
+        yield
+        return
     jvm = spark._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     field = jvm.java.lang.Class.forName(COMMIT_METADATA_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")

@@ -1,0 +1,281 @@
+"""Spark Connect execution: a provider job as a short-lived Connect client of a running server.
+
+The DAG author chooses the mode by connection: when the ``spark_conn_id`` of an operator
+names a ``spark_connect`` connection (the Spark provider's type: host ``sc://host``, port,
+login = user id, password = token, extra ``use_ssl``), :class:`~airflow_iceberg_provider.hooks.spark.IcebergSparkHook`
+runs the *same* job file through :data:`RUNNER` instead of ``spark-submit``:
+
+* one Python process per task, in the Spark runtime environment (``[iceberg_provider]
+  pyspark_python``, or the connection's ``python`` extra), opens its own Connect session (a fresh
+  session id), so no two tasks share session state;
+* everything secret (the catalog's credentials, the connection's token, the job spec with an
+  erasure's salt) travels in 0600 files of the task's private working directory: the runner reads
+  the session file, deletes it, and sets the catalog as **session** configuration
+  (``spark.conf.set``), which neither the plan text nor the server's log carries and no other
+  session can read; when the job ends it unsets those keys again;
+* the task's kill (``on_kill``, the task process dying, the timeout) sends SIGTERM to the runner,
+  which interrupts every operation of its session on the server before it exits: the server keeps
+  serving and Iceberg's atomic commits leave nothing half-committed;
+* a server that does not answer fails the task at once with the connection's id and address (no
+  JVM start to wait for, and retryable: the server may be back at the next try);
+* the result travels through the lake, as for spark-submit: the job writes its ledger row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
+
+#: Conn type of the Spark provider's Spark Connect connection.
+CONNECT_CONN_TYPE = "spark_connect"
+#: The client entry point, run by the Spark runtime's Python.
+RUNNER = SPARK_JOBS_DIR / "connect_runner.py"
+#: Default wall-clock limit of one job (seconds); the connection extra ``timeout`` overrides it.
+DEFAULT_TIMEOUT_S = 6 * 3600.0
+#: How long the runner gets to interrupt its session's operations after SIGTERM.
+KILL_GRACE_S = 15.0
+#: Exit code of the runner when the server does not answer.
+EXIT_UNREACHABLE = 75
+
+#: Spark conf the server fixes at its start (static or core conf): a session cannot set them.
+_SERVER_ONLY_PREFIXES = (
+    "spark.driver.",
+    "spark.executor.",
+    "spark.pyspark.",
+    "spark.ui.",
+    "spark.jars",
+    "spark.submit.",
+    "spark.master",
+    "spark.app.",
+    "spark.sql.extensions",
+)
+
+
+@dataclass(frozen=True)
+class ConnectEndpoint:
+    """Where the Connect server is, read from a ``spark_connect`` connection."""
+
+    conn_id: str
+    host: str
+    port: int
+    url: str = field(default="", repr=False)  # sc://host:port/;params (may carry the token: never log it)
+    python: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @property
+    def address(self) -> str:
+        """``host:port``, safe to log."""
+        return f"{self.host}:{self.port}"
+
+
+def is_connect_connection(conn: Any) -> bool:
+    return str(getattr(conn, "conn_type", "") or "").replace("-", "_") == CONNECT_CONN_TYPE
+
+
+def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
+    """The server address, URL and client settings of a ``spark_connect`` connection."""
+    from urllib.parse import quote, urlunparse
+
+    conn_id = str(getattr(conn, "conn_id", "") or "")
+    raw = str(conn.host or "").strip()
+    if not raw:
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r} has no host; set it to the server, e.g. "
+            f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "spark_connect", "host": "sc://127.0.0.1", '
+            '"port": 15002}\'.'
+        )
+    parsed = urlparse(raw if "://" in raw else f"sc://{raw}")
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r}: host {raw!r} is not a Spark Connect address; use "
+            "sc://<host> (the port in the connection's port field, default 15002)."
+        )
+    port = int(conn.port or parsed.port or 15002)
+    params = []
+    if conn.login:
+        params.append(f"user_id={quote(conn.login, safe='')}")
+    if conn.password:
+        params.append(f"token={quote(conn.password, safe='')}")
+    extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
+    if extra.get("use_ssl") is not None:
+        params.append(f"use_ssl={quote(str(extra['use_ssl']).lower())}")
+    url = urlunparse(("sc", f"{parsed.hostname}:{port}", "/", ";".join(params), "", ""))
+    timeout = extra.get("timeout")
+    try:
+        timeout_s = float(timeout) if timeout not in (None, "") else DEFAULT_TIMEOUT_S
+    except (TypeError, ValueError) as err:
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r}: extra timeout={timeout!r} is not a number of seconds; "
+            'use e.g. {"timeout": 3600}.'
+        ) from err
+    if timeout_s <= 0:
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r}: extra timeout={timeout!r} must be positive (seconds)."
+        )
+    return ConnectEndpoint(conn_id, parsed.hostname, port, url, extra.get("python") or None, timeout_s)
+
+
+def check_reachable(endpoint: ConnectEndpoint, timeout_s: float = 5.0) -> None:
+    """Fail with the connection's id and address when nothing listens there."""
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout_s):
+            return
+    except OSError as err:
+        raise IcebergSparkJobError(
+            f"Spark Connect server of connection {endpoint.conn_id!r} at {endpoint.address} is not reachable "
+            f"({err.strerror or err}); start it (scripts/connect_server.sh start) or point the connection at a "
+            "running server. Nothing was submitted."
+        ) from err
+
+
+def session_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Split spark-submit conf into what a Connect session sets and what only the server can have."""
+    settable, server_only = {}, []
+    for key, value in conf.items():
+        if key.startswith(_SERVER_ONLY_PREFIXES):
+            server_only.append(key)
+        else:
+            settable[key] = str(value)
+    return settable, sorted(server_only)
+
+
+def session_document(
+    endpoint: ConnectEndpoint,
+    *,
+    application: str,
+    application_args: Sequence[str],
+    conf: Mapping[str, str],
+    secret_conf: Mapping[str, str],
+    py_files: Sequence[str],
+    job_name: str,
+) -> dict[str, Any]:
+    """What the runner reads from its 0600 session file (the only place secrets are written)."""
+    settable, _ = session_conf(conf)
+    return {
+        "url": endpoint.url,
+        "address": endpoint.address,
+        "conn_id": endpoint.conn_id,
+        "application": application,
+        "argv": list(application_args),
+        "conf": settable,
+        "secret_conf": dict(secret_conf),
+        "py_files": list(py_files),
+        "job_name": job_name,
+    }
+
+
+def _pdeathsig_preexec(parent_pid: int) -> Any:
+    """The runner gets SIGTERM when the task process dies (even by SIGKILL), so it interrupts its session."""
+    from airflow_iceberg_provider.hooks.spark import _PR_SET_PDEATHSIG, _PRCTL
+
+    prctl = _PRCTL
+
+    def _preexec() -> None:
+        os.setsid()  # its own group: a terminal's Ctrl-C reaches it through the task, not twice
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return _preexec
+
+
+class ConnectJobProcess:
+    """One runner process: start, stream its output to the task log, wait with a timeout, kill."""
+
+    def __init__(self, endpoint: ConnectEndpoint, python: str, log: Any) -> None:
+        self.endpoint = endpoint
+        self.python = python
+        self.log = log
+        self._proc: subprocess.Popen[str] | None = None
+        self._killed_by: str | None = None
+        self.tail: list[str] = []
+
+    def run(self, session_file: Path, env: Mapping[str, str], name: str) -> None:
+        """Run the runner on ``session_file``; raise :class:`IcebergSparkJobError` unless it exits 0."""
+        if not Path(self.python).is_file():
+            raise IcebergConnectionError(
+                f"Spark runtime Python {self.python!r} does not exist; set [iceberg_provider] pyspark_python "
+                f"(or the extra python of connection {self.endpoint.conn_id!r}) to the Python that has pyspark "
+                "with its Spark Connect client (grpcio, grpcio-status, googleapis-common-protos, pandas)."
+            )
+        child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        child_env.pop("SPARK_REMOTE", None)
+        t0 = time.monotonic()
+        self._proc = subprocess.Popen(
+            [self.python, str(RUNNER), "--session", str(session_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_env,
+            preexec_fn=_pdeathsig_preexec(os.getpid()),  # noqa: PLW1509 - async-signal-safe calls only
+        )
+        timer = threading.Timer(self.endpoint.timeout_s, self._timeout)
+        timer.daemon = True
+        timer.start()
+        try:
+            assert self._proc.stdout is not None
+            for line in self._proc.stdout:
+                line = line.rstrip("\n")
+                self.tail = [*self.tail[-40:], line]
+                self.log.info("%s", line)
+            code = self._proc.wait()
+        finally:
+            timer.cancel()
+        seconds = time.monotonic() - t0
+        if code == 0:
+            return
+        if code == EXIT_UNREACHABLE:
+            raise IcebergSparkJobError(
+                f"Spark Connect server of connection {self.endpoint.conn_id!r} at {self.endpoint.address} did not "
+                f"answer job {name!r}: {self._last_error()} Start it or point the connection at a running server."
+            )
+        why = self._killed_by or f"exit code {code}"
+        raise IcebergSparkJobError(
+            f"Spark job {name!r} through Spark Connect ({self.endpoint.conn_id!r} at {self.endpoint.address}) failed "
+            f"after {seconds:.1f}s ({why}). Last client output:\n" + "\n".join(self.tail[-15:])
+        )
+
+    def _last_error(self) -> str:
+        for line in reversed(self.tail):
+            if line.strip():
+                return line.strip()
+        return "no output"
+
+    def _timeout(self) -> None:
+        self._killed_by = f"timed out after {self.endpoint.timeout_s:.0f}s (extra timeout of the connection)"
+        self.log.error("Spark Connect job %s; interrupting its session", self._killed_by)
+        self.terminate()
+
+    def terminate(self) -> None:
+        """SIGTERM (the runner interrupts its session's operations), SIGKILL after a grace period."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        self._killed_by = self._killed_by or "killed with the task"
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+def write_session_file(path: Path, document: Mapping[str, Any]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(document, fh)

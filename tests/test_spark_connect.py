@@ -1,0 +1,237 @@
+"""The Spark Connect execution mode end to end: one shared Connect server for the module.
+
+The operators are the same as in the spark-submit tests; only the ``spark_conn_id`` connection is
+a ``spark_connect`` one. Covered: WAP write / audit / publish with cherry-pick, a user
+application, maintenance (expire, orphan listing), an erasure (logical phase), the secret
+channel (catalog password and salt in no plan, no server log, no other session), a killed task
+(server keeps serving, nothing half-committed), a server restart (the next task reconnects) and
+a server that is down (clear error naming the connection).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import create_orders_table, fake_context, orders_batch
+
+from airflow_iceberg_provider.exceptions import IcebergSparkJobError
+from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
+from airflow_iceberg_provider.hooks.spark_connect import endpoint_from_connection, session_conf
+from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
+from airflow_iceberg_provider.operators.wap import (
+    IcebergWapAuditOperator,
+    IcebergWapCreateBranchOperator,
+    IcebergWapPublishOperator,
+    IcebergWapWriteOperator,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import connect_server  # noqa: E402
+
+PORT = 19811
+CONN = "spark_connect_test"
+T = "db.orders"
+CHECKS = {
+    "column_mapping": {"amount": {"min": {"geq_to": 0}}, "order_id": {"unique_check": {"equal_to": 0}}},
+    "table_checks": {"has_rows": {"check_statement": "COUNT(*) > 0"}},
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    if not os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"):
+        pytest.skip("source scripts/env.sh first (Spark jars)")
+    workdir = tmp_path_factory.mktemp("connect")
+    srv = connect_server.start(PORT, workdir=workdir, die_with_parent=True)
+    old = os.environ.get(f"AIRFLOW_CONN_{CONN.upper()}")
+    os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = srv.conn_json(CONN, timeout=600)
+    holder = {"server": srv}
+    yield holder
+    connect_server.stop(holder["server"])
+    if old is None:
+        os.environ.pop(f"AIRFLOW_CONN_{CONN.upper()}", None)
+    else:
+        os.environ[f"AIRFLOW_CONN_{CONN.upper()}"] = old
+
+
+@pytest.fixture(scope="module")
+def orders(module_lake, server):
+    create_orders_table(module_lake, T, properties={"write.wap.enabled": "true"}).append(orders_batch(0, 50))
+    return module_lake
+
+
+def test_connection_decides_the_mode_and_keeps_server_conf_off_the_session(server):
+    hook = IcebergSparkHook(spark_conn_id=CONN)
+    assert hook.execution_mode == "spark_connect"
+    assert IcebergSparkHook(spark_conn_id="spark_default").execution_mode == "spark_submit"
+    settable, server_only = session_conf(
+        {"spark.sql.catalog.x.uri": "u", "spark.sql.extensions": "e", "spark.pyspark.python": "p", "spark.wap.branch": "b"}
+    )
+    assert settable == {"spark.sql.catalog.x.uri": "u", "spark.wap.branch": "b"}
+    assert server_only == ["spark.pyspark.python", "spark.sql.extensions"]
+
+
+def test_wap_write_audit_publish_and_cherry_pick_through_connect(orders):
+    hook = orders
+    ctx = fake_context(dag_id="connect_wap", run_id="run_1")
+    main_before = hook.ref_snapshot_id(T)
+    branch = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)["branch"]
+    t0 = time.monotonic()
+    written = IcebergWapWriteOperator(
+        task_id="write",
+        table=T,
+        branch=branch,
+        spark_conn_id=CONN,
+        application=str(ROOT / "example_dags" / "jobs" / "append_orders.py"),
+        params_for_job={"rows": 100, "seed": 5000, "ds": "2026-01-03"},
+        expected_operations=["append"],
+    ).execute(ctx)
+    write_s = time.monotonic() - t0
+    assert written["added_records"] == 100 and hook.ref_snapshot_id(T) == main_before
+    audit = IcebergWapAuditOperator(
+        task_id="audit", table=T, branch=branch, spark_conn_id=CONN, incremental_min_rows=0, **CHECKS
+    ).execute(ctx)
+    assert audit["passed"] is True and audit["checks"] == 3
+    recorded = hook.read_governance_rows("audit_results", event_id=audit["job_run_id"])
+    assert len(recorded) == 3 and all(r["passed"] for r in recorded)
+    # main moves meanwhile: the publish replays the branch's append on top (cherry-pick job)
+    hook.load_table(T).append(orders_batch(9000, 5))
+    moved = hook.ref_snapshot_id(T)
+    out = IcebergWapPublishOperator(
+        task_id="publish",
+        table=T,
+        branch=branch,
+        audited_snapshot_id=audit["snapshot_id"],
+        on_conflict="cherrypick",
+        spark_conn_id=CONN,
+    ).execute(ctx)
+    assert out["method"] == "cherrypick"
+    head = hook.ref_snapshot_id(T)
+    assert head != moved and hook.is_ancestor(hook.load_table(T), moved, head)
+    ids = hook.load_table(T).scan().to_arrow().column("order_id").to_pylist()
+    assert len(ids) == 50 + 100 + 5 and len(set(ids)) == len(ids)
+    print(f"connect wap write {write_s:.1f}s")
+
+
+def test_maintenance_expire_through_connect(orders):
+    hook = orders
+    create_orders_table(hook, "db.exp", partition_by=())
+    for i in range(4):
+        hook.load_table("db.exp").append(orders_batch(i * 10, 10))
+    hook.load_table("db.exp").overwrite(orders_batch(1000, 10))
+    before = len(hook.list_snapshots("db.exp"))
+    out = IcebergExpireSnapshotsOperator(
+        task_id="expire", table="db.exp", older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
+    ).execute(fake_context())
+    assert len(hook.list_snapshots("db.exp")) == 1 < before
+    assert '"deleted_data_files_count": 4' in json.dumps(out, default=str, sort_keys=True)
+
+
+def _server_log(server) -> str:
+    return server["server"].log.read_text(errors="replace")
+
+
+def test_secrets_reach_no_plan_no_server_log_and_no_other_session(orders, server, tmp_path):
+    """The catalog conf (a secret stand-in) and the salt: the job works, the server log has neither,
+    and a second Connect session on the same server sees none of the first one's conf."""
+    secret = "s3cr3t-Connect-VALUE-8c1e"
+    hook = IcebergSparkHook(spark_conn_id=CONN, catalog_hook=orders)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from iceberg_job_runtime import run_job\n"
+        "def fn(ctx):\n"
+        "    ctx.spark.conf.get('spark.sql.catalog.' + ctx.catalog + '.secret-probe')\n"
+        "    return {'rows': ctx.spark.sql('SELECT count(*) FROM ' + ctx.table()).collect()[0][0]}\n"
+        "run_job(fn)\n"
+    )
+    plan = hook.plan(probe, spec={"job": "probe", "operation": "probe", "table": T, "job_run_id": "probe-1"})
+    plan.secret_conf[f"spark.sql.catalog.{orders.catalog_name}.secret-probe"] = secret
+    hook.submit(plan)
+    (row,) = orders.read_governance_rows("ledger", event_id="probe-1")
+    assert json.loads(row["metrics"])["rows"] > 0
+    assert secret not in _server_log(server)
+    other = subprocess.run(
+        [
+            os.environ["AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON"],
+            "-c",
+            "import os; os.environ['SPARK_CONNECT_MODE_ENABLED']='1'\n"
+            "from pyspark.sql.connect.session import SparkSession\n"
+            f"s = SparkSession.builder.remote('sc://127.0.0.1:{PORT}').getOrCreate()\n"
+            "print(sorted(k for k in s.sql('SET').toPandas()['key'] if 'catalog' in k))\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert secret not in other.stdout and "secret-probe" not in other.stdout
+
+
+def test_killed_task_interrupts_its_session_and_the_server_keeps_serving(orders, server, tmp_path):
+    hook = IcebergSparkHook(spark_conn_id=CONN, catalog_hook=orders)
+    slow = tmp_path / "slow.py"
+    slow.write_text(
+        "from iceberg_job_runtime import run_job\n"
+        "def fn(ctx):\n"
+        "    ctx.spark.sql('INSERT INTO ' + ctx.table() + ' SELECT id, CAST(id AS STRING), \"ca\", 1.0, "
+        "TIMESTAMP \"2026-01-05 00:00:00\" FROM range(0, 2000000000)').collect()\n"
+        "run_job(fn)\n"
+    )
+    before = orders.ref_snapshot_id(T)
+    plan = hook.plan(slow, spec={"job": "slow", "operation": "slow", "table": T})
+    killer = threading.Timer(25.0, hook.on_kill)
+    killer.start()
+    t0 = time.monotonic()
+    with pytest.raises(IcebergSparkJobError, match="killed with the task"):
+        hook.submit(plan)
+    killer.cancel()
+    assert time.monotonic() - t0 < 120
+    assert orders.ref_snapshot_id(T) == before, "a killed job committed"
+    # the same server answers the next task at once
+    out = IcebergExpireSnapshotsOperator(
+        task_id="expire2", table="db.exp", older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
+    ).execute(fake_context(task_id="expire2"))
+    assert '"deleted_data_files_count": 0' in json.dumps(out, default=str, sort_keys=True)
+
+
+def test_server_down_names_the_connection_then_restart_reconnects(orders, server):
+    connect_server.stop(server["server"])
+    hook = IcebergSparkHook(spark_conn_id=CONN, catalog_hook=orders)
+    with pytest.raises(IcebergSparkJobError, match=rf"connection '{CONN}' at 127.0.0.1:{PORT} is not reachable"):
+        hook.run_job("maintenance", {"job": "maintenance", "table": "db.exp", "actions": []})
+    workdir = server["server"].workdir
+    server["server"] = connect_server.start(PORT, workdir=workdir, die_with_parent=True)
+    out = IcebergExpireSnapshotsOperator(
+        task_id="expire3", table="db.exp", older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
+    ).execute(fake_context(task_id="expire3"))
+    assert '"deleted_data_files_count": 0' in json.dumps(out, default=str, sort_keys=True)
+
+
+def test_endpoint_refuses_a_bad_host_and_timeout():
+    class Conn:
+        conn_id = "c"
+        host = "http://x"
+        port = None
+        login = password = None
+        extra_dejson: dict = {}
+
+    from airflow_iceberg_provider.exceptions import IcebergConnectionError
+
+    with pytest.raises(IcebergConnectionError, match="not a Spark Connect address"):
+        endpoint_from_connection(Conn())
+    Conn.host, Conn.extra_dejson = "sc://h", {"timeout": "soon"}
+    with pytest.raises(IcebergConnectionError, match="timeout='soon' is not a number"):
+        endpoint_from_connection(Conn())
+    Conn.extra_dejson, Conn.password = {}, "tok/en"
+    ep = endpoint_from_connection(Conn())
+    assert ep.address == "h:15002" and "token=tok%2Fen" in ep.url and "tok" not in repr(ep)

@@ -455,3 +455,161 @@ def rest_conn_json(server: SeaweedServer, catalog_name: str = "lakehouse") -> st
             },
         }
     )
+
+
+# ============================================================================ Iceberg REST fixture
+#: Apache Iceberg's own REST catalog test server (``org.apache.iceberg.rest.RESTCatalogServer`` from
+#: ``iceberg-open-api:<ver>:test-fixtures``): a JDBC (SQLite) catalog behind the project's reference
+#: REST routes. scripts/bootstrap.sh resolves its classpath with Maven (spark-deps/rest-fixture).
+REST_FIXTURE_PORTS = range(19000, 19100)
+
+
+@dataclass
+class IcebergRestFixture:
+    """A running ``RESTCatalogServer`` whose warehouse is ``s3://<bucket>/wh`` on a SeaweedFS server."""
+
+    proc: subprocess.Popen = field(repr=False)
+    root: Path
+    port: int
+    s3: SeaweedServer = field(repr=False)
+    bucket: str
+    client_id: str
+    client_secret: str = field(repr=False)
+
+    @property
+    def catalog_uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def warehouse(self) -> str:
+        return f"s3://{self.bucket}/wh"
+
+    def stop(self) -> None:
+        _stop_process(self.proc)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _fixture_classpath() -> str:
+    cp = os.environ.get("AIP_ICEBERG_REST_FIXTURE_CP", "")
+    if not cp or not glob.glob(cp if cp.endswith("*") else f"{cp}/*"):
+        raise ServerUnavailable(
+            "Iceberg REST fixture classpath missing (AIP_ICEBERG_REST_FIXTURE_CP): run scripts/bootstrap.sh"
+        )
+    if shutil.which("java") is None:
+        raise ServerUnavailable("java not found: run scripts/bootstrap.sh")
+    return cp
+
+
+def _free_port_in(ports: range) -> int:
+    for port in ports:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
+
+
+def start_iceberg_rest_fixture(s3: SeaweedServer, *, timeout: float = 180.0) -> IcebergRestFixture:
+    """Start ``RESTCatalogServer`` on 127.0.0.1 (caller stops it); S3FileIO to ``s3``'s S3 API.
+
+    Every setting goes through ``CATALOG_*`` environment variables (the server's own convention),
+    so the S3 secret is never on a command line. OAuth2: the server's token route accepts the
+    client-credentials flow (it issues a token for any client; it does not check the secret).
+    """
+    from pyarrow import fs
+
+    cp = _fixture_classpath()
+    root = Path(tempfile.mkdtemp(prefix="aip-icerest-"))
+    log = root / "server.log"
+    bucket = f"icerest{uuid.uuid4().hex[:8]}"
+    fs.S3FileSystem(
+        access_key=s3.access_key,
+        secret_key=s3.secret_key,
+        endpoint_override=s3.s3_endpoint,
+        scheme="http",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    ).create_dir(bucket)
+    port = _free_port_in(REST_FIXTURE_PORTS)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CATALOG_"))},
+        "CATALOG_URI": f"jdbc:sqlite:{root / 'catalog.db'}",
+        "CATALOG_JDBC_SCHEMA__VERSION": "V1",
+        "CATALOG_WAREHOUSE": f"s3://{bucket}/wh",
+        "CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
+        "CATALOG_S3_ENDPOINT": s3.s3_endpoint,
+        "CATALOG_S3_PATH__STYLE__ACCESS": "true",
+        "CATALOG_S3_ACCESS__KEY__ID": s3.access_key,
+        "CATALOG_S3_SECRET__ACCESS__KEY": s3.secret_key,
+        "CATALOG_CLIENT_REGION": "us-east-1",
+        "CATALOG_REST_PORT": str(port),
+        "AWS_REGION": "us-east-1",
+    }
+    java = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-cp", cp, "org.apache.iceberg.rest.RESTCatalogServer"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            java,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    server = IcebergRestFixture(
+        proc=proc,
+        root=root,
+        port=port,
+        s3=s3,
+        bucket=bucket,
+        client_id="aip-test-client",
+        client_secret=secrets.token_urlsafe(24),
+    )
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"{server.catalog_uri}/v1/config", timeout=2) as resp:
+            return resp.status == 200
+
+    try:
+        _wait(ready, timeout=timeout, what="Iceberg RESTCatalogServer", proc=proc, log=log)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def iceberg_rest_fixture() -> IcebergRestFixture:
+    """The process-wide Iceberg REST fixture server (started on first use, stopped at exit)."""
+    if "iceberg_rest" not in _STARTED:
+        s3 = seaweed()
+        try:
+            server = start_iceberg_rest_fixture(s3)
+        except ServerUnavailable as err:
+            skip_or_fail(str(err))
+        _STARTED["iceberg_rest"] = server
+        atexit.register(server.stop)
+    return _STARTED["iceberg_rest"]
+
+
+def rest_fixture_conn_json(server: IcebergRestFixture, catalog_name: str = "lakehouse") -> str:
+    """An ``iceberg_catalog`` connection for the Iceberg REST fixture + S3 FileIO on SeaweedFS.
+
+    login/password are OAuth2 client credentials (``credential`` -> ``/v1/oauth/tokens``); the S3
+    key pair goes in the FileIO properties, as with any REST catalog that vends no credentials.
+    """
+    return json.dumps(
+        {
+            "conn_type": "iceberg_catalog",
+            "host": server.catalog_uri,
+            "login": server.client_id,
+            "password": server.client_secret,
+            "extra": {
+                "catalog_type": "rest",
+                "catalog_name": catalog_name,
+                "warehouse": server.warehouse,
+                "properties": server.s3.file_io_properties(),
+            },
+        }
+    )

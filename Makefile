@@ -2,13 +2,18 @@
 # Both bootstrap the environment first (idempotent: a second run skips what exists).
 SHELL := /bin/bash
 
-.PHONY: bootstrap demo test test-fast bench lint docs clean
+.PHONY: bootstrap demo ui test test-fast bench lint docs clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
 
 demo: bootstrap
 	bash scripts/demo.sh
+
+# The Airflow UI over what `make demo` did (its Airflow home and catalog) on 127.0.0.1:8080
+# (AIP_UI_PORT); prints the URL and the logins; Ctrl-C stops it. See scripts/ui.sh.
+ui:
+	bash scripts/ui.sh
 
 # The docs are built first, so that pytest's summary stays the last line of the run.
 test: bootstrap docs

@@ -156,6 +156,15 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "/opt/spark-venv/bin/python",
                         "default": "",
                     },
+                    "governance_restricted_role": {
+                        "description": "SimpleAuthManager role (viewer, user, op or admin) from which the governance "
+                        "view shows erasure requests, evidence reports and approval history; other auth managers "
+                        "grant the 'Governance: erasure and approvals' custom view instead.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "op",
+                        "default": "admin",
+                    },
                 },
             }
         },

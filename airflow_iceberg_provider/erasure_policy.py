@@ -35,12 +35,14 @@ from airflow_iceberg_provider.spark_jobs.erasure_sql import (
     PHASE_LOGICAL,
     PHASE_PURGE,
     PHASES,
+    REDACTED_PREFIX,
     REF_POLICIES,
     STATUS_BLOCKED,
     STATUS_DONE,
     STATUS_ERASED,
     STATUS_LOGICAL,
     STATUS_PENDING,
+    STATUS_REDACTED,
     STATUSES,
     VERIFIED,
     LifecycleRefusal,
@@ -50,6 +52,7 @@ from airflow_iceberg_provider.spark_jobs.erasure_sql import (
     evidence_id,
     hmac_hex,
     merged_phase,
+    redaction_plan,
     request_status,
     transition,
     verification_outcome,
@@ -73,6 +76,13 @@ __all__ = [
     "combined_status",
     "deadline_report",
     "erasure_ready_properties",
+    "SUBJECT_COLUMNS_PREFIX",
+    "declared_subject_columns",
+    "discover_subject_tables",
+    "erasure_mapping",
+    "subject_column_map",
+    "subject_columns_property",
+    "validate_subject_kind",
     "merged_phase",
     "purge_candidates",
     "transition",
@@ -84,6 +94,9 @@ __all__ = [
     "STATUS_BLOCKED",
     "STATUS_DONE",
     "STATUS_PENDING",
+    "STATUS_REDACTED",
+    "REDACTED_PREFIX",
+    "redaction_plan",
     "SUBJECT_FILE_FORMATS",
     "VERIFIED",
     "analyze_refs",
@@ -171,9 +184,15 @@ def validate_request_ids(value: object) -> list[str] | None:
     return out
 
 
-def new_request_rows(requests: object, *, received_at: datetime, known: Iterable[str] = ()) -> list[dict[str, Any]]:
+def new_request_rows(
+    requests: object, *, received_at: datetime, known: Iterable[str] = (), redacted: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """Rows to append to an erasure requests table for ``{request_id: subject_key}`` (status
     ``pending``), skipping ids already in the table (``known``) so that a re-run adds nothing.
+
+    An id in ``redacted`` (a request erased everywhere whose key was then replaced by its hash) is
+    refused: the request is closed for good, and silently skipping it would hide that a new
+    request from the same person needs a new id.
 
     Request ids are opaque ticket ids (``[A-Za-z0-9_.:-]{1,128}``); a subject key must be a
     non-empty string and is taken exactly as given (matching is exact: no trimming, no case
@@ -191,6 +210,13 @@ def new_request_rows(requests: object, *, received_at: datetime, known: Iterable
                 f"requests[{rid!r}] has no subject key (got {type(key).__name__}); pass the subject's key as a "
                 "non-empty string, exactly as it is stored in the subject columns."
             )
+    closed = sorted(set(ids) & set(redacted))
+    if closed:
+        raise IcebergValidationError(
+            f"requests {closed} were erased on every table in scope and their subject keys redacted (status "
+            f"'{STATUS_REDACTED}'); a request id is never reopened. Submit the new request under a new request id "
+            "(nothing was added)."
+        )
     if received_at.tzinfo is None:
         raise IcebergValidationError("received_at has no time zone; pass an aware datetime, e.g. in UTC.")
     seen = set(known)
@@ -440,9 +466,13 @@ def deadline_report(
 
 # ------------------------------------------------------- erasure-ready tables
 def erasure_ready_properties(
-    columns: str | Sequence[str], *, fpp: float = 0.01, keep_bounds: bool = False
+    columns: str | Sequence[str], *, fpp: float = 0.01, keep_bounds: bool = False, kind: str | None = None
 ) -> dict[str, str]:
     """Table properties that make erasure read only the files that can hold a subject.
+
+    With ``kind`` (e.g. ``customer_id``, ``email``), the table also declares that these columns hold
+    that kind of subject key (``erasure.subject-columns.<kind>=<col>[,<col>...]``), so that a
+    catalog-wide erasure (:class:`IcebergErasureDiscoveryOperator`) finds it.
 
     * a Parquet bloom filter on every subject column (``write.parquet.bloom-filter-enabled.column.<c>``
       and its false-positive rate): analysis and verification skip files whose filters prove
@@ -457,7 +487,7 @@ def erasure_ready_properties(
     cols = validate_subject_columns(columns)
     if not 0 < float(fpp) < 1:
         raise IcebergValidationError(f"fpp={fpp!r} is invalid; pass a false-positive rate between 0 and 1, e.g. 0.01.")
-    props = {}
+    props = {subject_columns_property(kind): ",".join(cols)} if kind is not None else {}
     for c in cols:
         props[f"write.parquet.bloom-filter-enabled.column.{c}"] = "true"
         props[f"write.parquet.bloom-filter-fpp.column.{c}"] = str(float(fpp))
@@ -499,3 +529,158 @@ def lifecycle_lines(hook: Any, requests_table: str, table: str) -> list[str]:
             f"snapshots_kept={e.get('snapshots_kept', '-')} hash={str(e.get('subject_hash') or '-')[:12]}{flag}"
         )
     return lines
+
+
+# ------------------------------------------------ subject columns declared by tables
+#: Table property prefix declaring subject columns: ``erasure.subject-columns.<kind>=<col>[,<col>...]``.
+SUBJECT_COLUMNS_PREFIX = "erasure.subject-columns."
+_KIND = re.compile(r"^[a-z][a-z0-9_\-]{0,63}\Z")
+
+
+def validate_subject_kind(value: object) -> str:
+    """A key kind: lowercase letters, digits, ``_`` and ``-`` (``customer_id``, ``email``)."""
+    if not isinstance(value, str) or not _KIND.match(value):
+        raise IcebergValidationError(
+            f"subject_kind={value!r} is not a key kind; use a lowercase name such as 'customer_id' or 'email' "
+            "(letters, digits, '_' and '-', at most 64 characters, starting with a letter)."
+        )
+    return value
+
+
+def subject_columns_property(kind: str) -> str:
+    """The table property declaring the columns that hold subject keys of ``kind``."""
+    return SUBJECT_COLUMNS_PREFIX + validate_subject_kind(kind)
+
+
+def declared_subject_columns(properties: Mapping[str, str]) -> dict[str, list[str]]:
+    """Kind -> columns a table declares (``erasure.subject-columns.<kind>``), in declaration order.
+
+    A malformed declaration (bad kind, empty or invalid column list) raises, naming the property:
+    a table that means to declare its personal data must not be skipped silently.
+    """
+    out: dict[str, list[str]] = {}
+    for key in sorted(properties):
+        if not key.startswith(SUBJECT_COLUMNS_PREFIX):
+            continue
+        kind = key[len(SUBJECT_COLUMNS_PREFIX) :]
+        try:
+            validate_subject_kind(kind)
+            cols = validate_subject_columns([c.strip() for c in str(properties[key]).split(",") if c.strip()])
+        except IcebergValidationError as err:
+            raise IcebergValidationError(
+                f"table property {key}={properties[key]!r} is malformed ({err}); set it to a comma-separated list "
+                f"of column names, e.g. {SUBJECT_COLUMNS_PREFIX}customer_id=customer_id,referrer_id."
+            ) from None
+        out[kind] = cols
+    return out
+
+
+def discover_subject_tables(tables: Mapping[str, Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """Tables declaring subject columns of ``kind``, with their erasure problems, sorted by name.
+
+    :param tables: ``namespace.table`` -> :func:`erasure_table_facts`-like facts (``properties``,
+        ``schema_fields``; ``partition_fields``, ``format_version`` and ``equality_delete_files``
+        when known).
+    :return: ``[{"table", "subject_columns", "problems"}]``; ``problems`` is what
+        :func:`table_problems` says (an erasure of that table would refuse).
+    """
+    kind = validate_subject_kind(kind)
+    out = []
+    for name in sorted(tables):
+        facts = tables[name]
+        cols = declared_subject_columns(facts.get("properties") or {}).get(kind)
+        if not cols:
+            continue
+        problems = table_problems(
+            table=name,
+            columns=cols,
+            schema_fields=facts.get("schema_fields") or {},
+            partition_fields=facts.get("partition_fields") or [],
+            properties=facts.get("properties") or {},
+            format_version=int(facts.get("format_version") or 2),
+            equality_delete_files=int(facts.get("equality_delete_files") or 0),
+        )
+        out.append({"table": name, "subject_columns": cols, "problems": problems})
+    return out
+
+
+def erasure_mapping(discovered: Sequence[Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:
+    """Keyword arguments of one :class:`IcebergErasureOperator` per discovered table, for
+    ``IcebergErasureOperator.partial(...).expand_kwargs(...)``: each carries the whole list as
+    ``tables_in_scope``, so a request becomes ``erased`` only when every table is verified.
+
+    :raises IcebergValidationError: when no table declares ``kind``, or a declared table has problems
+        (an erasure that silently skips a table holding the person would record a false erasure).
+    """
+    if not discovered:
+        raise IcebergValidationError(
+            f"no table declares subject columns of kind {kind!r} (table property {SUBJECT_COLUMNS_PREFIX}{kind}); "
+            "declare them with erasure_policy.erasure_ready_properties(columns, kind=...) through "
+            "IcebergAlterTableOperator(set_properties=...) or at table creation, or check the namespaces searched."
+        )
+    bad = [p for d in discovered for p in d.get("problems") or []]
+    if bad:
+        raise IcebergValidationError("Catalog-wide erasure refused, nothing was changed: " + " ".join(bad))
+    scope = [str(d["table"]) for d in discovered]
+    return [
+        {"table": t, "subject_columns": list(d["subject_columns"]), "tables_in_scope": scope}
+        for t, d in zip(scope, discovered, strict=True)
+    ]
+
+
+def subject_column_map(tables: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The record of where personal keys live: one row per (table, kind, column) a table declares.
+
+    For governance views (the GDPR art. 30 record of processing): ``table``, ``kind``, ``column``,
+    ``exists`` (in the current schema), ``type``, ``bloom_filter`` (Parquet bloom filter enabled),
+    ``bounds`` (manifest metrics mode of the column: ``none`` means no personal value in
+    manifests), ``erasure_ready`` (exists, bloom filter, no bounds) and ``problems`` (why an
+    erasure of the table would refuse). A malformed declaration gives one row with ``kind`` None
+    and the error under ``problems``.
+
+    :param tables: ``namespace.table`` -> facts as for :func:`discover_subject_tables`.
+    """
+    rows: list[dict[str, Any]] = []
+    for name in sorted(tables):
+        facts = tables[name]
+        props = facts.get("properties") or {}
+        fields = facts.get("schema_fields") or {}
+        try:
+            declared = declared_subject_columns(props)
+        except IcebergValidationError as err:
+            rows.append(
+                {
+                    "table": name,
+                    "kind": None,
+                    "column": None,
+                    "exists": False,
+                    "type": None,
+                    "bloom_filter": False,
+                    "bounds": None,
+                    "erasure_ready": False,
+                    "problems": [str(err)],
+                }
+            )
+            continue
+        for kind, cols in declared.items():
+            problems = discover_subject_tables({name: facts}, kind)[0]["problems"]
+            for c in cols:
+                bloom = str(props.get(f"write.parquet.bloom-filter-enabled.column.{c}", "false")).lower() == "true"
+                bounds = str(
+                    props.get(f"write.metadata.metrics.column.{c}")
+                    or props.get("write.metadata.metrics.default", "truncate(16)")
+                )
+                rows.append(
+                    {
+                        "table": name,
+                        "kind": kind,
+                        "column": c,
+                        "exists": c in fields,
+                        "type": fields.get(c),
+                        "bloom_filter": bloom,
+                        "bounds": bounds,
+                        "erasure_ready": c in fields and bloom and bounds == "none",
+                        "problems": problems,
+                    }
+                )
+    return rows

@@ -224,8 +224,10 @@ class GovernanceStore:
         from airflow_iceberg_provider.erasure_policy import new_request_rows
 
         name = self.ensure_erasure_requests_table(table)
-        known = [r["request_id"] for r in self.erasure_request_states(name)]
-        rows = new_request_rows(requests, received_at=received_at or datetime.now(UTC), known=known)
+        states = self.erasure_request_states(name)
+        known = [r["request_id"] for r in states]
+        redacted = [r["request_id"] for r in states if r["status"] == "redacted"]
+        rows = new_request_rows(requests, received_at=received_at or datetime.now(UTC), known=known, redacted=redacted)
         if rows:
             tbl = self.hook.load_table(name)
             with self.hook.translate_errors(name):

@@ -19,6 +19,7 @@ from _erasure_helpers import (
     SALT,
     add_requests,
     create_people_table,
+    metadata_hits,
     people_batch,
     person,
     rows_of,
@@ -29,6 +30,7 @@ from _erasure_helpers import (
 )
 from conftest import fake_context
 
+from airflow_iceberg_provider.erasure_policy import subject_hash
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
@@ -179,9 +181,12 @@ def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without
     old = time.time() - 7200
     for p in (leftover, partial):
         os.utime(p, (old, old))
+    add_requests(hook, "db.requests13", {"R-4": person(5)}, received_days_ago=1)  # pending: keeps its key
+    assert not metadata_hits(hook, "db.requests13", SUBJECTS.values())  # metrics none on subject_key
     result = _op("purge").execute(fake_context())
     out = capfd.readouterr()
     assert result["verification"] == "verified", result
+    assert result["requests_redacted"] == 3 and result["redaction_verification"] == "verified", result
     on_disk = values_on_disk(hook, TABLE)
     assert on_disk and not [p for p, vals in on_disk.items() if vals & ERASED]
     assert not os.path.exists(leftover) and not os.path.exists(partial)
@@ -191,7 +196,7 @@ def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without
     for where, vals in values_by_snapshot(hook, TABLE).items():
         assert not vals & ERASED, where
     assert "dev" in hook.refs(TABLE)
-    assert _statuses(hook) == {"R-1": "erased", "R-2": "erased", "R-3": "erased"}
+    assert _statuses(hook) == {"R-1": "redacted", "R-2": "redacted", "R-3": "redacted", "R-4": "pending"}
     ev = {e["request_id"]: e for e in rows_of(hook, "governance.erasure_evidence") if e["table_name"] == TABLE}
     assert {e["phase"] for e in ev.values()} == {"purge"} and all(e["purged_at"] for e in ev.values())
     assert ev["R-1"]["rows_found"] > 0 and ev["R-1"]["snapshots_kept"] >= 19
@@ -205,12 +210,50 @@ def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without
     blob = json.dumps([result, list(ev.values()), ledger], default=str) + out.out + out.err
     assert not any(s in blob for s in [*SUBJECTS.values(), SALT])
 
-    # re-runs change nothing: no request left for either phase
+    # re-runs change nothing: no request left for either phase (redacted ids are never picked up again)
     before = hook.metadata_location(TABLE)
     with pytest.raises(IcebergValidationError, match="nothing to purge"):
         _op("purge").execute(fake_context())
-    assert _op("logical").execute(fake_context())["status"] == "noop"
+    assert _op("logical", request_ids=sorted(SUBJECTS)).execute(fake_context())["status"] == "noop"
     assert hook.metadata_location(TABLE) == before
+
+
+def test_purge_redacts_erased_requests_and_purges_the_requests_tables_history(lake13, logical):
+    """After the purge, the requests table's folder (every Parquet file, every metadata and manifest
+    file) holds no erased subject's key; the pending request keeps its key; the sensor and the UI
+    work on the hashed rows; re-submitting a redacted id is refused, nothing added."""
+    from airflow_iceberg_provider.ui.views import erasure_requests
+
+    hook, _ = lake13
+    if _statuses(hook).get("R-1") != "redacted":
+        pytest.skip("needs the purge of test_purge_removes_every_subject_file_and_leftover...")
+    on_disk = strings_on_disk(hook, "db.requests13")
+    assert not on_disk & set(SUBJECTS.values()), "an erased subject's key is still in a requests data file"
+    assert person(5) in on_disk  # R-4, not yet erased, keeps its key
+    assert metadata_hits(hook, "db.requests13", SUBJECTS.values()) == []
+    rows = {r["request_id"]: r for r in rows_of(hook, "db.requests13")}
+    ev = {e["request_id"]: e for e in rows_of(hook, "governance.erasure_evidence") if e["table_name"] == TABLE}
+    for rid, key in SUBJECTS.items():
+        assert (
+            rows[rid]["subject_key"]
+            == "hmac-sha256:" + subject_hash(SALT, key)
+            == "hmac-sha256:" + ev[rid]["subject_hash"]
+        )
+        assert ev[rid]["subject_redacted_at"] is not None and ev[rid]["redaction_verification"] == "verified"
+    assert rows["R-4"]["subject_key"] == person(5)
+    # only the current snapshot is left of the requests table's history
+    assert len(hook.load_table("db.requests13").metadata.snapshots) == 1
+    before = hook.metadata_location("db.requests13")
+    with pytest.raises(IcebergValidationError, match=r"\['R-1'\] were erased .* never reopened"):
+        hook.submit_erasure_requests("db.requests13", {"R-1": person(900), "R-9": person(7)})
+    assert hook.metadata_location("db.requests13") == before
+    sensor = IcebergErasureDeadlineSensor(task_id="d2", requests_table="db.requests13", logical_deadline_hours=72)
+    assert sensor.poke(fake_context()) is True
+    view = {
+        r["request_id"]: r
+        for r in erasure_requests(hook.erasure_request_states("db.requests13"), [], now=datetime.now(UTC))
+    }
+    assert view["R-1"]["status"] == "redacted" and not view["R-1"]["open"] and view["R-4"]["open"]
 
 
 def test_purge_finds_subjects_in_files_written_before_the_subject_column_was_renamed(lake13):

@@ -39,7 +39,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical
+from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical, erasure_redact
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
@@ -70,6 +70,7 @@ class ErasureRun:
         self.details: dict[str, Any] = {}
         self.status = "succeeded"
         self._jtable: Any = None
+        self.extra_secrets: list[str] = []  # keys read besides the subjects (redaction): never printed
 
     # ------------------------------------------------------------------ helpers
     def sql(self, query: str, **args: Any) -> Any:
@@ -253,6 +254,8 @@ class ErasureRun:
                 df = df.join(ids, "request_id", "left_semi")
             else:
                 df = df.where(F.col("status").isin(list(src.get("statuses") or [es.STATUS_PENDING])))
+            # a redacted request is closed: its subject_key is a hash, never a key to match
+            df = df.where(~F.coalesce(F.col("status"), F.lit("")).isin(es.STATUS_REDACTED))
         else:
             reader = self.spark.read
             fmt = src.get("format", "json")
@@ -425,6 +428,16 @@ class ErasureRun:
             refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held],
         )
         self.record(per_request, started, outcome, dropped, held, verify)
+        if outcome != es.FAILED and erasure_redact.wanted(self) and self.spec.get("write_evidence", True):
+            self.metrics.update(erasure_redact.redact_requests(self))
+            self.metrics["timings_s"] = self.timings
+            if self.metrics.get("redaction_verification") == es.FAILED:
+                self.status = "failed"
+                self.details["error"] = (
+                    f"redaction of the requests table {self.spec['source']['table']} failed its verification: "
+                    + ", ".join(f"{k} {self.metrics.get('redaction_' + k)}" for k in erasure_redact.CHECKS)
+                )
+                return self.metrics
         if outcome == es.FAILED:
             self.status = "failed"
             self.details["error"] = (
@@ -731,7 +744,7 @@ class ErasureRun:
 
     def secrets(self) -> list[str]:
         """Values to redact from any error message: the salt and every subject key."""
-        out = [self.salt.decode("utf-8", "replace")]
+        out = [self.salt.decode("utf-8", "replace"), *self.extra_secrets]
         try:
             out += [r[0] for r in self.spark.table(es.SUBJECTS_VIEW).select("subject_key").collect()]
         except Exception:

@@ -42,7 +42,7 @@ def ensure_evidence_columns(run: Any) -> None:
     """Add the lifecycle columns to an evidence table created before them (schema evolution, no rewrite)."""
     ev_name = evidence_name(run)
     have = {f.name for f in run.spark.table(ev_name).schema.fields}
-    missing = [(n, t) for n, t in es.EVIDENCE_COLUMNS_13 if n not in have]
+    missing = [(n, t) for n, t in (*es.EVIDENCE_COLUMNS_13, *es.EVIDENCE_COLUMNS_REDACTION) if n not in have]
     if missing:
         cols = ", ".join(f"{es.q(n)} {t}" for n, t in missing)
         retry(lambda: run.sql(f"ALTER TABLE {ev_name} ADD COLUMNS ({cols})"), run.spark, ev_name)
@@ -196,7 +196,12 @@ def update_requests(run: Any) -> dict[str, int]:
         counts[s] = counts.get(s, 0) + 1
     if not new:
         return counts
-    run.spark.createDataFrame(new, "request_id string, new_status string").createOrReplaceTempView("erasure_new_status")
+    # compare-and-set: a status another run changed since it was read here is left alone (mapped
+    # erasures of several tables finish together; the last to read the evidence sees every row)
+    rows = [(rid, current[rid], s) for rid, s in new]
+    run.spark.createDataFrame(rows, "request_id string, old_status string, new_status string").createOrReplaceTempView(
+        "erasure_new_status"
+    )
     req_cols = {f.name for f in run.spark.table(req).schema.fields}
     sets = ["r.status = n.new_status"]
     if "updated_at" in req_cols:
@@ -208,7 +213,7 @@ def update_requests(run: Any) -> dict[str, int]:
         )
     merge = (
         f"MERGE INTO {req} r USING erasure_new_status n ON r.request_id = n.request_id "
-        f"WHEN MATCHED AND r.status <> n.new_status THEN UPDATE SET {', '.join(sets)}"
+        f"WHEN MATCHED AND r.status <> n.new_status AND r.status <=> n.old_status THEN UPDATE SET {', '.join(sets)}"
     )
     retry(lambda: run.sql(merge).collect(), run.spark, req)
     return counts

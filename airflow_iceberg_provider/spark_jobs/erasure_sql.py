@@ -25,12 +25,19 @@ LEGAL_HOLD_PREFIX = "legal-hold-"
 #: Verification outcomes recorded in the evidence table.
 VERIFIED, INCOMPLETE, FAILED = "verified", "incomplete", "failed"
 #: Request statuses written back to the requests table (lifecycle: pending -> logically_erased -> erased;
-#: blocked when a hold keeps rows). ``done`` is the pre-#13 name of ``erased``, still read as erased.
+#: blocked when a hold keeps rows). ``done`` is the old name of ``erased``, still read as erased.
+#: ``redacted``: erased on every table in scope, and the request's own subject key replaced by its salted
+#: hash (the requests table's history purged too); final, never reopened.
 STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED = "pending", "logically_erased", "erased", "blocked"
+STATUS_REDACTED = "redacted"
 STATUS_DONE = STATUS_ERASED
 LEGACY_DONE = "done"
-FINAL_STATUSES = (STATUS_ERASED, LEGACY_DONE)
-STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, LEGACY_DONE)
+FINAL_STATUSES = (STATUS_ERASED, LEGACY_DONE, STATUS_REDACTED)
+STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, LEGACY_DONE, STATUS_REDACTED)
+#: Erased requests whose key may be redacted (``redacted`` ones already are).
+REDACTABLE_STATUSES = (STATUS_ERASED, LEGACY_DONE)
+#: Prefix of a redacted ``subject_key``: ``hmac-sha256:<hex>``, the hash the evidence rows carry.
+REDACTED_PREFIX = "hmac-sha256:"
 #: Erasure phases: ``logical`` (merge-on-read delete, hours), ``purge`` (physical, batched), ``full`` (both).
 PHASE_LOGICAL, PHASE_PURGE, PHASE_FULL = "logical", "purge", "full"
 PHASES = (PHASE_LOGICAL, PHASE_PURGE, PHASE_FULL)
@@ -57,6 +64,11 @@ EVIDENCE_COLUMNS_13 = (
     ("files_raw_read", "bigint"),
     ("snapshots_kept", "bigint"),
     ("leftovers_removed", "bigint"),
+)
+#: Evidence columns of the requests-table redaction (added the same way).
+EVIDENCE_COLUMNS_REDACTION = (
+    ("subject_redacted_at", "timestamp"),
+    ("redaction_verification", "string"),
 )
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
@@ -388,6 +400,8 @@ def transition(current: str, phase: str, outcome: str | None) -> str:
         raise LifecycleRefusal(
             "a pending request cannot be purged: run phase='logical' first (or phase='full' for both at once)"
         )
+    if current == STATUS_REDACTED:
+        return STATUS_REDACTED  # final and redacted: nothing moves it (its key is gone)
     if outcome is None:
         return STATUS_ERASED if final else current
     if phase == PHASE_LOGICAL:
@@ -406,6 +420,8 @@ def combined_status(current: str, per_table: Mapping[str, tuple[str | None, str 
     """
     if current not in STATUSES:
         raise LifecycleRefusal(f"unknown request status {current!r}; statuses are {STATUSES}")
+    if current == STATUS_REDACTED:
+        return STATUS_REDACTED
     got = [per_table.get(t, (None, None)) for t in scope]
     outcomes = [o for _, o in got]
     if FAILED in outcomes:
@@ -419,6 +435,52 @@ def combined_status(current: str, per_table: Mapping[str, tuple[str | None, str 
     if current in FINAL_STATUSES:
         return STATUS_ERASED
     return STATUS_PENDING if current != STATUS_LOGICAL else STATUS_LOGICAL
+
+
+def redacted_key(subject_hash: str) -> str:
+    """The value a redacted request's ``subject_key`` holds: ``hmac-sha256:<hex>`` (the evidence hash)."""
+    h = str(subject_hash or "")
+    if not re.match(r"^[0-9a-f]{64}\Z", h):
+        raise ValueError("a redacted key is built from a 64-hex-digit HMAC-SHA256")
+    return REDACTED_PREFIX + h
+
+
+def redaction_plan(
+    requests: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]], scope: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Which requests' keys to redact, from their statuses and their evidence rows (no key read).
+
+    A request is redacted when its status is erased (``erased`` / ``done``: every table in scope
+    verified physically) and the evidence holds ONE salted hash for it; with ``scope``, every table
+    of it must have a physical, verified evidence row too (a defence against a status written by
+    another scope). Requests with several hashes (the salt changed between runs) or none are left
+    as they are and listed under ``unresolved``.
+
+    :param requests: ``request_id``, ``status``.
+    :param evidence: ``request_id``, ``table_name``, ``subject_hash``, ``phase``, ``verification``.
+    :return: ``{"redact": {request_id: subject_hash}, "unresolved": [request_id]}``.
+    """
+    by_request: dict[str, list[Mapping[str, Any]]] = {}
+    for e in evidence:
+        by_request.setdefault(str(e["request_id"]), []).append(e)
+    redact: dict[str, str] = {}
+    unresolved = []
+    for r in requests:
+        rid = str(r["request_id"])
+        if r.get("status") not in REDACTABLE_STATUSES:
+            continue
+        rows = by_request.get(rid, [])
+        hashes = {str(e["subject_hash"]) for e in rows if e.get("subject_hash")}
+        verified = {
+            str(e["table_name"])
+            for e in rows
+            if e.get("verification") == VERIFIED and (e.get("phase") or PHASE_FULL) in PHYSICAL_PHASES
+        }
+        if len(hashes) != 1 or (scope is not None and not set(scope) <= verified):
+            unresolved.append(rid)
+            continue
+        redact[rid] = hashes.pop()
+    return {"redact": redact, "unresolved": sorted(unresolved)}
 
 
 def merged_phase(old: str | None, new: str) -> str:

@@ -33,7 +33,7 @@ lint:
 # The docs site (docs/ + mkdocs.yml) into site/: warnings, broken internal links and anchors and
 # missing example markers are errors; nothing is fetched from the network.
 docs: bootstrap
-	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
 clean:
 	rm -rf .work site

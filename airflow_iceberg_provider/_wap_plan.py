@@ -18,7 +18,7 @@ The tag of a publish follows the rules of ``IcebergCreateTagOperator``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -96,8 +96,17 @@ def audited_snapshot(
     return requested
 
 
-def audit_verdict(rows: Sequence[Mapping[str, Any]], *, table: str, branch: str, snapshot_id: int, where: str) -> None:
-    """Refuse unless the latest audit of ``snapshot_id`` (``audit_results`` rows of it) passed every check."""
+def audit_verdict(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    table: str,
+    branch: str,
+    snapshot_id: int,
+    where: str,
+    waived: Collection[str] = (),
+) -> None:
+    """Refuse unless the latest audit of ``snapshot_id`` (``audit_results`` rows of it) passed every check
+    that a data steward did not accept (``waived``: warn-level checks accepted at an approval gate)."""
     if not rows:
         raise IcebergRefusedError(
             f"Snapshot {snapshot_id} of {table} (branch {branch!r}) has no audit record in {where}; refusing to "
@@ -106,6 +115,7 @@ def audit_verdict(rows: Sequence[Mapping[str, Any]], *, table: str, branch: str,
         )
     latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
     failed = [r["check_name"] for r in rows if r["event_id"] == latest and not r["passed"]]
+    failed = [name for name in failed if name not in waived]
     if failed:
         raise IcebergRefusedError(
             f"The latest audit of snapshot {snapshot_id} of {table} (event_id={latest}) failed checks {failed}; "

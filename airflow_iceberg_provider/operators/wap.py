@@ -303,6 +303,10 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     :param incremental_min_rows: audit incrementally only when the base snapshot holds at
         least this many rows (default 1,000,000): on a small table one pass over everything
         is cheaper than the extra steps (a fresh Spark session pays ~1-3 s per extra query).
+    :param warn_checks: names of warn-level checks: when every failed check is one of them, the task
+        succeeds with ``passed: False`` and ``needs_approval: True`` (each failure logged at WARNING),
+        and the publish refuses until a data steward accepts them at an approval gate
+        (:class:`~airflow_iceberg_provider.operators.approval.IcebergWapApprovalOperator`).
     :param driver_read: in an incremental audit, let the Spark driver read up to 1M appended
         rows straight from their Parquet files and evaluate the checks itself (no Spark job;
         exact Spark semantics for the SQL subset of ``spark_jobs/arrow_sql.py``, anything else
@@ -341,10 +345,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         incremental: bool = True,
         incremental_min_rows: int = 1_000_000,
         driver_read: bool = True,
+        warn_checks: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.branch = branch
+        self.warn_checks = warn_checks
         self.incremental = incremental
         self.driver_read = driver_read
         self.incremental_min_rows = incremental_min_rows
@@ -455,9 +461,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         results = self._recorded_results(checks, run.job_run_id, branch)
         summary = self._summary(branch, plan, results, run.job_run_id, ledger)
         self._report(context, summary, ledger["metrics"])
-        if summary["failed"]:
+        warned = {f["check"] for f in summary["failed_checks"]} <= set(self.warn_checks)
+        if summary["failed"] and not warned:
             raise IcebergAuditFailedError(self._failure_message(summary, spec["audit_table"]))
-        return summary
+        if summary["failed"]:
+            self.log.warning("Only warn-level checks failed: the publish waits for a data steward's approval")
+        return {**summary, "needs_approval": bool(summary["failed"])}
 
     def _plan(self, branch: str, checks: Sequence[audit_checks.Check]) -> tuple[AuditPlan, list[Any], Table]:
         """Resolve (one table load) and plan: the exact snapshot on the branch, its base, the change set."""

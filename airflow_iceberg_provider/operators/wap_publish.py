@@ -24,6 +24,7 @@ from airflow_iceberg_provider._wap_plan import (
     cherrypick_missing,
     plan_publish,
 )
+from airflow_iceberg_provider.approval_records import steward_waivers
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.ids import with_string_ids
@@ -174,7 +175,8 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         if self.require_audit:
             rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
             where = f"{hook.governance_namespace}.audit_results"
-            audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where)
+            waived = steward_waivers(hook, table, audited)
+            audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
         return tbl, PublishState(table, branch, audited, refs, by_id, base)
 
     def _apply(self, context: Context, tbl: Table, plan: PublishPlan) -> PublishPlan:

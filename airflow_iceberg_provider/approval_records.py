@@ -1,0 +1,60 @@
+"""The approval decisions in the ledger: written by the approval gates, read by the publish and the governance view.
+
+Each decision taken at a gate is one ``approval`` ledger row: ``table_name``, ``ref`` (the branch
+or tag decided on), ``snapshot_after`` (the snapshot decided on) and in ``details`` the gate, the
+decision, who decided (name and id), when, the comment, and what the steward was shown (the failed
+checks with observed and expected values, or the hold's case id). Rules live in
+:mod:`airflow_iceberg_provider._approval_logic`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider import _approval_logic as rules
+from airflow_iceberg_provider.governance import decode_ledger_row
+
+if TYPE_CHECKING:
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+
+def approval_history(hook: IcebergCatalogHook, table: str | None = None) -> list[dict[str, Any]]:
+    """Every decision (newest first) as ``{table, ref, snapshot_id, gate, decision, decided_by,
+    decided_at, comment, dag_id, run_id, task_id, details}``, optionally of one table."""
+    filters: dict[str, Any] = {"operation": rules.OPERATION}
+    if table is not None:
+        filters["table_name"] = table
+    out = []
+    for row in hook.read_governance_rows("ledger", **filters):
+        decoded = decode_ledger_row(row)
+        details = decoded["details"]
+        out.append(
+            {
+                "table": decoded.get("table_name"),
+                "ref": decoded.get("ref"),
+                "snapshot_id": decoded.get("snapshot_after"),
+                "gate": details.get("gate"),
+                "decision": details.get("decision"),
+                "decided_by": details.get("decided_by"),
+                "decided_at": details.get("decided_at"),
+                "comment": details.get("comment"),
+                "dag_id": decoded.get("dag_id"),
+                "run_id": decoded.get("run_id"),
+                "task_id": decoded.get("task_id"),
+                "details": details,
+            }
+        )
+    return sorted(out, key=lambda d: str(d["decided_at"] or ""), reverse=True)
+
+
+def steward_waivers(hook: IcebergCatalogHook, table: str, snapshot_id: int) -> frozenset[str]:
+    """Warn-level checks a data steward accepted for ``snapshot_id`` of ``table`` at a WAP publish gate."""
+    decisions = [
+        {**d["details"], "snapshot_id": d["snapshot_id"]}
+        for d in approval_history(hook, table)
+        if d["gate"] == rules.WAP_PUBLISH
+    ]
+    return rules.waived_checks(decisions, snapshot_id)
+
+
+__all__ = ["approval_history", "steward_waivers"]

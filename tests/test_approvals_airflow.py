@@ -1,0 +1,332 @@
+"""Approval gates answered through a real Airflow API server, run by a real scheduler (own AIRFLOW_HOME).
+
+One API server and one scheduler serve the module. Five DAG runs wait for a steward at once:
+
+* two WAP gates whose audits failed a warn-level check: one is answered *Publish* (``main`` moves
+  to the audited snapshot, the publish accepts exactly that check), one *Drop branch* (the branch
+  is gone, ``main`` unchanged);
+* a WAP gate whose audit failed a non-warn check fails without asking;
+* two legal-hold release gates: one approved (the hold is released), one rejected (it stays).
+
+The answers go through ``PATCH .../hitlDetails`` as a logged-in user; every decision is one
+``approval`` ledger row with who, when, what and the comment. Without Airflow, the pure rules and
+the publish's use of a recorded decision are tested in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from _wap_helpers import commit_to_branch, record_audit
+from conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
+
+from airflow_iceberg_provider import _approval_logic as rules
+from airflow_iceberg_provider.approval_records import approval_history, steward_waivers
+from airflow_iceberg_provider.exceptions import IcebergRefusedError
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+
+# ------------------------------------------------------------------------------- pure rules
+def _rows(*checks: tuple[str, bool, float], event: str = "e1", when: int = 0) -> list[dict]:
+    at = datetime.fromtimestamp(1_700_000_000 + when, UTC)
+    return [
+        {"event_id": event, "check_name": n, "passed": p, "observed_value": o, "condition": ">= 0", "evaluated_at": at}
+        for n, p, o in checks
+    ]
+
+
+def test_findings_sort_warn_and_blocking_checks_of_the_latest_audit():
+    old = _rows(("rows", False, 0.0), event="old", when=0)
+    new = _rows(("amount.min", False, -1.0), ("rows", True, 5.0), ("late_share", False, 0.4), event="new", when=9)
+    found = rules.audit_findings(old + new, ["amount.min", "late_share"])
+    assert found.event_id == "new" and found.checks == 3 and found.blocking == ()
+    assert found.warned == ("amount.min", "late_share")
+    assert rules.audit_findings(new, ["amount.min"]).blocking == ("late_share",)
+    body = rules.wap_gate_body("db.t", "b", 42, 7, found)
+    assert "| amount.min | -1.0 | >= 0 |" in body and "Keep for later" in body and "`main` is at `7`" in body
+
+
+def test_waiver_needs_the_latest_publish_decision_on_that_snapshot():
+    def decision(decision: str, snap: int, at: str, waived=("amount.min",)):
+        return {"gate": "wap_publish", "decision": decision, "snapshot_id": snap, "decided_at": at, "waived": waived}
+
+    assert rules.waived_checks([decision("publish", 5, "2026-01-01T00:00")], 5) == {"amount.min"}
+    assert rules.waived_checks([decision("publish", 5, "2026-01-01T00:00")], 6) == set()
+    later_keep = [decision("publish", 5, "2026-01-01T00:00"), decision("keep", 5, "2026-01-02T00:00", ())]
+    assert rules.waived_checks(later_keep, 5) == set()
+
+
+def test_decision_details_record_who_when_what_and_comment():
+    event = {"responded_by_user": {"id": "u1", "name": "steward"}, "responded_at": datetime(2026, 1, 1, tzinfo=UTC)}
+    d = rules.decision_details(
+        gate="wap_publish", option="Drop branch", decisions=rules.WAP_DECISIONS, event=event, comment="  bad feed "
+    )
+    assert (d["decision"], d["decided_by"], d["decided_by_id"], d["comment"]) == (
+        "drop_branch",
+        "steward",
+        "u1",
+        "bad feed",
+    )
+    assert d["decided_at"] == "2026-01-01T00:00:00+00:00"
+
+
+def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lake):
+    table = "db.orders"
+    create_orders_table(lake, table).append(orders_batch(0, 10))
+    lake.create_branch(table, "b", snapshot_id=lake.ref_snapshot_id(table))
+    head = commit_to_branch(lake, table, "b", 100, 5)
+    record_audit(lake, table, "b", head, passed=False)  # amount.min failed
+    publish = IcebergWapPublishOperator(task_id="p", table=table, branch="b")
+    with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
+        publish.execute(fake_context())
+
+    def decide(decision: str, snapshot: int, waived: list[str]) -> None:
+        details = {
+            "gate": "wap_publish",
+            "decision": decision,
+            "decided_at": datetime.now(UTC).isoformat(),
+            "waived": waived,
+        }
+        lake.record_ledger(
+            operation="approval", table=table, ref="b", status="succeeded", snapshot_after=snapshot, details=details
+        )
+
+    decide("publish", lake.ref_snapshot_id(table), ["amount.min"])  # a decision on another snapshot
+    decide("keep", head, [])
+    with pytest.raises(IcebergRefusedError, match="failed checks"):
+        publish.execute(fake_context())
+    time.sleep(0.01)
+    decide("publish", head, ["amount.min"])
+    assert steward_waivers(lake, table, head) == {"amount.min"}
+    assert publish.execute(fake_context())["published_snapshot_id"] == str(head)
+    assert lake.ref_snapshot_id(table) == head
+
+
+# ------------------------------------------------------------- a real API server and scheduler
+DAG_FILE = """
+from airflow.sdk import DAG
+from airflow_iceberg_provider.operators.approval import IcebergRefApprovalOperator, IcebergWapApprovalOperator
+from airflow_iceberg_provider.operators.refs import IcebergDropBranchOperator, IcebergDropTagOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+TABLE = "{{ dag_run.conf['table'] }}"
+
+with DAG(dag_id="gated_publish", schedule=None):
+    gate = IcebergWapApprovalOperator(
+        task_id="gate", table=TABLE, branch="b", warn_checks=["amount.min"],
+        publish_task_id="publish", drop_task_id="drop",
+    )
+    gate >> [
+        IcebergWapPublishOperator(task_id="publish", table=TABLE, branch="b"),
+        IcebergDropBranchOperator(task_id="drop", table=TABLE, branch="b"),
+    ]
+
+with DAG(dag_id="gated_release", schedule=None):
+    IcebergRefApprovalOperator(
+        task_id="approve", table="db.held", ref="{{ dag_run.conf['hold'] }}", gate="legal_hold_release"
+    ) >> IcebergDropTagOperator(
+        task_id="release", table="db.held", tag="{{ dag_run.conf['hold'] }}", release_legal_hold=True,
+        release_reason="case closed",
+    )
+"""
+
+USER, PASSWORD = "steward", "steward-pw-1234"
+
+
+class Api:
+    """The public REST API of the test's own API server, as one logged-in user."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+        self.token = self._call("POST", "/auth/token", {"username": USER, "password": PASSWORD}, auth=False)[
+            "access_token"
+        ]
+
+    def _call(self, method: str, path: str, body: dict | None = None, *, auth: bool = True) -> dict:
+        req = urllib.request.Request(self.base + path, method=method, data=json.dumps(body).encode() if body else None)
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def trigger(self, dag_id: str, conf: dict) -> str:
+        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+
+    def hitl(self, dag_id: str, run_id: str, task_id: str) -> dict:
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails")
+
+    def answer(self, dag_id: str, run_id: str, task_id: str, option: str, comment: str) -> dict:
+        body = {"chosen_options": [option], "params_input": {"comment": comment}}
+        return self._call(
+            "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails", body
+        )
+
+
+@pytest.fixture(scope="module")
+def airflow_gates(tmp_path_factory):
+    """A lake with two warn-audited tables, one error-audited table and two legal holds; an API
+    server + scheduler on its own AIRFLOW_HOME with the gate DAGs unpaused."""
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from scripts.events_demo import AirflowProcesses, free_port, wait_for
+    from tests.test_example_dags import airflow_env
+
+    tmp = tmp_path_factory.mktemp("gates")
+    env = airflow_env(tmp)
+    conn = catalog_conn_json(tmp / "c.db", tmp / "wh")
+    env["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
+    old = os.environ.get("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT")
+    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
+    hook = IcebergCatalogHook()
+    state = {}
+    for i, table in enumerate(("db.publish_me", "db.drop_me", "db.broken")):
+        create_orders_table(hook, table).append(orders_batch(1000 * i, 10))
+        hook.create_branch(table, "b", snapshot_id=hook.ref_snapshot_id(table))
+        head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
+        record_audit(hook, table, "b", head, passed=False)
+        if table == "db.broken":  # a failed check that is not warn-level
+            rows = hook.read_governance_rows("audit_results", table_name=table)
+            hook.append_governance_rows("audit_results", [{**rows[0], "check_name": "no_nulls"}])
+        state[table] = (hook.ref_snapshot_id(table), head)
+    create_orders_table(hook, "db.held").append(orders_batch(0, 3))
+    for case in ("case-1", "case-2"):
+        IcebergCreateTagOperator(
+            task_id="hold", table="db.held", tag=case, legal_hold=True, case_id=case.upper(), hold_reason="litigation"
+        ).execute(fake_context())
+    dags = tmp / "dags"
+    dags.mkdir()
+    (dags / "gates.py").write_text(DAG_FILE)
+    (tmp / "pw.json").write_text(json.dumps({USER: PASSWORD}))
+    port = free_port()
+    env.update(
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__API_AUTH__JWT_SECRET="gates-test-jwt-secret-" + "x" * 48,
+        AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
+        # one SQLite metadata DB: start one task at a time (a waiting gate frees its slot) and give the
+        # task processes' Execution API calls time on a loaded machine
+        AIRFLOW__CORE__PARALLELISM="1",
+        AIRFLOW__API__WORKERS="1",
+        AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="120",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(tmp / "pw.json"),
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+    )
+    af = AirflowProcesses(env, tmp / "logs")
+    try:
+        af.cli("dags", "reserialize")
+        for dag_id in ("gated_publish", "gated_release"):
+            af.cli("dags", "unpause", dag_id)
+        af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
+        af.start("scheduler")
+        api = wait_for("the API server", lambda: _login(port), 180, every=1)
+        yield api, af, hook, state, tmp
+    finally:
+        af.stop_all()
+        if old is None:
+            os.environ.pop("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", None)
+        else:
+            os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = old
+
+
+def _login(port: int) -> Api | None:
+    try:
+        return Api(port)
+    except OSError:
+        return None
+
+
+def _logs(tmp: Path) -> str:
+    return "\n".join(p.read_text(errors="replace")[-4000:] for p in (tmp / "logs").glob("*.log"))
+
+
+@pytest.mark.airflow
+def test_stewards_decide_through_the_rest_api_and_the_tables_follow(airflow_gates):
+    from scripts.events_demo import wait_for
+
+    api, af, hook, state, tmp = airflow_gates
+    runs = {
+        "publish": ("gated_publish", api.trigger("gated_publish", {"table": "db.publish_me"}), "gate"),
+        "drop": ("gated_publish", api.trigger("gated_publish", {"table": "db.drop_me"}), "gate"),
+        "broken": ("gated_publish", api.trigger("gated_publish", {"table": "db.broken"}), "gate"),
+        "release": ("gated_release", api.trigger("gated_release", {"hold": "legal-hold-case-1"}), "approve"),
+        "keep_hold": ("gated_release", api.trigger("gated_release", {"hold": "legal-hold-case-2"}), "approve"),
+    }
+
+    def ti_state(dag_id: str, run_id: str, task_id: str) -> str | None:
+        found = af.query(
+            "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?", dag_id, run_id, task_id
+        )
+        return found[0][0] if found else None
+
+    def run_state(dag_id: str, run_id: str) -> str:
+        return af.query("SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", dag_id, run_id)[0][0]
+
+    waiting = [k for k in runs if k != "broken"]
+    try:
+        wait_for(
+            "four gates awaiting input",
+            lambda: all(ti_state(*runs[k]) == "awaiting_input" for k in waiting),
+            300,
+            every=1,
+        )
+        wait_for("the error-level audit to fail its gate", lambda: ti_state(*runs["broken"]) == "failed", 120, every=1)
+    except TimeoutError:
+        pytest.fail(f"{ {k: ti_state(*v) for k, v in runs.items()} }\n{_logs(tmp)}")
+
+    form = api.hitl(*runs["publish"])
+    assert form["options"] == ["Publish", "Drop branch", "Keep for later"]
+    assert "| amount.min | -1.0 | >= 0 |" in form["body"] and "db.publish_me" in form["subject"]
+    hold_form = api.hitl(*runs["release"])
+    assert "CASE-1" in hold_form["body"] and hold_form["options"] == ["Approve", "Reject"]
+
+    api.answer(*runs["publish"], "Publish", "late rows are expected on Mondays")
+    api.answer(*runs["drop"], "Drop branch", "feed was truncated")
+    api.answer(*runs["release"], "Approve", "case closed by counsel")
+    api.answer(*runs["keep_hold"], "Reject", "still in discovery")
+    try:
+        wait_for(
+            "the answered runs to finish",
+            lambda: all(run_state(*runs[k][:2]) in ("success", "failed") for k in waiting),
+            300,
+            every=1,
+        )
+    except TimeoutError:
+        pytest.fail(f"{ {k: run_state(*v[:2]) for k, v in runs.items()} }\n{_logs(tmp)}")
+    assert {k: run_state(*runs[k][:2]) for k in waiting} == dict.fromkeys(waiting, "success"), _logs(tmp)
+
+    # the tables follow the decisions
+    assert hook.ref_snapshot_id("db.publish_me") == state["db.publish_me"][1]
+    assert hook.ref_snapshot_id("db.drop_me") == state["db.drop_me"][0] and "b" not in hook.refs("db.drop_me")
+    assert hook.ref_snapshot_id("db.broken") == state["db.broken"][0] and "b" in hook.refs("db.broken")
+    held = hook.refs("db.held")
+    assert "legal-hold-case-1" not in held and "legal-hold-case-2" in held
+
+    # every decision in the ledger: who, when, what, comment
+    decisions = {(d["table"], d["ref"]): d for d in approval_history(hook)}
+    assert len(decisions) == 4
+    published = decisions[("db.publish_me", "b")]
+    assert (published["decision"], published["decided_by"], published["comment"]) == (
+        "publish",
+        USER,
+        "late rows are expected on Mondays",
+    )
+    assert published["details"]["waived"] == ["amount.min"] and published["decided_at"]
+    assert published["details"]["failed_checks"] == [{"check": "amount.min", "observed": -1.0, "expected": ">= 0"}]
+    assert published["snapshot_id"] == state["db.publish_me"][1]
+    assert decisions[("db.drop_me", "b")]["decision"] == "drop_branch"
+    assert decisions[("db.held", "legal-hold-case-1")]["decision"] == "approved"
+    kept = decisions[("db.held", "legal-hold-case-2")]
+    assert (kept["decision"], kept["comment"], kept["details"]["case_id"]) == (
+        "rejected",
+        "still in discovery",
+        "CASE-2",
+    )

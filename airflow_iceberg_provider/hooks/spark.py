@@ -56,6 +56,8 @@ from airflow_iceberg_provider.hooks.spark_connect import (
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
+#: Spark's default ``spark.redaction.regex`` plus the catalog keys it misses.
+SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential|access-key-id"
 CONFIG_SECTION = "iceberg_provider"
 
 
@@ -294,7 +296,14 @@ class IcebergSparkHook(BaseHook):
         conf = {**catalog_conf.public, **self.conf, **{k: str(v) for k, v in (extra_conf or {}).items()}}
         conf.setdefault("spark.sql.session.timeZone", "UTC")
         conf.setdefault("spark.ui.enabled", "false")
-        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}")
+        # Spark's default redaction misses a REST catalog's OAuth2 ``credential`` (client id:secret)
+        # and S3FileIO's ``access-key-id``: both would reach the event log and the environment page.
+        conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
+        # The log4j configuration travels with the submission (--files, see submit): a driver in
+        # cluster deploy mode (YARN, Kubernetes) runs on another host and finds it, by name, in its
+        # working directory; a client-mode driver is the submitting process and reads it in place.
+        log4j = LOG4J_CONFIG.name if self._deploy_mode() == "cluster" else f"file:{LOG4J_CONFIG}"
+        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
         for key in list(conf):
             if key in catalog_conf.secret:
                 conf.pop(key)
@@ -380,12 +389,15 @@ class IcebergSparkHook(BaseHook):
         workdir = create_workdir()
         try:
             args = list(plan.application_args)
-            files = None
+            # Everything the driver reads travels with the submission (never a path it must share
+            # with this host): the spec by --files (the job falls back to SparkFiles), the package
+            # by --py-files, the log4j configuration by --files, the secrets in the properties file.
+            files = [str(LOG4J_CONFIG)]
             if plan.spec is not None:
                 spec_path = workdir / "job_spec.json"
                 _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
                 args = ["--spec", str(spec_path), *args]
-                files = str(spec_path)
+                files.insert(0, str(spec_path))
             props_path = workdir / "spark.properties"
             _write_private(props_path, self._properties_text(plan.secret_conf))
             _mask(plan.secret_conf.values())
@@ -395,7 +407,7 @@ class IcebergSparkHook(BaseHook):
                 jars=",".join(plan.jars) or None,
                 packages=",".join(plan.packages) or None,
                 py_files=",".join(plan.py_files) or None,
-                files=files,
+                files=",".join(files),
                 properties_file=str(props_path),
                 env_vars=plan.env_vars or None,
                 name=plan.name,
@@ -484,9 +496,24 @@ class IcebergSparkHook(BaseHook):
             self._connect_process = None
 
     # -------------------------------------------------------------- checks
+    def _deploy_mode(self) -> str:
+        """``client`` or ``cluster``: the hook's argument, else the connection's ``deploy-mode`` extra."""
+        if self.deploy_mode:
+            return str(self.deploy_mode)
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except Exception:  # a missing connection is reported by _check_runtime
+            return "client"
+        return str(extra.get("deploy-mode") or extra.get("deploy_mode") or "client")
+
+    def _master(self) -> str:
+        conn = self.get_connection(self.spark_conn_id)
+        host = conn.host or ""
+        return f"{host}:{conn.port}" if conn.port else host
+
     def _check_runtime(self, plan: SubmitPlan) -> None:
         try:
-            self.get_connection(self.spark_conn_id)
+            master = self._master()
         except Exception as err:
             raise IcebergConnectionError(
                 f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
@@ -507,6 +534,13 @@ class IcebergSparkHook(BaseHook):
             )
         if not Path(plan.application).is_file() and "://" not in plan.application:
             raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
+        if master.startswith("spark://") and self._deploy_mode() == "cluster" and plan.application.endswith(".py"):
+            raise IcebergConnectionError(
+                f"Spark connection {self.spark_conn_id!r} asks for deploy_mode='cluster' on the standalone "
+                f"master {master}, and Spark standalone does not run Python applications in cluster deploy "
+                "mode (spark-submit refuses them). Use deploy_mode='client' with a standalone master (the "
+                "driver runs on the Airflow worker), or cluster mode on YARN or Kubernetes."
+            )
 
     @staticmethod
     def _properties_text(secret_conf: Mapping[str, str]) -> str:

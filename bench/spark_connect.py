@@ -1,0 +1,216 @@
+"""Per-task wall time: spark-submit vs Spark Connect, for the same operators on the same data.
+
+One run, one lake, one local Spark Connect server (``scripts/connect_server.py``, started
+before the timed tasks: a long-running server is the point of the mode). Each task is the
+operator's ``execute()`` as a worker runs it (plan, job, commit verification), timed end to end:
+
+* **audit**: ``IcebergWapAuditOperator`` of a branch that appended a 1,000-row change set
+  (``--audit-rows``) to ``--base-rows`` published rows (goal: Connect >= 10x faster);
+* **cherry-pick publish**: ``IcebergWapPublishOperator(on_conflict="cherrypick")`` after ``main``
+  moved (goal: Connect >= 10x faster);
+* **logical erasure** of 10 subjects (``--subjects``) on a 1,000,000-row table (``--erasure-rows``);
+* with ``--demo``: ``make demo``'s wall time (``scripts/demo.sh``) with ``AIP_DEMO_MODE=submit``
+  and ``=connect`` (goal: Connect at most a third); the demo starts its own server, included.
+
+Each side gets fresh, identical tables, so both do the same work. Load averages are printed
+before and after (the timings depend on them). Results are printed side by side with ratios.
+
+Usage: ``source scripts/env.sh && python bench/spark_connect.py [--repeat 1] [--demo]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+SUBMIT_CONN = "bench_submit"
+CONNECT_CONN = "bench_connect"
+PORT = 19821
+CHECKS = {
+    "column_mapping": {
+        "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}},
+        "order_id": {"unique_check": {"equal_to": 0}},
+    },
+    "table_checks": {"has_rows": {"check_statement": "COUNT(*) > 0"}},
+}
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} / {five:.1f} / {fifteen:.1f}"
+
+
+def timed(fn) -> tuple[float, object]:
+    t0 = time.monotonic()
+    out = fn()
+    return time.monotonic() - t0, out
+
+
+def audit_task(hook, table: str, rows: int, base_rows: int, conn: str) -> float:
+    from conftest import create_orders_table, fake_context, orders_batch
+
+    from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator
+
+    create_orders_table(hook, table, partition_by=()).append(orders_batch(0, base_rows))
+    hook.set_ref(hook.load_table(table), "audit_branch", hook.ref_snapshot_id(table), ref_type="branch")
+    hook.load_table(table).append(orders_batch(base_rows, rows), branch="audit_branch")
+    op = IcebergWapAuditOperator(
+        task_id=f"audit_{conn}", table=table, branch="audit_branch", spark_conn_id=conn, **CHECKS
+    )
+    seconds, out = timed(lambda: op.execute(fake_context(task_id=f"audit_{conn}")))
+    assert out["passed"], out
+    return seconds
+
+
+def cherrypick_task(hook, table: str, conn: str) -> float:
+    from conftest import create_orders_table, fake_context, orders_batch
+
+    from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+
+    create_orders_table(hook, table, partition_by=()).append(orders_batch(0, 1000))
+    hook.set_ref(hook.load_table(table), "cp_branch", hook.ref_snapshot_id(table), ref_type="branch")
+    hook.load_table(table).append(orders_batch(1000, 100), branch="cp_branch")
+    audited = hook.ref_snapshot_id(table, "cp_branch")
+    _record_pass(hook, table, "cp_branch", audited)
+    hook.load_table(table).append(orders_batch(5000, 10))  # main moved: a fast-forward is impossible
+    op = IcebergWapPublishOperator(
+        task_id=f"publish_{conn}",
+        table=table,
+        branch="cp_branch",
+        audited_snapshot_id=str(audited),
+        on_conflict="cherrypick",
+        spark_conn_id=conn,
+    )
+    seconds, out = timed(lambda: op.execute(fake_context(task_id=f"publish_{conn}")))
+    assert out["method"] == "cherrypick", out
+    return seconds
+
+
+def _record_pass(hook, table: str, branch: str, snapshot_id: int) -> None:
+    from _wap_helpers import record_audit
+
+    record_audit(hook, table, branch, snapshot_id, passed=True, event_id=f"bench-{table}")
+
+
+def erasure_task(hook, table: str, rows: int, subjects: int, conn: str) -> float:
+    import pyarrow as pa
+    from _erasure_helpers import add_requests, create_people_table, person
+    from conftest import fake_context
+
+    from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+
+    create_people_table(hook, table, partition_by=())
+    step = 250_000
+    for start in range(0, rows, step):
+        n = min(step, rows - start)
+        ids = list(range(start, start + n))
+        hook.load_table(table).append(
+            pa.table(
+                {
+                    "order_id": pa.array(ids, pa.int64()),
+                    "customer_id": pa.array([person(i % 5000) for i in ids], pa.string()),
+                    "amount": pa.array([1.0] * n, pa.float64()),
+                    "order_ts": pa.array([1767225600_000000] * n, pa.timestamp("us", tz="UTC")),
+                }
+            )
+        )
+    requests = f"{table}_requests"
+    add_requests(hook, requests, {f"B-{i}": person(i) for i in range(subjects)}, received_days_ago=1)
+    op = IcebergErasureOperator(
+        task_id=f"erase_{conn}",
+        phase="logical",
+        table=table,
+        subject_columns="customer_id",
+        requests_table=requests,
+        spark_conn_id=conn,
+    )
+    seconds, out = timed(lambda: op.execute(fake_context(task_id=f"erase_{conn}")))
+    assert out["verification"] == "verified", out
+    return seconds
+
+
+def demo_wall(mode: str) -> float:
+    env = {**os.environ, "AIP_DEMO_MODE": mode, "AIP_WORK": str(ROOT / ".work" / f"bench-demo-{mode}")}
+    env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    env.pop("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", None)
+    env.pop("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", None)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh")], env=env, capture_output=True, text=True)
+    seconds = time.monotonic() - t0
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["(no output)"]
+    print(f"  demo ({mode}): rc={proc.returncode} in {seconds:.1f}s: {tail[0]}", flush=True)
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--audit-rows", type=int, default=1000)
+    parser.add_argument("--base-rows", type=int, default=10_000)
+    parser.add_argument("--erasure-rows", type=int, default=1_000_000)
+    parser.add_argument("--subjects", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=1, help="tasks per side and job (median reported)")
+    parser.add_argument("--demo", action="store_true", help="also time make demo in both modes")
+    parser.add_argument("--skip-erasure", action="store_true")
+    args = parser.parse_args()
+
+    import connect_server
+    from _erasure_helpers import set_salt_connection
+    from conftest import catalog_conn_json
+
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+    print(f"load averages before: {load()}", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-connect-"))
+    (tmp / "wh").mkdir()
+    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = catalog_conn_json(tmp / "catalog.db", tmp / "wh")
+    os.environ[f"AIRFLOW_CONN_{SUBMIT_CONN.upper()}"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
+    set_salt_connection()
+    hook = IcebergCatalogHook()
+    hook.ensure_namespace("db")
+    t0 = time.monotonic()
+    server = connect_server.start(PORT, workdir=tmp / "connect", die_with_parent=True)
+    print(f"Connect server ready in {time.monotonic() - t0:.1f}s (not counted per task)", flush=True)
+    os.environ[f"AIRFLOW_CONN_{CONNECT_CONN.upper()}"] = server.conn_json(CONNECT_CONN)
+    results: dict[str, dict[str, list[float]]] = {}
+    try:
+        for i in range(args.repeat):
+            for conn, side in ((CONNECT_CONN, "connect"), (SUBMIT_CONN, "submit")):
+                runs: list[tuple[str, object, tuple]] = [
+                    ("audit 1k-row change set", audit_task, (f"db.audit_{side}_{i}", args.audit_rows, args.base_rows)),
+                    ("publish with cherry-pick", cherrypick_task, (f"db.cp_{side}_{i}",)),
+                ]
+                if not args.skip_erasure:
+                    name = f"logical erasure {args.subjects} subjects / {args.erasure_rows:,} rows"
+                    runs.append((name, erasure_task, (f"db.erase_{side}_{i}", args.erasure_rows, args.subjects)))
+                for name, fn, fn_args in runs:
+                    seconds = fn(hook, *fn_args, conn)
+                    results.setdefault(name, {}).setdefault(side, []).append(seconds)
+                    print(f"  {name} via {side}: {seconds:.1f}s (load {load()})", flush=True)
+    finally:
+        connect_server.stop(server)
+    if args.demo:
+        for side, mode in (("connect", "connect"), ("submit", "submit")):
+            results.setdefault("make demo (wall)", {}).setdefault(side, []).append(demo_wall(mode))
+    print(f"load averages after: {load()}")
+    print(f"\n{'task':48} {'spark-submit':>13} {'Connect':>10} {'ratio':>7}  goal")
+    goals = {"audit": ">= 10x", "publish": ">= 10x", "make demo": ">= 3x"}
+    for name, sides in results.items():
+        sub, con = (sorted(sides[s])[len(sides[s]) // 2] for s in ("submit", "connect"))
+        goal = next((g for k, g in goals.items() if name.startswith(k)), "")
+        print(f"{name:48} {sub:12.1f}s {con:9.1f}s {sub / con:6.1f}x  {goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

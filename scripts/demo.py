@@ -10,6 +10,7 @@ UI reads as the demonstration it is, not as an incident.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -21,6 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import demo_connect  # noqa: E402
+
 DAGS = ROOT / "example_dags"
 
 
@@ -171,6 +175,8 @@ def add_overdue_request(hook) -> str | None:
 
 def main(argv: list[str]) -> int:
     only = set(argv)
+    modes = contextlib.ExitStack()  # the Spark Connect server (scripts/demo_connect.py), stopped at the end
+    modes.enter_context(demo_connect.execution_mode())
     modules = []
     for path in sorted(DAGS.glob("example_*.py")):
         module = load(path)
@@ -189,7 +195,8 @@ def main(argv: list[str]) -> int:
             # The logical date is the moment the run starts, so the UI's run durations are the real ones
             # (a back-dated logical date would read as a run of weeks).
             date = run.get("date") or datetime.now(UTC).replace(microsecond=0).isoformat()
-            state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
+            with demo_connect.dag_mode(dag_id) as mode:
+                state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
             (log_dir / f"{dag_id}-{i}.log").write_text(out)
             keep_task_logs(dag_id, out)
             expect = run.get("expect", "success")
@@ -203,7 +210,7 @@ def main(argv: list[str]) -> int:
                 print(f"    DAG-run note ({noted}): {expected_failure_note(run)}", flush=True)
             print(
                 f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
-                f"(expected {expect}) in {seconds:.1f}s  log: {log_dir / f'{dag_id}-{i}.log'}",
+                f"(expected {expect}) in {seconds:.1f}s via {mode}  log: {log_dir / f'{dag_id}-{i}.log'}",
                 flush=True,
             )
         if module.DEMO.get("driver"):  # needs long-running Airflow processes (e.g. a triggerer)
@@ -230,6 +237,7 @@ def main(argv: list[str]) -> int:
         f"governance ledger: {len(ledger)} rows; last: "
         + ", ".join(f"{r['operation']}:{r['status']}" for r in ledger[-5:])
     )
+    modes.close()
     print("demo: " + ("all runs as expected" if not failures else f"{failures} run(s) NOT as expected"))
     return 1 if failures else 0
 

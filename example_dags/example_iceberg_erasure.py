@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 from airflow.sdk import DAG, task
 
+from airflow_iceberg_provider.deadlines import erasure_deadline_alert
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
@@ -52,6 +53,8 @@ with DAG(
     params={"profiles_subject_column": "customer_id"},
     tags=["iceberg", "example", "erasure", "gdpr"],
     doc_md=__doc__,
+    # the logical deadline is 72 h; a triggered run keeps 48 h back for a retry or a person to act
+    deadline=erasure_deadline_alert(deadline=timedelta(hours=72), cadence=timedelta(0), margin=timedelta(hours=48)),
 ) as dag:
     create_orders = IcebergCreateTableOperator(
         task_id="create_orders",

@@ -14,9 +14,12 @@ Run ``iceberg_erasure_daily`` first (it creates the table and the logical erasur
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_iceberg_provider.deadlines import erasure_deadline_alert
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
@@ -30,6 +33,11 @@ with DAG(
     catchup=False,
     tags=["iceberg", "example", "erasure", "maintenance"],
     doc_md=__doc__,
+    # [START howto_erasure_deadline_alert]
+    # A request has 30 days; the purge runs nightly and 28 days are kept back for escalation, so a
+    # run still unfinished a day after it was queued raises the alert (logged, and in the ledger).
+    deadline=erasure_deadline_alert(deadline=timedelta(days=30), cadence=timedelta(days=1), margin=timedelta(days=28)),
+    # [END howto_erasure_deadline_alert]
 ) as dag:
     # [START howto_erasure_nightly]
     nightly = IcebergMaintenancePlanOperator(

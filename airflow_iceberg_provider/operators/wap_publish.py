@@ -25,6 +25,12 @@ from airflow_iceberg_provider._wap_plan import (
     plan_publish,
 )
 from airflow_iceberg_provider.approval_records import steward_waivers
+from airflow_iceberg_provider.asset_partitions import (
+    add_partition_keys,
+    check_partition_events,
+    interval_partition_key,
+    touched_partition_keys,
+)
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.ids import with_string_ids
@@ -84,6 +90,10 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     :param on_rerun: ``"fail"`` (default), ``"skip"`` or ``"replace"`` (see above).
     :param drop_branch: remove the branch after a successful publish.
     :param require_audit: refuse snapshots without a passing audit record (default ``True``).
+    :param partition_events: put partition keys on the Asset events (Airflow asset partitions, one
+        downstream run per partition under ``PartitionedAssetTimetable``): ``"iceberg"`` (the partition
+        values of the files the published snapshots added or removed) or ``"interval"`` (the DAG run's
+        partition key or interval start); see :mod:`airflow_iceberg_provider.asset_partitions`.
     :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``; the
         rules of :class:`~airflow_iceberg_provider.operators.refs.IcebergCreateTagOperator` apply
         (a ``legal-hold-`` name is refused: a hold needs a case id; a name taken by a branch or by a
@@ -112,10 +122,12 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         require_audit: bool = True,
         tag: str | None = None,
         branch_prefix: str = "wap",
+        partition_events: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.on_rerun = rerun.validate_on_rerun(on_rerun)
+        self.partition_events = partition_events
         self.branch = branch
         self.audited_snapshot_id = audited_snapshot_id
         self.base_snapshot_id = base_snapshot_id
@@ -134,6 +146,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             )
         if not params.is_templated(self.spark_conf):
             _refuse_wap_conf(self.spark_conf)
+        check_partition_events(self.partition_events)
 
     def execute(self, context: Context) -> dict[str, Any]:
         started = datetime.now(UTC)
@@ -156,7 +169,25 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         self._verify(plan)
         self._record(context, plan, started)
         self._emit_asset_event(context, plan.published, plan.audited, plan.branch)  # type: ignore[arg-type]
+        if self.partition_events:
+            return with_string_ids({**plan.result(), "partition_keys": self._emit_partitions(context, plan)})
         return with_string_ids(plan.result())
+
+    def _emit_partitions(self, context: Context, plan: PublishPlan) -> list[str]:
+        """Partition keys on the asset events (:mod:`airflow_iceberg_provider.asset_partitions`)."""
+        hook, table = self.catalog_hook, plan.table
+        if self.partition_events == "interval":
+            key = interval_partition_key(context)
+            keys = [key] if key else []
+        else:
+            tbl = hook.load_table(table)
+            chain = hook.ancestor_ids(tbl, plan.published)  # type: ignore[arg-type]
+            if plan.main_head in chain:
+                chain = chain[: chain.index(plan.main_head)]
+            keys = touched_partition_keys(tbl, chain or [plan.published])  # type: ignore[list-item]
+        add_partition_keys(self.outlets, context, table=table, catalog=hook.catalog_name, keys=keys)
+        self.log.info("Asset events of %s carry partition keys %s", table, keys)
+        return keys
 
     def _tag_name(self) -> str | None:
         """The tag under ``IcebergCreateTagOperator``'s rules (a legal hold needs a case id: refused here)."""

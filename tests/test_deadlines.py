@@ -1,0 +1,68 @@
+"""Deadline alerts tied to the statutory erasure deadline (``airflow_iceberg_provider.deadlines``).
+
+The alert's arithmetic and refusals, that the erasure example DAGs declare one that survives
+Airflow's DAG serialization (what the scheduler stores and evaluates), and that its default
+callback (run by the triggerer when a deadline is missed) logs and writes a ledger row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_iceberg_provider.deadlines import (
+    MISSED_OPERATION,
+    erasure_deadline_alert,
+    erasure_deadline_missed,
+    erasure_run_budget,
+)
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.governance import decode_ledger_row
+
+
+def test_run_budget_is_deadline_minus_cadence_minus_margin():
+    assert erasure_run_budget(timedelta(days=30), timedelta(days=1), timedelta(days=28)) == timedelta(days=1)
+    assert erasure_run_budget(timedelta(hours=72), timedelta(0)) == timedelta(hours=72)
+    with pytest.raises(IcebergValidationError, match="leaves no time for a run that starts every cadence=1 day"):
+        erasure_run_budget(timedelta(hours=24), timedelta(days=1))
+    with pytest.raises(IcebergValidationError, match="margin=.* must be a non-negative"):
+        erasure_run_budget(timedelta(days=1), timedelta(0), timedelta(hours=-1))
+
+
+def test_alert_watches_the_queued_run_with_the_provider_callback():
+    from airflow.sdk.definitions.deadline import DeadlineReference
+
+    alert = erasure_deadline_alert(deadline=timedelta(days=30), cadence=timedelta(days=1), margin=timedelta(days=28))
+    assert alert.reference == DeadlineReference.DAGRUN_QUEUED_AT and alert.interval == timedelta(days=1)
+    assert alert.callback.path == "airflow_iceberg_provider.deadlines.erasure_deadline_missed"
+    assert alert.callback.kwargs["statutory_deadline_hours"] == 720
+
+
+@pytest.mark.parametrize(
+    ("module", "interval"),
+    [("example_iceberg_erasure_nightly", timedelta(days=1)), ("example_iceberg_erasure", timedelta(hours=24))],
+)
+def test_erasure_example_dags_declare_the_alert_and_it_serializes(module, interval):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dag = importlib.import_module(f"example_dags.{module}").dag
+    (alert,) = dag.deadline
+    assert alert.interval == interval
+    data = DagSerialization.to_dict(dag)
+    assert "erasure_deadline_missed" in str(data["dag"]["deadline"])
+
+
+def test_missed_deadline_callback_logs_and_records_it(lake, caplog):
+    context = {
+        "dag_run": {"dag_id": "iceberg_erasure_nightly", "dag_run_id": "scheduled__2026-01-02", "queued_at": "x"},
+        "deadline": {"id": "d1", "deadline_time": datetime(2026, 1, 3, 2, tzinfo=UTC)},
+    }
+    with caplog.at_level("ERROR"):
+        out = asyncio.run(erasure_deadline_missed(context, statutory_deadline_hours=720.0, run_budget_hours=24.0))
+    assert "did not finish within 24.0 h" in caplog.text and out["run_id"] == "scheduled__2026-01-02"
+    (row,) = [decode_ledger_row(r) for r in lake.read_governance_rows("ledger", operation=MISSED_OPERATION)]
+    assert row["status"] == "warned" and row["details"]["deadline_time"] == "2026-01-03T02:00:00+00:00"
+    assert row["details"]["dag_id"] == "iceberg_erasure_nightly"

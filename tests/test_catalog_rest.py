@@ -9,10 +9,10 @@ compare-and-swap, audit gate, conflicts), rollback, commit checks, the snapshot 
 trigger, health metrics and dry-run previews. Here: what only the REST catalog has (OAuth2
 credentials, S3 FileIO, refused credentials). Each test uses its own namespaces.
 
-Spark against this REST catalog is configuration only (the reachable Iceberg runtime jar lacks
-its shaded HttpClient 5, and no HttpClient >= 5.4 jar is reachable; see the README): the Spark
-catalog conf for a REST catalog + S3 warehouse is tested as data (unmarked tests at the end).
-Spark on S3 itself runs end to end with a SQL catalog in ``tests/test_spark_s3.py``.
+Spark against REST catalogs (this one and Apache Iceberg's REST server) runs end to end in
+``tests/test_spark_rest.py``; here the Spark catalog conf for a REST catalog + S3 warehouse is
+also checked as data (unmarked tests at the end), and Spark on S3 with a SQL catalog runs in
+``tests/test_spark_s3.py``.
 """
 
 from __future__ import annotations

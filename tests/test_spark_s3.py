@@ -6,8 +6,8 @@ PostgreSQL catalog: WAP write, audit, cherry-pick, maintenance plan, erasure).
 One module lake: Spark's ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` on one PostgreSQL
 database (``tests/_servers.py`` starts the server), warehouse ``s3://<fresh bucket>/wh`` on
 SeaweedFS's S3 API (``weed mini``). Spark uses Iceberg's own ``S3FileIO`` (what production
-uses) with the AWS SDK v2 jars ``scripts/bootstrap.sh`` puts in ``.spark-runtime/jars/s3``
-(``AIP_S3_SPARK_JARS``), and S3A for raw-file reads; pyiceberg uses its pyarrow FileIO with the
+uses) from ``iceberg-aws-bundle``, which ``scripts/bootstrap.sh`` resolves with Maven into
+``.spark-runtime/jars/s3`` (``AIP_S3_SPARK_JARS``), and S3A (``hadoop-aws``) for raw-file reads; pyiceberg uses its pyarrow FileIO with the
 same connection properties. Every commit is verified through the catalog.
 
 * maintenance plan: compaction + manifest rewrite + expiry + orphan listing (dry run) in one
@@ -85,7 +85,7 @@ def s3lake(tmp_path_factory):
     """PostgreSQL catalog + ``s3://`` warehouse on SeaweedFS, S3FileIO jars, event log on, a spark-submit argv shim."""
     s3_jars = os.environ.get("AIP_S3_SPARK_JARS", "")
     if not s3_jars:
-        skip_or_fail("AWS SDK v2 jars for S3FileIO missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
+        skip_or_fail("S3 jars missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
     server, pg = seaweed(), postgres()
     bucket = f"lake{uuid.uuid4().hex[:10]}"
     s3fs(server).create_dir(bucket)  # a plain bucket: the -tableBucket one refuses plain object writes

@@ -333,7 +333,8 @@ def test_operator_extra_links_open_this_tasks_records(ui):
 def test_ledger_shows_verdicts_and_links_to_airflow(ui):
     rows = get(ui, "/governance/api/tables/db.orders").json()["ledger"]
     publish = next(r for r in rows if r["operation"] == "wap_publish")
-    assert publish["created_snapshots"] == [str(ui.ids["published"])]
+    assert publish["snapshot_after"] == str(ui.ids["published"])
+    assert publish["created_snapshots"] == []  # a fast-forward moves main, it commits no snapshot
     html = get(ui, "/governance/tables/db.orders").text
     assert 'href="/dags/orders_wap/runs/manual__ui/tasks/publish" target="_top"' in html
     assert 'id="health-verdict"' in html
@@ -396,3 +397,136 @@ def test_airflow_lists_the_plugin_with_its_app_and_nav_entry(ui):
     assert [(v["name"], v["href"], v["destination"]) for v in ours["external_views"]] == [
         ("Governance", "/governance/", "nav")
     ]
+
+
+# ------------------------------------------------------------ pure rules (#31)
+def _snap(sid, ts, **summary):
+    return SimpleNamespace(snapshot_id=sid, timestamp_ms=ts, summary=summary, parent_id=None, operation="append")
+
+
+def test_user_spark_job_rows_show_the_snapshots_their_task_stamped():
+    snaps = [
+        _snap(11, 1, **{"airflow.dag-id": "d", "airflow.run-id": "r", "airflow.task-id": "load"}),
+        _snap(12, 2, **{"airflow.dag-id": "d", "airflow.run-id": "r", "airflow.task-id": "load"}),
+        _snap(13, 3),
+    ]
+    stamped = views.stamped_snapshots(snaps)
+    assert stamped == {("d", "r", "load"): ["11", "12"]}
+    rows = [
+        {"operation": "spark_submit", "dag_id": "d", "run_id": "r", "task_id": "load", "snapshot_after": None},
+        {"operation": "wap_audit", "event_id": "e1", "snapshot_before": "1", "snapshot_after": "12"},
+        {"operation": "maintenance.rewrite_data_files", "snapshot_before": "12", "snapshot_after": "13"},
+    ]
+    verdicts = {"e1": {"passed": False, "text": "failed 2 of 11 checks"}}
+    out = views.with_verdicts(rows, verdicts, stamped)
+    assert [r["created_snapshots"] for r in out] == [["11", "12"], [], ["13"]]
+    assert out[1]["verdict"] == {"text": "failed 2 of 11 checks", "ok": False}  # not "succeeded"
+    assert out[0]["verdict"] is None
+    # without audit rows: the job's own metrics give the verdict
+    (row,) = views.with_verdicts([{"operation": "wap_audit", "metrics": {"checks": 11, "failed": 2}}], {})
+    assert row["verdict"] == {"text": "failed 2 of 11 checks", "ok": False}
+
+
+def test_health_verdict_uses_the_provider_thresholds():
+    from airflow_iceberg_provider.models import TableHealth
+
+    def health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
+        return TableHealth(
+            table="db.t", snapshot_id=1, format_version=2, data_files=files, data_bytes=files * avg, records=10,
+            delete_files=deletes, position_delete_files=deletes, equality_delete_files=0, delete_bytes=0,
+            manifests=manifests, snapshots=snapshots, refs=1, oldest_snapshot_ms=None,
+            target_file_size_bytes=512 * 2**20, small_files=small,
+        )  # fmt: skip
+
+    now = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
+    small_table = views.health_verdict(health(1, 1), {}, now_ms=now)
+    assert small_table["verdict"] == "healthy" and small_table["level"] == "ok" and small_table["notes"]
+    many_small = views.health_verdict(health(200, 200), {}, now_ms=now)
+    assert many_small["verdict"] == "unhealthy" and many_small["level"] == "fail"  # avg size below 10 MiB
+    assert any("min_avg_file_size_bytes" in r for r in many_small["reasons"])
+    big_files = views.health_verdict(health(200, 200, avg=20 * 2**20), {}, now_ms=now)
+    assert big_files["verdict"] == "needs maintenance" and big_files["level"] == "warn"
+    assert views.health_verdict(health(200, 0, avg=600 * 2**20), {}, now_ms=now)["verdict"] == "healthy"
+    # the table's own properties move the thresholds
+    props = {
+        "airflow-iceberg.health.min-avg-file-size-bytes": "off",
+        "airflow-iceberg.maintenance.max-small-file-ratio": "0.99",
+    }
+    assert views.health_verdict(health(200, 100), props, now_ms=now)["verdict"] == "healthy"
+    bad = views.health_verdict(health(2, 2), {"airflow-iceberg.health.max-files": "zero"}, now_ms=now)
+    assert bad["verdict"] == "unknown" and "max-files" in bad["reasons"][0]
+
+
+def test_evidence_runs_and_task_erasure_from_ledger_spans():
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    ledger = [
+        {"event_id": "L", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "daily",
+         "run_id": "r1", "task_id": "erase", "started_at": t0, "finished_at": t0 + timedelta(minutes=5),
+         "metrics": {"phase": "logical", "requests": 3}, "details": {}},
+        {"event_id": "X", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "other",
+         "run_id": "r9", "task_id": "erase", "started_at": t0 + timedelta(hours=1),
+         "finished_at": t0 + timedelta(hours=1, minutes=5), "metrics": {"phase": "logical", "requests": 1}, "details": {}},
+        {"event_id": "P", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "nightly",
+         "run_id": "r2", "task_id": "purge", "started_at": t0 + timedelta(hours=8),
+         "finished_at": t0 + timedelta(hours=8, minutes=9), "metrics": {"phase": "purge", "requests": 7}, "details": {}},
+        {"event_id": "F", "operation": "erasure", "table": "db.u", "status": "refused", "dag_id": "nightly",
+         "run_id": "r2", "task_id": "purge", "started_at": t0, "finished_at": t0,
+         "metrics": {}, "details": {"refused": "legal-hold-7 keeps rows"}},
+    ]  # fmt: skip
+    ev = {
+        "request_id": "A", "table_name": "db.t", "logical_erased_at": t0 + timedelta(minutes=3),
+        "purged_at": t0 + timedelta(hours=8, minutes=8), "finished_at": t0 + timedelta(hours=8, minutes=8),
+        "job_run_id": "P", "dag_id": "nightly", "run_id": "r2", "task_id": "purge", "rows_found": 0, "rows_deleted": 0,
+    }  # fmt: skip
+    runs = views.evidence_runs(ev, ledger)
+    assert [(r["role"], r["event_id"], r["requests"]) for r in runs] == [("logical", "L", 3), ("purge", "P", 7)]
+    report = views.evidence_report("A", [], [ev], ledger)
+    assert report["matched_nothing"] and report["tables"][0]["request"]["rows_found"] == 0
+    assert report["tables"][0]["batch"]["largest_batch"] == 7
+    daily = views.task_erasure([ev], ledger, {"dag_id": "daily", "run_id": "r1", "task_id": "erase"})
+    assert daily["request_ids"] == ["A"] and daily["refusals"] == []
+    assert (
+        views.task_erasure([ev], ledger, {"dag_id": "other", "run_id": "r9", "task_id": "erase"})["request_ids"] == []
+    )
+    nightly = views.task_erasure([ev], ledger, {"dag_id": "nightly", "run_id": "r2", "task_id": "purge"})
+    assert nightly["request_ids"] == ["A"] and [f["reason"] for f in nightly["refusals"]] == ["legal-hold-7 keeps rows"]
+
+
+def test_gating_audit_is_the_audit_of_the_published_snapshot():
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    audits = [
+        {"event_id": "bad", "table": "db.t", "snapshot_id": "9", "dag_id": "d", "run_id": "r", "evaluated_at": t0},
+        {"event_id": "ok", "table": "db.t", "snapshot_id": "7", "dag_id": "d", "run_id": "r", "evaluated_at": t0},
+    ]
+    pub = {"table": "db.t", "audited_snapshot_id": "7", "dag_id": "d", "run_id": "r", "finished_at": t0}
+    assert views.gating_audit(audits, pub)["event_id"] == "ok"
+    assert views.gating_audit(audits, {**pub, "audited_snapshot_id": None})["event_id"] == "bad"  # same run
+    assert views.gating_audit(audits, {**pub, "audited_snapshot_id": None, "run_id": "x"}) is None
+
+
+def test_maintenance_chart_shows_each_actions_own_figures():
+    from airflow_iceberg_provider.ui import charts
+
+    before = {"data_files": 200, "avg_file_bytes": 1000, "delete_files": 10, "small_files": 200, "manifests": 50}
+    after = {"data_files": 4, "avg_file_bytes": 50000, "delete_files": 0, "small_files": 4, "manifests": 1}
+    runs = [
+        {"event_id": f"job-{i}", "job_run_id": "job", "action": action, "status": "succeeded",
+         "finished_at": datetime(2026, 3, 1, tzinfo=UTC), "before": before, "after": after, "output": output}
+        for i, (action, output) in enumerate(
+            [
+                ("rewrite_data_files", {"rewritten_data_files_count": 200, "added_data_files_count": 4, "rewritten_bytes_count": 2_000_000}),
+                ("rewrite_manifests", {"rewritten_manifests_count": 50, "added_manifests_count": 1}),
+                ("expire_snapshots", {"deleted_data_files_count": 190}),
+            ]
+        )
+    ]  # fmt: skip
+    svg = charts.health_svg(runs)
+    assert svg.count("data files 200 → 4") == 1  # the job's effect once, not once per action
+    for label in ("rewritten data files", "added manifests", "deleted data files", "rewritten bytes"):
+        assert label in svg
+    assert ">200<" in svg and ">1.9 MB<" in svg  # values at the bars
+    assert 'class="tick"' in svg  # axis values
+    assert views.action_output({"a_count": 3, "dry_run": False, "seconds": 2.0, "orphan_files": ["x", "y"]}) == {
+        "a_count": 3,
+        "orphan_files_count": 2,
+    }

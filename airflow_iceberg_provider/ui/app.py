@@ -321,6 +321,7 @@ def table_data(
         "ledger": views.with_verdicts(
             views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),
             verdicts,
+            views.stamped_snapshots(state["snapshots"]) if state else {},
         ),
         "ledger_options": views.ledger_options(ledger, table),
         "filters": {"operation": operation, "status": status_filter, **(task or {})},

@@ -288,32 +288,46 @@ def _row_verdict(row: Mapping[str, Any], verdicts: Mapping[str, Mapping[str, Any
     return None
 
 
-def with_verdicts(rows: Iterable[dict[str, Any]], verdicts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Ledger rows with ``verdict`` (``{"text", "ok"}`` or ``None``) and the snapshots they created."""
+def stamped_snapshots(snapshots: Sequence[Any]) -> dict[tuple[str, str, str], list[str]]:
+    """Snapshot ids by the Airflow task stamped on their commit (``airflow.dag-id``/``run-id``/``task-id``
+    summary properties, which the provider's Spark operators ask every job to set)."""
+    out: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for snap in sorted(snapshots, key=lambda x: x.timestamp_ms):
+        summary = snap.summary
+        key = (summary.get("airflow.dag-id"), summary.get("airflow.run-id"), summary.get("airflow.task-id"))
+        if all(key):
+            out[key].append(str(snap.snapshot_id))  # type: ignore[index]
+    return dict(out)
+
+
+#: Operations whose ``snapshot_after`` is a snapshot they committed (not one they only read or pointed at).
+COMMITTING_PREFIXES = ("spark_submit", "wap_write", "wap_cherrypick", "maintenance.", "erasure", "rollback")
+
+
+def with_verdicts(
+    rows: Iterable[dict[str, Any]],
+    verdicts: Mapping[str, Mapping[str, Any]],
+    stamped: Mapping[tuple[str, str, str], list[str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Ledger rows with ``verdict`` (``{"text", "ok"}`` or ``None``) and ``created_snapshots``."""
     out = []
     for r in rows:
         row = dict(r)
         row["verdict"] = _row_verdict(row, verdicts)
-        row["created_snapshots"] = _created_snapshots(row)
+        row["created_snapshots"] = _created_snapshots(row, stamped or {})
         out.append(row)
     return out
 
 
-def _created_snapshots(row: Mapping[str, Any]) -> list[str]:
-    """Snapshot ids a row says it created: ``snapshot_after`` when it moved, else the ids in its metrics."""
+def _created_snapshots(row: Mapping[str, Any], stamped: Mapping[tuple[str, str, str], list[str]]) -> list[str]:
+    """Snapshots a row's operation committed: those stamped with its Airflow task, else its
+    ``snapshot_after`` when the operation commits and the ref moved."""
+    key = (row.get("dag_id"), row.get("run_id"), row.get("task_id"))
+    ids = list(stamped.get(key, [])) if row.get("operation") in ("spark_submit", "wap_write") else []  # type: ignore[arg-type]
     after, before = row.get("snapshot_after"), row.get("snapshot_before")
-    ids: list[str] = []
-    if after and after != before:
+    op = row.get("operation") or ""
+    if after and after != before and op.startswith(COMMITTING_PREFIXES) and after not in ids:
         ids.append(after)
-    m, d = row.get("metrics") or {}, row.get("details") or {}
-    for source in (m, d):
-        for key in ("snapshot_id", "committed_snapshot_id", "new_snapshot_id"):
-            if source.get(key) and str(source[key]) not in ids:
-                ids.append(str(source[key]))
-        for key in ("snapshot_ids", "created_snapshots", "new_snapshots"):
-            for v in source.get(key) or []:
-                if str(v) not in ids:
-                    ids.append(str(v))
     return ids
 
 

@@ -173,6 +173,20 @@ def add_overdue_request(hook) -> str | None:
     return OVERDUE_NOTE
 
 
+#: Asset-scheduled DAGs unpaused before the DAG whose publish feeds them: the publish's asset event
+#: queues their run (Airflow queues runs of unpaused consumers only), and a scheduler runs it: the
+#: events demo's, or the one `make ui` starts.
+ASSET_CONSUMERS = {"iceberg_wap": ("iceberg_wap_consumer",)}
+
+
+def unpause_consumers(dag_id: str) -> None:
+    """Unpause the asset-scheduled consumers of ``dag_id`` (:data:`ASSET_CONSUMERS`)."""
+    for consumer in ASSET_CONSUMERS.get(dag_id, ()):
+        proc = subprocess.run(["airflow", "dags", "unpause", consumer], capture_output=True, text=True)
+        state = "unpaused" if proc.returncode == 0 else f"not unpaused ({proc.stderr.strip()[-200:]})"
+        print(f"    {consumer} {state}: the publish's asset event queues its run, a scheduler runs it", flush=True)
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
     modes = contextlib.ExitStack()  # the Spark Connect server (scripts/demo_connect.py), stopped at the end
@@ -191,6 +205,7 @@ def main(argv: list[str]) -> int:
 
     for module in modules:
         dag_id = module.dag.dag_id
+        unpause_consumers(dag_id)
         for i, run in enumerate(module.DEMO.get("runs", [{}])):
             # The logical date is the moment the run starts, so the UI's run durations are the real ones
             # (a back-dated logical date would read as a run of weeks).

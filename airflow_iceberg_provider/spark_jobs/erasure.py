@@ -565,7 +565,7 @@ class ErasureRun:
             for sid in sids
         )
         # materialised now: the snapshots it reads may be expired by this run
-        self.sql(union).localCheckpoint(eager=True).createOrReplaceTempView("erasure_matched")
+        _fs.materialize(self.sql(union)).createOrReplaceTempView("erasure_matched")
         rows = {
             int(r.ref): int(r.n)
             for r in self.sql("SELECT ref, count_if(NOT hidden) AS n FROM erasure_matched GROUP BY ref").collect()

@@ -117,6 +117,13 @@ def start(
         **(extra_conf or {}),
     }
     log4j = Path(__file__).resolve().parent.parent / "airflow_iceberg_provider" / "spark_jobs" / "log4j2.properties"
+    try:  # the provider's redaction of catalog secrets (event logs, UI) on the server as well
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from airflow_iceberg_provider.hooks.spark import SPARK_REDACTION_REGEX
+
+        conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
+    except ImportError:  # outside the Airflow environment: Spark's default
+        pass
     if log4j.is_file():
         conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
     cmd = [submit, "--class", SERVER_CLASS, "--master", master, "--name", f"spark-connect-{port}"]

@@ -75,7 +75,12 @@ def test_connection_decides_the_mode_and_keeps_server_conf_off_the_session(serve
     assert hook.execution_mode == "spark_connect"
     assert IcebergSparkHook(spark_conn_id="spark_default").execution_mode == "spark_submit"
     settable, server_only = session_conf(
-        {"spark.sql.catalog.x.uri": "u", "spark.sql.extensions": "e", "spark.pyspark.python": "p", "spark.wap.branch": "b"}
+        {
+            "spark.sql.catalog.x.uri": "u",
+            "spark.sql.extensions": "e",
+            "spark.pyspark.python": "p",
+            "spark.wap.branch": "b",
+        }
     )
     assert settable == {"spark.sql.catalog.x.uri": "u", "spark.wap.branch": "b"}
     assert server_only == ["spark.pyspark.python", "spark.sql.extensions"]
@@ -184,7 +189,7 @@ def test_killed_task_interrupts_its_session_and_the_server_keeps_serving(orders,
         "from iceberg_job_runtime import run_job\n"
         "def fn(ctx):\n"
         "    ctx.spark.sql('INSERT INTO ' + ctx.table() + ' SELECT id, CAST(id AS STRING), \"ca\", 1.0, "
-        "TIMESTAMP \"2026-01-05 00:00:00\" FROM range(0, 2000000000)').collect()\n"
+        'TIMESTAMP "2026-01-05 00:00:00" FROM range(0, 2000000000)\').collect()\n'
         "run_job(fn)\n"
     )
     before = orders.ref_snapshot_id(T)
@@ -235,3 +240,126 @@ def test_endpoint_refuses_a_bad_host_and_timeout():
     Conn.extra_dejson, Conn.password = {}, "tok/en"
     ep = endpoint_from_connection(Conn())
     assert ep.address == "h:15002" and "token=tok%2Fen" in ep.url and "tok" not in repr(ep)
+
+
+def test_erasure_logical_then_purge_through_connect(orders, server):
+    """Both phases of an erasure as Connect clients; the salt is in no server log line."""
+    from _erasure_helpers import SALT, add_requests, create_people_table, people_batch, person, strings_on_disk
+
+    from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+
+    hook = orders
+    old = os.environ.get("AIRFLOW_CONN_ERASURE_SALT")
+    os.environ["AIRFLOW_CONN_ERASURE_SALT"] = json.dumps({"conn_type": "generic", "password": SALT})
+    try:
+        table, requests = "db.people", "db.requests_connect"
+        create_people_table(hook, table, partition_by=())
+        hook.load_table(table).append(people_batch(0, 40))
+        hook.load_table(table).append(people_batch(40, 40))
+        subject = person(7)
+        add_requests(hook, requests, {"C-1": subject}, received_days_ago=1)
+        args = {"table": table, "subject_columns": "customer_id", "requests_table": requests, "spark_conn_id": CONN}
+        logical = IcebergErasureOperator(task_id="c_logical", phase="logical", **args).execute(fake_context())
+        assert logical["verification"] == "verified" and logical["rows_deleted"] > 0, logical
+        assert subject not in {r["customer_id"] for r in hook.load_table(table).scan().to_arrow().to_pylist()}
+        purge = IcebergErasureOperator(task_id="c_purge", phase="purge", **args).execute(fake_context())
+        assert purge["verification"] == "verified", purge
+        assert subject not in strings_on_disk(hook, table)
+        assert person(1) in strings_on_disk(hook, table)
+        log = _server_log(server)
+        assert SALT not in log and subject not in log
+    finally:
+        if old is None:
+            os.environ.pop("AIRFLOW_CONN_ERASURE_SALT", None)
+        else:
+            os.environ["AIRFLOW_CONN_ERASURE_SALT"] = old
+
+
+@pytest.mark.cluster
+def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
+    """A second Connect server whose executors run on a standalone master + worker (127.0.0.1)."""
+    spark_class = Path(os.environ["SPARK_HOME"]) / "bin" / "spark-class"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    logs, procs = tmp_path / "logs", []
+    logs.mkdir()
+
+    def start(args: list[str], name: str) -> subprocess.Popen:
+        out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen([str(spark_class), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+        procs.append(proc)
+        return proc
+
+    def wait_for(name: str, needle: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in (logs / f"{name}.log").read_text(errors="replace"):
+                return
+            time.sleep(1)
+        raise AssertionError(f"{name} not ready: {(logs / f'{name}.log').read_text(errors='replace')[-2000:]}")
+
+    master_port, ui = PORT + 10, PORT + 11
+    srv = None
+    try:
+        start(
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(master_port),
+                "--webui-port",
+                str(ui),
+            ],
+            "master",
+        )
+        wait_for("master", "I have been elected leader")
+        start(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{master_port}",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(ui + 1),
+                "--work-dir",
+                str(tmp_path / "work"),
+            ],
+            "worker",
+        )
+        wait_for("worker", "Successfully registered with master")
+        srv = connect_server.start(
+            PORT + 12,
+            workdir=tmp_path / "connect",
+            master=f"spark://127.0.0.1:{master_port}",
+            extra_conf={"spark.executor.memory": "512m", "spark.cores.max": "1"},
+            die_with_parent=True,
+        )
+        os.environ["AIRFLOW_CONN_SPARK_CONNECT_CLUSTER"] = srv.conn_json("spark_connect_cluster")
+        create_orders_table(orders, "db.on_cluster", partition_by=())
+        for i in range(3):
+            orders.load_table("db.on_cluster").append(orders_batch(i * 10, 10))
+        out = IcebergExpireSnapshotsOperator(
+            task_id="expire_cluster",
+            table="db.on_cluster",
+            older_than="0s",
+            older_than_floor="0s",
+            retain_last=1,
+            spark_conn_id="spark_connect_cluster",
+        ).execute(fake_context(task_id="expire_cluster"))
+        assert len(orders.list_snapshots("db.on_cluster")) == 1
+        assert '"deleted_manifest_lists_count": 2' in json.dumps(out, default=str, sort_keys=True)
+        assert list((tmp_path / "work").glob("app-*")), "no executor ran on the worker"
+    finally:
+        os.environ.pop("AIRFLOW_CONN_SPARK_CONNECT_CLUSTER", None)
+        if srv is not None:
+            connect_server.stop(srv)
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()

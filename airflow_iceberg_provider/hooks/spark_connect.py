@@ -61,6 +61,7 @@ _SERVER_ONLY_PREFIXES = (
     "spark.master",
     "spark.app.",
     "spark.sql.extensions",
+    "spark.redaction.",
 )
 
 

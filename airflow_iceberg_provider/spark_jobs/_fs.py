@@ -175,3 +175,18 @@ def open_ranged(spark: Any, location: str) -> Any:
     """A random-access input file (``seek``/``read``, ``close``)."""
     filesys, path = filesystem(spark, location)
     return filesys.open_input_file(path)
+
+
+def materialize(df: Any) -> Any:
+    """``df`` with its rows materialised and no lineage (later commits or expiry do not change it).
+
+    spark-submit: ``localCheckpoint(eager=True)``. Spark Connect (no checkpoint before Spark 4):
+    the rows travel to the client and back as a cached local relation; meant for small results
+    (matched subject rows), as the checkpoint is.
+    """
+    if hasattr(df, "_jdf"):
+        return df.localCheckpoint(eager=True)
+    session = df.sparkSession
+    local = session.createDataFrame(df.toPandas(), schema=df.schema).cache()
+    local.count()
+    return local

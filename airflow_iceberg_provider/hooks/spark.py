@@ -16,6 +16,10 @@ submission, because it resolves its connection in ``__init__``) and adds:
   (merged with the distribution's ``spark-defaults.conf``), never into argv,
   environment passed on argv, or logs.
 
+When ``spark_conn_id`` names a ``spark_connect`` connection, the same plan runs as a
+short-lived Spark Connect client of that server instead (:mod:`.spark_connect`): same job
+file, same spec, the catalog conf set on the task's own session.
+
 Results never come back through stdout: jobs commit to the lake and write a
 ledger row, which the operator then reads through the catalog hook.
 """

@@ -28,6 +28,7 @@ bench: bootstrap
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/python scripts/check_operator_init.py
+	.venv/bin/mypy
 	.venv/bin/python scripts/check_history.py
 
 # The docs site (docs/ + mkdocs.yml) into site/: warnings, broken internal links and anchors and

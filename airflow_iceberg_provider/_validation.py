@@ -93,7 +93,7 @@ def validate_snapshot_id(value: object, param: str = "snapshot_id") -> int:
     """A required snapshot id: :func:`airflow_iceberg_provider.params.snapshot_id` (an int or its decimal string)."""
     from airflow_iceberg_provider.params import snapshot_id
 
-    return snapshot_id(value, param, required=True)  # type: ignore[return-value]
+    return snapshot_id(value, param, required=True)
 
 
 def branch_name_for_run(dag_id: str, run_id: str, prefix: str = "wap") -> str:

@@ -200,7 +200,8 @@ def preview_expiry(
     by_id = {s.snapshot_id: s for s in snapshots}
 
     def ancestors(head: int) -> list[SnapshotInfo]:
-        out, cur = [], head
+        out: list[SnapshotInfo] = []
+        cur: int | None = head
         while cur is not None and cur in by_id:
             out.append(by_id[cur])
             cur = by_id[cur].parent_id

@@ -353,7 +353,8 @@ class LedgerEntry:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> LedgerEntry:
         """Decode a row read from the ledger table (extra columns are ignored)."""
-        return cls(**{f.name: row.get(f.name) for f in fields(cls) if f.name in row})
+        values: dict[str, Any] = {f.name: row.get(f.name) for f in fields(cls) if f.name in row}
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict with ``metrics``/``details`` decoded (what readers used to build by hand)."""

@@ -76,7 +76,7 @@ _now_ms = now_ms  # for functions whose parameter is called now_ms
 
 def parse_duration(value: Any, param: str) -> timedelta:
     """A required duration (the one grammar: :func:`airflow_iceberg_provider.params.duration`)."""
-    return params.duration(value, param, required=True)  # type: ignore[return-value]
+    return params.duration(value, param, required=True)
 
 
 #: ``older_than`` as an absolute instant (a duration means now minus it): :func:`params.cutoff_ms`.

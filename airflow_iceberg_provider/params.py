@@ -53,7 +53,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, overload
 
 from airflow_iceberg_provider._validation import REF_RE, validate_ref
 from airflow_iceberg_provider.exceptions import IcebergValidationError
@@ -171,6 +171,10 @@ def _duration_ms(value: Any, param: str, bare_ms: bool) -> int:
     refuse(param, value, "is not a duration", f"pass {_DURATION_FORMS}")
 
 
+@overload
+def duration(value: Any, param: str, *, required: Literal[True], bare_ms: bool = ...) -> timedelta: ...
+@overload
+def duration(value: Any, param: str, *, required: bool = ..., bare_ms: bool = ...) -> timedelta | None: ...
 def duration(value: Any, param: str, *, required: bool = False, bare_ms: bool = False) -> timedelta | None:
     """A duration (see the module docstring for the grammar); unset gives ``None``.
 
@@ -182,7 +186,8 @@ def duration(value: Any, param: str, *, required: bool = False, bare_ms: bool = 
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, required, "'36h' or 'P3D'")
+        _unset(value, param, required, "'36h' or 'P3D'")
+        return None
     if isinstance(value, timedelta):
         return value
     ms = _duration_ms(value, param, bare_ms)
@@ -268,7 +273,8 @@ def instant_ms(value: Any, param: str, *, required: bool = False) -> int | None:
     """A point in time as epoch milliseconds (grammar in the module docstring); unset gives ``None``."""
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, required, "'2026-01-31T23:59:59+00:00'")
+        _unset(value, param, required, "'2026-01-31T23:59:59+00:00'")
+        return None
     return _in_range(_instant_ms(value, param), value, param)
 
 
@@ -285,7 +291,12 @@ def cutoff_ms(value: Any, param: str, *, now: int) -> int:
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, True, "'7d', 'P7D' or '2026-01-31T00:00:00Z'")  # type: ignore[return-value]
+        refuse(
+            param,
+            value,
+            "is not set, and this parameter is required",
+            "pass e.g. '7d', 'P7D' or '2026-01-31T00:00:00Z'",
+        )
     if isinstance(value, timedelta) or (isinstance(value, str) and is_duration_text(value)):
         out = now - _duration_ms(value, param, bare_ms=False)
     else:
@@ -316,7 +327,8 @@ def positive_int(
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, required, str(max(minimum, 1)))
+        _unset(value, param, required, str(max(minimum, 1)))
+        return None
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
@@ -328,6 +340,10 @@ def positive_int(
     return value
 
 
+@overload
+def snapshot_id(value: Any, param: str = ..., *, required: Literal[True]) -> int: ...
+@overload
+def snapshot_id(value: Any, param: str = ..., *, required: bool = ...) -> int | None: ...
 def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = False) -> int | None:
     """A snapshot id: an ``int`` or its decimal string (XCom carries ids as strings); unset gives ``None``.
 
@@ -335,7 +351,8 @@ def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = Fals
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, required, "the integer id or its decimal string")
+        _unset(value, param, required, "the integer id or its decimal string")
+        return None
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
@@ -351,6 +368,10 @@ def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = Fals
     return value
 
 
+@overload
+def ref_name(value: Any, param: str = ..., *, required: Literal[True] = ..., allow_main: bool = ...) -> str: ...
+@overload
+def ref_name(value: Any, param: str = ..., *, required: bool, allow_main: bool = ...) -> str | None: ...
 def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_main: bool = True) -> str | None:
     """A branch or tag name (the strict pattern of :mod:`~airflow_iceberg_provider._validation`).
 
@@ -359,7 +380,8 @@ def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_mai
     """
     _check_template(value, param)
     if is_unset(value):
-        return _unset(value, param, required, "'release-1.2'")
+        _unset(value, param, required, "'release-1.2'")
+        return None
     return validate_ref(value, param, allow_main=allow_main)
 
 

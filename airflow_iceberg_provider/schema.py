@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergValidationError
@@ -177,9 +177,9 @@ class TransformSpec:
         from pyiceberg import transforms as tr
 
         if self.kind == "bucket":
-            return tr.BucketTransform(self.width)
+            return tr.BucketTransform(cast(int, self.width))
         if self.kind == "truncate":
-            return tr.TruncateTransform(self.width)
+            return tr.TruncateTransform(cast(int, self.width))
         return {
             "identity": tr.IdentityTransform,
             "year": tr.YearTransform,

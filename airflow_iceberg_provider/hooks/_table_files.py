@@ -147,7 +147,7 @@ class TableFilesMixin:
         tbl = self._table(table)
         directory = tbl.metadata_location.rsplit("/", 1)[0]
         scheme, netloc, path = PyArrowFileIO.parse_location(directory)
-        fs = tbl.io.fs_by_scheme(scheme, netloc)  # type: ignore[attr-defined]
+        fs = tbl.io.fs_by_scheme(scheme, netloc)
         with self.translate_errors(_table_name(tbl)):
             infos = fs.get_file_info(FileSelector(path, allow_not_found=True))
         prefix = "file:" if scheme == "file" else f"{scheme}://"

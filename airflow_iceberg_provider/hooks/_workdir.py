@@ -74,14 +74,14 @@ def owner_alive(owner: dict[str, object]) -> bool:
     if boot is not None and owner.get("boot_id") not in (None, boot):
         return False  # the machine rebooted since
     try:
-        pid = int(owner["pid"])  # type: ignore[arg-type]
+        pid = int(owner["pid"])  # type: ignore[call-overload]
     except (KeyError, TypeError, ValueError):
         return False
     started = process_start_ticks(pid)
     if started is None:
         return False
     recorded = owner.get("start_ticks")
-    return recorded is None or int(recorded) == started  # type: ignore[arg-type]
+    return recorded is None or int(recorded) == started  # type: ignore[call-overload]
 
 
 def sweep_stale_workdirs(base: str | Path | None = None, *, now: float | None = None) -> list[Path]:

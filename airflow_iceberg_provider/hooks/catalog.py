@@ -270,10 +270,10 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
                 )
             return snapshot_info(snap)
         if ref is not None:
-            sid = self.ref_snapshot_id(tbl, ref)
-            if sid is None:
+            head = self.ref_snapshot_id(tbl, ref)
+            if head is None:
                 raise IcebergRefNotFoundError(f"Table {_name(tbl)} has no snapshot yet on {ref!r}.")
-            return self.snapshot(tbl, snapshot_id=sid)
+            return self.snapshot(tbl, snapshot_id=head)
         ts_ms = to_epoch_ms(as_of)
         snap = tbl.snapshot_as_of_timestamp(ts_ms)
         if snap is None:

@@ -63,12 +63,12 @@ def health_summary(health: TableHealth) -> dict[str, Any]:
 def expiry_floor(value: timedelta | str | None) -> timedelta:
     """The expiry floor: the argument, else ``[iceberg_provider] expiry_floor``, else 1 hour."""
     if not params.is_unset(value):
-        return params.duration(value, "older_than_floor", required=True)  # type: ignore[return-value]
+        return params.duration(value, "older_than_floor", required=True)
     from airflow_iceberg_provider.hooks.spark import _config
 
     configured = _config("expiry_floor")
     if configured:
-        return params.duration(configured, "[iceberg_provider] expiry_floor", required=True)  # type: ignore[return-value]
+        return params.duration(configured, "[iceberg_provider] expiry_floor", required=True)
     return DEFAULT_EXPIRY_FLOOR
 
 
@@ -80,7 +80,7 @@ def _parse_ids(value: Any) -> list[int]:
         value = [v for v in value.strip().strip("[]").replace(",", " ").split() if v]
     if isinstance(value, (int, str)):
         value = [value]
-    return [params.snapshot_id(v, "snapshot_ids", required=True) for v in value]  # type: ignore[misc]
+    return [params.snapshot_id(v, "snapshot_ids", required=True) for v in value]
 
 
 def _options_mapping(value: Any, param: str = "options") -> dict[str, Any]:

@@ -102,7 +102,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         self.retain_last = retain_last
         self.snapshot_ids = snapshot_ids
         self.older_than_floor = older_than_floor
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]  # shadows BaseOperator.dry_run()
         self.stream_results = stream_results
         self.check_arguments()
 
@@ -161,7 +161,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         dry_run = str(self.dry_run).strip().lower() == "true"
         if not dry_run:
             check_gc_enabled(props, self.ident.dotted, "expire_snapshots")
-        return _ExpiryRequest(cutoff, retain, ids, dry_run)  # type: ignore[arg-type]
+        return _ExpiryRequest(cutoff, retain, ids, dry_run)
 
     def _without_job(
         self, context: Context, tbl: Table, preview: ExpiryPreview, result: dict[str, Any], *, dry_run: bool

@@ -193,7 +193,7 @@ class IcebergMetadataHygieneOperator(IcebergBaseOperator):
         super().__init__(**kwargs)
         self.previous_versions_max = previous_versions_max
         self.older_than = older_than
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]  # shadows BaseOperator.dry_run()
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:

@@ -286,7 +286,7 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
     def __init__(self, *, older_than: Any = ORPHAN_DEFAULT_AGE, dry_run: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.older_than = older_than
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[method-assign,assignment]  # shadows BaseOperator.dry_run()
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:

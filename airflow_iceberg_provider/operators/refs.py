@@ -298,7 +298,7 @@ class IcebergCreateBranchOperator(_RefOperator):
 
     def _resolve(self) -> tuple[str, dict[str, int | None]]:
         """The branch name (never ``main``) and its retention, as Iceberg stores it."""
-        return params.ref_name(self.branch, "branch", allow_main=False), {  # type: ignore[return-value]
+        return params.ref_name(self.branch, "branch", allow_main=False), {
             "max_ref_age_ms": params.retention_ms(self.max_ref_age, "max_ref_age"),
             "max_snapshot_age_ms": params.retention_ms(self.max_snapshot_age, "max_snapshot_age"),
             "min_snapshots_to_keep": params.positive_int(self.min_snapshots_to_keep, "min_snapshots_to_keep"),
@@ -317,7 +317,7 @@ class IcebergCreateBranchOperator(_RefOperator):
         )  # fmt: skip
         head = hook.ref_snapshot_id(self.ident, branch)
         kept = outcome in ("exists", "retention_updated")  # the branch stays where it is (maybe advanced)
-        self._verify_ref(branch, head if kept else snapshot_id, "branch", **retention)
+        self._verify_ref(branch, head if kept and head is not None else snapshot_id, "branch", **retention)
         self._record(
             context, "create_branch", branch, "noop" if outcome == "exists" else "succeeded",
             {**details, "outcome": outcome}, snapshot_before=previous.snapshot_id if previous is not None else None,
@@ -497,7 +497,11 @@ class IcebergRollbackOperator(_RefOperator):
     def _resolve(self) -> tuple[str, dict[str, Any], dict[str, Any], int | None]:
         """``(ref, target kwargs for the hook, the rendered targets given, expected head)``."""
         ref = params.ref_name(self.ref, "ref")
-        targets = {"to_snapshot_id": self.to_snapshot_id, "to_tag": self.to_tag, "to_timestamp": self.to_timestamp}
+        targets: dict[str, Any] = {
+            "to_snapshot_id": self.to_snapshot_id,
+            "to_tag": self.to_tag,
+            "to_timestamp": self.to_timestamp,
+        }
         given = {k: v for k, v in targets.items() if not _blank(v)}
         if len(given) != 1:
             raise IcebergValidationError(

@@ -64,6 +64,13 @@ def plan_table(tbl: Table, request: TableChangeRequest) -> list[Change]:
     return plan_changes(name, tbl.schema(), tbl.spec(), tbl.sort_order(), tbl.properties, request)
 
 
+def _column_name(schema: Any, field_id: int | None) -> str:
+    """The name of a planned change's column in the base schema (changes of existing columns carry the id)."""
+    if field_id is None:
+        raise IcebergValidationError("internal: a change of an existing column carries no field id")
+    return str(schema.find_column_name(field_id))
+
+
 def _apply(tbl: Table, changes: Sequence[Change]) -> None:
     """Stage every change in one transaction; the commit is one compare-and-swap."""
     from pyiceberg.table.sorting import NullOrder
@@ -75,11 +82,11 @@ def _apply(tbl: Table, changes: Sequence[Change]) -> None:
             with tx.update_schema() as us:  # names below are the base schema's (field ids survive renames)
                 for c in schema_changes:
                     if c.kind == "rename_column":
-                        us.rename_column(base.find_column_name(c.field_id), c.after)
+                        us.rename_column(_column_name(base, c.field_id), str(c.after))
                     elif c.kind == "add_column":
                         us.add_column(c.target, parse_type(c.after, c.target)[0])
                     else:
-                        us.update_column(base.find_column_name(c.field_id), field_type=parse_type(c.after, c.target)[0])
+                        us.update_column(_column_name(base, c.field_id), field_type=parse_type(c.after, c.target)[0])
         spec_changes = [c for c in changes if c.kind in PARTITION_KINDS]
         if spec_changes:
             with tx.update_spec() as sp:

@@ -79,7 +79,7 @@ def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | No
                 "branch is not set and there is no DAG run to derive it from; pass branch='...' explicitly."
             )
         return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
-    return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)  # type: ignore[return-value]
+    return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
 
 
 def optional_snapshot_id(value: Any, param: str) -> int | None:

@@ -174,8 +174,9 @@ class _Parser:
 
     def parse(self) -> Any:
         node = self.or_()
-        if self.peek() is not None:
-            raise Unsupported(f"unexpected {self.peek().text!r}")
+        extra = self.peek()
+        if extra is not None:
+            raise Unsupported(f"unexpected {extra.text!r}")
         return node
 
     def or_(self) -> Any:
@@ -303,7 +304,8 @@ class _Parser:
 
     def case(self) -> Case:
         branches = []
-        if self.peek() is not None and self.peek().text != "when":
+        first = self.peek()
+        if first is not None and first.text != "when":
             raise Unsupported("CASE <value> WHEN")
         while self.accept("kw", "when"):
             cond = self.or_()
@@ -319,19 +321,19 @@ class _Parser:
 def _number(text: str) -> int | decimal.Decimal | float:
     """Spark's literal types: digits are integral, with a point exact decimals, with an exponent doubles."""
     if "e" in text.lower():
-        value = float(text)
-        if math.isinf(value):
+        double = float(text)
+        if math.isinf(double):
             raise Unsupported(f"literal {text} overflows a double (Spark refuses it)")
-        return value
+        return double
     if "." in text:
         value = decimal.Decimal(text)
         if len(value.as_tuple().digits) > 38:
             raise Unsupported(f"literal {text} has more than 38 digits")
         return value
-    value = int(text)
-    if value > 2**63 - 1:  # Spark reads it as a DECIMAL(38, 0)
+    integral = int(text)
+    if integral > 2**63 - 1:  # Spark reads it as a DECIMAL(38, 0)
         raise Unsupported(f"literal {text} is beyond BIGINT")
-    return value
+    return integral
 
 
 def _typed_literal(kind: str, text: str) -> Any:

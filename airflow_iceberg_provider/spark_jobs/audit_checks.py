@@ -692,7 +692,7 @@ def reusable_base_values(checks: Sequence[Check], rows: Sequence[Mapping[str, An
     newest: dict[str, Any] = {}
     wanted = {c.name: c for c in checks if c.kind in ("column", "table")}
     for row in rows:
-        check = wanted.get(row.get("check_name"))
+        check = wanted.get(str(row.get("check_name")))
         if check is None or "(skipped" in (row.get("condition") or ""):
             continue
         if (row.get("check_type"), row.get("column_name"), row.get("condition")) != (

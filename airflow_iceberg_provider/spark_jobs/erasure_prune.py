@@ -168,6 +168,7 @@ def file_proofs(
         if not groups:
             return out  # no row group: nothing to prove with (and raw-reading it costs nothing)
         for col, probe in probes.items():
+            name: str | None
             if field_ids is None:
                 name = col
             else:  # a column the caller has no field id for proves nothing

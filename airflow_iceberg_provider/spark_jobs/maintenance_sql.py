@@ -18,7 +18,7 @@ sibling file, the Airflow side and tests as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -372,7 +372,7 @@ def compute_table_stats_sql(catalog: str, table: str, *, snapshot_id: int | None
     )
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[..., str]] = {
     COMPUTE_STATS: compute_table_stats_sql,
     "expire_snapshots": expire_snapshots_sql,
     "rewrite_data_files": rewrite_data_files_sql,

@@ -378,6 +378,7 @@ def fully_dictionary_encoded(encoding_stats: Sequence[Mapping[int, int]] | None)
 
 def decompress(codec: int, data: bytes, size: int) -> bytes | None:
     """A page body of ``size`` bytes uncompressed, or None (unknown codec, corrupt data, other size)."""
+    out: bytes | None
     if codec == 0:
         out = data
     elif codec == 2:

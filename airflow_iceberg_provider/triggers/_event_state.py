@@ -195,7 +195,7 @@ class IcebergEventTriggerBase(BaseEventTrigger):
     def resolve_store(self) -> WatermarkStore:
         if self.watermark_store is not None:
             return self.watermark_store
-        store = AssetStateWatermarks.from_injected(getattr(self, "asset_state_store", None))
+        store: WatermarkStore | None = AssetStateWatermarks.from_injected(getattr(self, "asset_state_store", None))
         if store is None:
             self.log.warning(
                 "%s runs without an asset state store (not started by an AssetWatcher): its watermark lives in "

@@ -43,10 +43,13 @@ def pending_commits(
 
 def newest_watermark(values: Mapping[str, Any]) -> dict[str, Any] | None:
     """The most advanced of several assets' watermarks (by commit time, then snapshot id)."""
-    valid = [v for v in values.values() if isinstance(v, Mapping) and v.get("timestamp_ms") is not None]
+    valid: list[Mapping[str, Any]] = [
+        v for v in values.values() if isinstance(v, Mapping) and v.get("timestamp_ms") is not None
+    ]
     if not valid:
         return None
-    return dict(max(valid, key=lambda v: (int(v["timestamp_ms"]), str(v.get("snapshot_id") or ""))))
+    newest = max(valid, key=lambda v: (int(v["timestamp_ms"]), str(v.get("snapshot_id") or "")))
+    return dict(newest)
 
 
 def commit_event(table: str, ref: str, snap: SnapshotInfo) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def to_duration(value: Any, param: str) -> timedelta:
         if not math.isfinite(value):
             raise IcebergValidationError(f"{param}={value!r} is not a duration; pass e.g. '30d', '36h' or seconds.")
         return timedelta(seconds=value)
-    return params.duration(value, param, required=True)  # type: ignore[return-value]
+    return params.duration(value, param, required=True)
 
 
 def validate_deadlines(deadlines: Any, margin: Any) -> tuple[dict[str, timedelta], dict[str, timedelta]]:

@@ -309,3 +309,39 @@ def test_rest_concurrent_writer_on_one_table_fails_the_whole_transaction(rest_tw
     assert hook.ref_snapshot_id(tables[0]) == state[tables[0]][0], "the other table did not move"
     assert hook.ref_snapshot_id(tables[1]) not in state[tables[1]]
     assert rows(hook) == []
+
+
+def test_steward_waiver_and_partition_events_per_table(lake):
+    """A warn-level failure accepted by a steward for B's snapshot; each table's event names its days."""
+    from datetime import UTC, datetime
+
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_iceberg_provider.assets import iceberg_asset
+
+    heads = {}
+    for i, (table, day) in enumerate(((A, "2026-02-01"), (B, "2026-02-02"))):
+        create_orders_table(lake, table).append(orders_batch(1000 * i, 10))
+        lake.create_branch(table, "b", snapshot_id=lake.ref_snapshot_id(table))
+        lake.load_table(table).append(orders_batch(1000 * i + 100, 5, day=day), branch="b")
+        heads[table] = lake.ref_snapshot_id(table, "b")
+        record_audit(lake, table, "b", heads[table], passed=table == A)
+    with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
+        publish().execute(fake_context())
+    details = {"gate": "wap_publish", "decision": "publish", "decided_at": datetime.now(UTC).isoformat()}
+    lake.record_ledger(
+        operation="approval",
+        table=B,
+        ref="b",
+        status="succeeded",
+        snapshot_after=heads[B],
+        details={**details, "waived": ["amount.min"]},
+    )
+    events, assets = OutletEventAccessors(), {t: iceberg_asset(t) for t in (A, B)}
+    op = IcebergWapMultiPublishOperator(
+        task_id="t", tables=[A, B], branch="b", outlets=list(assets.values()), partition_events="iceberg"
+    )
+    op.execute({**fake_context(), "outlet_events": events})
+    assert mains(lake) == heads
+    assert events[assets[A]].partition_keys == {"2026-02-01"} and events[assets[B]].partition_keys == {"2026-02-02"}
+    assert events[assets[B]].extra["snapshot_id"] == str(heads[B])

@@ -18,6 +18,13 @@ from airflow_iceberg_provider import _multi_publish_logic as mp
 from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider._wap_plan import PublishState, audit_verdict, audited_snapshot, plan_publish
+from airflow_iceberg_provider.approval_records import steward_waivers
+from airflow_iceberg_provider.asset_partitions import (
+    add_partition_keys,
+    check_partition_events,
+    interval_partition_key,
+    touched_partition_keys,
+)
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergCommitVerificationError,
@@ -68,6 +75,9 @@ class IcebergWapMultiPublishOperator(BaseOperator):
     :param tag: optionally tag each published snapshot (templated); a ``legal-hold-`` name is refused.
     :param drop_branch: remove each branch with the publish.
     :param require_audit: refuse snapshots without a passing audit record (default ``True``).
+    :param partition_events: put partition keys on each table's Asset events, as
+        :class:`~airflow_iceberg_provider.operators.wap_publish.IcebergWapPublishOperator` does
+        (``"iceberg"`` or ``"interval"``).
     :param transaction: ``"auto"`` (default: one catalog commit where the catalog offers it, else the
         protocol), ``"catalog"`` (one catalog commit or fail) or ``"protocol"``.
     :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection id (templated).
@@ -86,6 +96,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
         require_audit: bool = True,
         transaction: str = "auto",
         branch_prefix: str = "wap",
+        partition_events: str | None = None,
         iceberg_catalog_conn_id: str = IcebergCatalogHook.default_conn_name,
         governance_namespace: str | None = None,
         **kwargs: Any,
@@ -98,6 +109,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
         self.require_audit = require_audit
         self.transaction = transaction
         self.branch_prefix = branch_prefix
+        self.partition_events = partition_events
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.governance_namespace = governance_namespace
 
@@ -113,6 +125,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
                 f"transaction={self.transaction!r} is invalid; use one of {list(TRANSACTION_MODES)}."
             )
         specs = mp.check_tables(self.tables)
+        check_partition_events(self.partition_events)
         tag = None if self.tag in (None, "") else check_tag_name(str(self.tag).strip(), "tag")
         pid = self._publish_id(context)
         done = self._repair(context, pid, started)
@@ -158,7 +171,8 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             if self.require_audit:
                 rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
                 where = f"{hook.governance_namespace}.audit_results"
-                audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where)
+                waived = steward_waivers(hook, table, audited)
+                audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
             base = optional_snapshot_id(spec.get("base_snapshot_id"), "base_snapshot_id")
             state = PublishState(table, branch, audited, refs, by_id, base)
             plan = plan_publish(state, on_conflict="fail", tag=tag, drop_branch=self.drop_branch)
@@ -335,17 +349,29 @@ class IcebergWapMultiPublishOperator(BaseOperator):
     def _emit(self, context: Context, steps: Sequence[mp.TableStep], method: str) -> None:
         from airflow_iceberg_provider.assets import emit_table_asset_events
 
+        hook = self.catalog_hook
         for s in steps:
             emit_table_asset_events(
                 self.outlets,
                 context,
                 table=s.table,
-                catalog=self.catalog_hook.catalog_name,
+                catalog=hook.catalog_name,
                 snapshot_id=s.after,
                 audited_snapshot_id=s.audited,
                 branch=s.branch,
                 method=method,
             )
+            if self.partition_events == "interval":
+                key = interval_partition_key(context)
+                keys = [key] if key else []
+            elif self.partition_events == "iceberg":
+                tbl = hook.load_table(s.table)
+                chain = hook.ancestor_ids(tbl, s.after)
+                chain = chain[: chain.index(s.before)] if s.before in chain else chain
+                keys = touched_partition_keys(tbl, chain)
+            else:
+                continue
+            add_partition_keys(self.outlets, context, table=s.table, catalog=hook.catalog_name, keys=keys)
 
     def _result(self, steps: Sequence[mp.TableStep], method: str, pid: str) -> dict[str, Any]:
         return with_string_ids(

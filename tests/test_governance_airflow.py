@@ -1,6 +1,12 @@
-"""Approval gates answered through a real Airflow API server, run by a real scheduler (own AIRFLOW_HOME).
+"""Approval gates and partitioned publish events with a real Airflow API server and scheduler (own AIRFLOW_HOME).
 
-One API server and one scheduler serve the module. Five DAG runs wait for a steward at once:
+One API server and one scheduler serve the module.
+
+Partitioned publish events: a WAP publish of a branch that touched three days of a table partitioned
+by ``day(order_ts)`` emits one asset event per day, and a DAG on ``PartitionedAssetTimetable`` runs
+once per day, each run carrying its partition key.
+
+Approval gates: five DAG runs wait for a steward at once:
 
 * two WAP gates whose audits failed a warn-level check: one is answered *Publish* (``main`` moves
   to the audited snapshot, the publish accepts exactly that check), one *Drop branch* (the branch
@@ -76,6 +82,14 @@ def test_decision_details_record_who_when_what_and_comment():
     assert d["decided_at"] == "2026-01-01T00:00:00+00:00"
 
 
+def test_ref_gate_forms_name_the_tag_its_snapshot_and_the_case():
+    erase = rules.RefGate(rules.ERASURE_DROP_TAG, "db.t", "eod-2026-01-01", 7, {"snapshot": 7})
+    assert erase.subject() == "Erase through tag eod-2026-01-01 of db.t?"
+    assert "drops tag **eod-2026-01-01**" in erase.body() and "purged" in erase.body()
+    hold = rules.RefGate(rules.LEGAL_HOLD_RELEASE, "db.t", "legal-hold-x", 7, {"case_id": "C-1", "reason": None})
+    assert "case_id: `C-1`" in hold.body() and "reason" not in hold.body()
+
+
 def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lake):
     table = "db.orders"
     create_orders_table(lake, table).append(orders_batch(0, 10))
@@ -110,7 +124,9 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
 
 # ------------------------------------------------------------- a real API server and scheduler
 DAG_FILE = """
-from airflow.sdk import DAG
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, PartitionedAssetTimetable
+from airflow_iceberg_provider.assets import iceberg_asset
 from airflow_iceberg_provider.operators.approval import IcebergRefApprovalOperator, IcebergWapApprovalOperator
 from airflow_iceberg_provider.operators.refs import IcebergDropBranchOperator, IcebergDropTagOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
@@ -127,6 +143,14 @@ with DAG(dag_id="gated_publish", schedule=None):
         IcebergDropBranchOperator(task_id="drop", table=TABLE, branch="b"),
     ]
 
+EVENTS = iceberg_asset("db.events")
+
+with DAG(dag_id="publish_events", schedule=None):
+    IcebergWapPublishOperator(task_id="publish", table="db.events", branch="b", outlets=[EVENTS], partition_events="iceberg")
+
+with DAG(dag_id="per_partition", schedule=PartitionedAssetTimetable(assets=EVENTS)):
+    EmptyOperator(task_id="read_partition")
+
 with DAG(dag_id="gated_release", schedule=None):
     IcebergRefApprovalOperator(
         task_id="approve", table="db.held", ref="{{ dag_run.conf['hold'] }}", gate="legal_hold_release"
@@ -137,6 +161,7 @@ with DAG(dag_id="gated_release", schedule=None):
 """
 
 USER, PASSWORD = "steward", "steward-pw-1234"
+DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
 
 
 class Api:
@@ -195,6 +220,11 @@ def airflow_gates(tmp_path_factory):
             rows = hook.read_governance_rows("audit_results", table_name=table)
             hook.append_governance_rows("audit_results", [{**rows[0], "check_name": "no_nulls"}])
         state[table] = (hook.ref_snapshot_id(table), head)
+    create_orders_table(hook, "db.events").append(orders_batch(0, 10, day="2025-12-31"))
+    hook.create_branch("db.events", "b", snapshot_id=hook.ref_snapshot_id("db.events"))
+    for i, day in enumerate(DAYS):
+        hook.load_table("db.events").append(orders_batch(100 + 10 * i, 10, day=day), branch="b")
+    record_audit(hook, "db.events", "b", hook.ref_snapshot_id("db.events", "b"))
     create_orders_table(hook, "db.held").append(orders_batch(0, 3))
     for case in ("case-1", "case-2"):
         IcebergCreateTagOperator(
@@ -223,7 +253,7 @@ def airflow_gates(tmp_path_factory):
     af = AirflowProcesses(env, tmp / "logs")
     try:
         af.cli("dags", "reserialize")
-        for dag_id in ("gated_publish", "gated_release"):
+        for dag_id in ("gated_publish", "gated_release", "publish_events", "per_partition"):
             af.cli("dags", "unpause", dag_id)
         af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
         af.start("scheduler")
@@ -330,3 +360,30 @@ def test_stewards_decide_through_the_rest_api_and_the_tables_follow(airflow_gate
         "still in discovery",
         "CASE-2",
     )
+
+
+@pytest.mark.airflow
+def test_a_publish_touching_three_days_runs_the_partitioned_consumer_once_per_day(airflow_gates):
+    from scripts.events_demo import wait_for
+
+    api, af, hook, _, tmp = airflow_gates
+    api.trigger("publish_events", {})
+
+    def consumer_runs() -> list[tuple]:
+        return af.query(
+            "SELECT partition_key, state FROM dag_run WHERE dag_id = 'per_partition' ORDER BY partition_key"
+        )
+
+    try:
+        wait_for("three partitioned runs", lambda: len(consumer_runs()) >= 3, 300, every=1)
+    except TimeoutError:
+        pytest.fail(f"{consumer_runs()}\n{_logs(tmp)}")
+    time.sleep(3)  # a fourth run would show up by now
+    assert [k for k, _ in consumer_runs()] == list(DAYS)
+    keys = af.query(
+        "SELECT e.partition_key FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.uri = ? "
+        "ORDER BY e.partition_key",
+        "iceberg://lakehouse/db/events",
+    )
+    assert [k for (k,) in keys] == list(DAYS)
+    assert hook.ref_snapshot_id("db.events") == hook.ref_snapshot_id("db.events", "b")

@@ -29,7 +29,9 @@ def test_local_dir_only_for_local_locations(location, expected):
 
 def _fake_run(table_dir):
     table = SimpleNamespace(location=lambda: "file:" + str(table_dir))
-    return SimpleNamespace(jtable=lambda refresh=False: table, spark=None)  # spark unused for local dirs
+    # a session with a driver JVM (``_jsparkSession``), never called for a local directory
+    spark = SimpleNamespace(_jsparkSession=None)
+    return SimpleNamespace(jtable=lambda refresh=False: table, spark=spark)
 
 
 def test_unreferenced_parquet_lists_only_old_unreferenced_parquet_files(tmp_path):

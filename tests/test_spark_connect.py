@@ -23,7 +23,7 @@ from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
-from airflow_iceberg_provider.hooks.spark_connect import endpoint_from_connection, session_conf
+from airflow_iceberg_provider.hooks.spark_connect import session_conf
 from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
 from airflow_iceberg_provider.operators.wap import (
     IcebergWapAuditOperator,
@@ -142,6 +142,18 @@ def test_maintenance_expire_through_connect(orders):
     assert '"deleted_data_files_count": 4' in json.dumps(out, default=str, sort_keys=True)
 
 
+def _expire_small(hook, table: str, task_id: str) -> dict:
+    """A small maintenance task on a fresh table (two appends, one expired snapshot)."""
+    create_orders_table(hook, table, partition_by=())
+    for i in range(2):
+        hook.load_table(table).append(orders_batch(i * 10, 10))
+    out = IcebergExpireSnapshotsOperator(
+        task_id=task_id, table=table, older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
+    ).execute(fake_context(task_id=task_id))
+    assert len(hook.list_snapshots(table)) == 1
+    return out
+
+
 def _server_log(server) -> str:
     return server["server"].log.read_text(errors="replace")
 
@@ -203,10 +215,7 @@ def test_killed_task_interrupts_its_session_and_the_server_keeps_serving(orders,
     assert time.monotonic() - t0 < 120
     assert orders.ref_snapshot_id(T) == before, "a killed job committed"
     # the same server answers the next task at once
-    out = IcebergExpireSnapshotsOperator(
-        task_id="expire2", table="db.exp", older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
-    ).execute(fake_context(task_id="expire2"))
-    assert '"deleted_data_files_count": 0' in json.dumps(out, default=str, sort_keys=True)
+    _expire_small(orders, "db.after_kill", "expire_after_kill")
 
 
 def test_server_down_names_the_connection_then_restart_reconnects(orders, server):
@@ -216,30 +225,7 @@ def test_server_down_names_the_connection_then_restart_reconnects(orders, server
         hook.run_job("maintenance", {"job": "maintenance", "table": "db.exp", "actions": []})
     workdir = server["server"].workdir
     server["server"] = connect_server.start(PORT, workdir=workdir, die_with_parent=True)
-    out = IcebergExpireSnapshotsOperator(
-        task_id="expire3", table="db.exp", older_than="0s", older_than_floor="0s", retain_last=1, spark_conn_id=CONN
-    ).execute(fake_context(task_id="expire3"))
-    assert '"deleted_data_files_count": 0' in json.dumps(out, default=str, sort_keys=True)
-
-
-def test_endpoint_refuses_a_bad_host_and_timeout():
-    class Conn:
-        conn_id = "c"
-        host = "http://x"
-        port = None
-        login = password = None
-        extra_dejson: dict = {}
-
-    from airflow_iceberg_provider.exceptions import IcebergConnectionError
-
-    with pytest.raises(IcebergConnectionError, match="not a Spark Connect address"):
-        endpoint_from_connection(Conn())
-    Conn.host, Conn.extra_dejson = "sc://h", {"timeout": "soon"}
-    with pytest.raises(IcebergConnectionError, match="timeout='soon' is not a number"):
-        endpoint_from_connection(Conn())
-    Conn.extra_dejson, Conn.password = {}, "tok/en"
-    ep = endpoint_from_connection(Conn())
-    assert ep.address == "h:15002" and "token=tok%2Fen" in ep.url and "tok" not in repr(ep)
+    _expire_small(orders, "db.after_restart", "expire_after_restart")
 
 
 def test_erasure_logical_then_purge_through_connect(orders, server):

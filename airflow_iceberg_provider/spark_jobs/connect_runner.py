@@ -24,11 +24,13 @@ import json
 import os
 import runpy
 import signal
+import socket
 import sys
 import threading
 from typing import Any
 
 EXIT_UNREACHABLE = 75
+RETRY_POLICY = {"max_retries": 6, "max_backoff": 5000}
 EXIT_INTERRUPTED = 143
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
@@ -44,11 +46,20 @@ def _unreachable(err: Exception) -> bool:
 
 def open_session(doc: dict[str, Any]) -> Any:
     """A new Connect session with the catalog conf set (secrets included), or exit 75 when unreachable."""
+    host, _, port = str(doc["address"]).rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as err:
+        _say(f"server {doc['address']} of connection {doc['conn_id']!r} is not reachable: {err.strerror or err}")
+        sys.exit(EXIT_UNREACHABLE)
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark's is_remote(): the job's DataFrame API goes remote
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     try:
         spark = RemoteSparkSession.builder.remote(doc["url"]).getOrCreate()
+        # pyspark retries an unavailable server for ~10 minutes; a task fails within ~15 s instead
+        # (a restarted server has lost this session's catalog conf: retrying against it cannot help)
+        getattr(spark.client, "_retry_policy", {}).update(RETRY_POLICY)
         extensions = spark.conf.get("spark.sql.extensions", "") or ""
     except Exception as err:  # noqa: BLE001 - classified below
         if _unreachable(err):

@@ -1,0 +1,144 @@
+"""The Spark Connect client side without a Spark server: connection parsing, the reachability
+check, and the runner process (its exit when nothing answers, its timeout). Real processes:
+the runner runs in the Spark runtime's Python against closed or silent ports."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks.spark_connect import (
+    ConnectEndpoint,
+    ConnectJobProcess,
+    check_reachable,
+    endpoint_from_connection,
+    session_conf,
+    session_document,
+    write_session_file,
+)
+
+RUNTIME_PYTHON = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON", "")
+
+
+class Conn:
+    def __init__(self, host: str, port: int | None = None, password: str | None = None, **extra: object) -> None:
+        self.conn_id, self.host, self.port = "sc_test", host, port
+        self.login, self.password = None, password
+        self.extra_dejson = extra
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_endpoint_from_connection_and_refusals():
+    with pytest.raises(IcebergConnectionError, match="not a Spark Connect address"):
+        endpoint_from_connection(Conn("http://x"))
+    with pytest.raises(IcebergConnectionError, match="has no host"):
+        endpoint_from_connection(Conn(""))
+    with pytest.raises(IcebergConnectionError, match="timeout='soon' is not a number"):
+        endpoint_from_connection(Conn("sc://h", timeout="soon"))
+    with pytest.raises(IcebergConnectionError, match="must be positive"):
+        endpoint_from_connection(Conn("sc://h", timeout=0))
+    ep = endpoint_from_connection(Conn("sc://h", password="tok/en", use_ssl=True, timeout="90"))
+    assert (ep.address, ep.timeout_s) == ("h:15002", 90.0)
+    assert ep.url == "sc://h:15002/;token=tok%2Fen;use_ssl=true"
+    assert "tok" not in repr(ep), "the token must never reach a log line through repr"
+    assert endpoint_from_connection(Conn("h", port=19850)).address == "h:19850"
+
+
+def test_session_conf_keeps_server_conf_off_the_session():
+    settable, server_only = session_conf(
+        {
+            "spark.sql.catalog.x.uri": "u",
+            "spark.sql.extensions": "e",
+            "spark.pyspark.python": "p",
+            "spark.redaction.regex": "r",
+            "spark.wap.branch": "b",
+        }
+    )
+    assert settable == {"spark.sql.catalog.x.uri": "u", "spark.wap.branch": "b"}
+    assert server_only == ["spark.pyspark.python", "spark.redaction.regex", "spark.sql.extensions"]
+
+
+def test_session_file_is_private(tmp_path):
+    ep = ConnectEndpoint("c", "127.0.0.1", 1, "sc://127.0.0.1:1/;token=t")
+    doc = session_document(
+        ep, application="a.py", application_args=[], conf={}, secret_conf={"k": "secret"}, py_files=[], job_name="j"
+    )
+    path = tmp_path / "session.json"
+    write_session_file(path, doc)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["secret_conf"] == {"k": "secret"}
+
+
+def test_unreachable_server_names_the_connection_before_anything_runs():
+    port = _closed_port()
+    with pytest.raises(IcebergSparkJobError, match=rf"connection 'c1' at 127.0.0.1:{port} is not reachable"):
+        check_reachable(ConnectEndpoint("c1", "127.0.0.1", port))
+
+
+def _run(tmp_path: Path, port: int, timeout_s: float) -> tuple[float, IcebergSparkJobError]:
+    if not Path(RUNTIME_PYTHON).is_file():
+        pytest.skip("Spark runtime Python not found (source scripts/env.sh)")
+    ep = ConnectEndpoint("c2", "127.0.0.1", port, f"sc://127.0.0.1:{port}/", None, timeout_s)
+    job = tmp_path / "job.py"
+    job.write_text("raise SystemExit(0)\n")
+    doc = session_document(
+        ep, application=str(job), application_args=[], conf={}, secret_conf={}, py_files=[], job_name="probe"
+    )
+    session = tmp_path / "session.json"
+    write_session_file(session, doc)
+    t0 = time.monotonic()
+    with pytest.raises(IcebergSparkJobError) as err:
+        ConnectJobProcess(ep, RUNTIME_PYTHON, logging.getLogger("test")).run(session, {}, "probe")
+    assert not session.exists(), "the runner deletes its session file"
+    return time.monotonic() - t0, err.value
+
+
+def test_runner_exits_with_a_named_error_when_the_server_vanished(tmp_path):
+    seconds, err = _run(tmp_path, _closed_port(), 120)
+    assert "connection 'c2'" in str(err) and "did not answer job 'probe'" in str(err), err
+    assert seconds < 120
+
+
+def test_runner_is_stopped_at_the_connection_timeout(tmp_path):
+    """A server that accepts but never answers: the connection's timeout ends the task."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        seconds, err = _run(tmp_path, listener.getsockname()[1], 20)
+    finally:
+        stop.set()
+        thread.join(2)
+        for s in accepted:
+            s.close()
+        listener.close()
+    assert "timed out after 20s" in str(err) or "did not answer" in str(err), err
+    assert seconds < 20 + 60

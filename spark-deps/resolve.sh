@@ -5,9 +5,9 @@
 # layout (group/artifact/version/file), so every file names its own coordinates.
 resolve_spark_deps() {
   local dir="$1" out="$2"
-  mvn -q -B -f "$dir/pom.xml" dependency:copy-dependencies -DexcludeTransitive=true \
+  mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" dependency:copy-dependencies -DexcludeTransitive=true \
     -Dmdep.useRepositoryLayout=true -DoutputDirectory="$out/spark"
-  mvn -q -B -f "$dir/rest-fixture/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+  mvn -q -B -Dstyle.color=never -f "$dir/rest-fixture/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
     -Dmdep.useRepositoryLayout=true -DoutputDirectory="$out/rest-fixture"
 }
 

@@ -31,6 +31,8 @@ from pathlib import Path
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 CONNECT_JAR_GLOB = "spark-connect_2.12-*.jar"
+#: Servers started by this process, by pid (kept referenced until stopped and reaped).
+_PROCS: dict[int, subprocess.Popen[bytes]] = {}
 
 
 @dataclass
@@ -147,6 +149,7 @@ def start(
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, cwd=workdir, env=env, start_new_session=True, preexec_fn=preexec
         )
+    _PROCS[proc.pid] = proc
     (workdir / "server.pid").write_text(f"{proc.pid}\n{port}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -179,8 +182,10 @@ def stop(server: ConnectServer, grace: float = 30.0) -> None:
         if _alive(server.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(server.pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(server.pid, os.WNOHANG)
+    proc = _PROCS.pop(server.pid, None)
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
     with contextlib.suppress(FileNotFoundError):
         (server.workdir / "server.pid").unlink()
 

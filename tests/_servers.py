@@ -451,7 +451,11 @@ def rest_conn_json(server: SeaweedServer, catalog_name: str = "lakehouse") -> st
                 "catalog_type": "rest",
                 "catalog_name": catalog_name,
                 "warehouse": server.warehouse,
-                "properties": server.file_io_properties(),
+                # the token endpoint named explicitly (clients' implicit default is deprecated)
+                "properties": {
+                    **server.file_io_properties(),
+                    "oauth2-server-uri": f"{server.catalog_uri}/v1/oauth/tokens",
+                },
             },
         }
     )
@@ -609,7 +613,10 @@ def rest_fixture_conn_json(server: IcebergRestFixture, catalog_name: str = "lake
                 "catalog_type": "rest",
                 "catalog_name": catalog_name,
                 "warehouse": server.warehouse,
-                "properties": server.s3.file_io_properties(),
+                "properties": {
+                    **server.s3.file_io_properties(),
+                    "oauth2-server-uri": f"{server.catalog_uri}/v1/oauth/tokens",
+                },
             },
         }
     )

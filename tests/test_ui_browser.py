@@ -97,17 +97,22 @@ def server(tmp_path_factory):
             os.environ.pop("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", None)
         else:
             os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = old
-    (port,) = free_ports(1)
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN}
     env.update(
         AIP_WORK=str(work),
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIP_UI_PORT=str(port),
     )
+    (port,) = free_ports(1)
+    env["AIP_UI_PORT"] = str(port)
     # a demo run: `airflow dags test`, then the demo's own step that puts the task logs where the UI reads them
-    run_env = {**env, "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": conn}
+    run_env = {
+        **env,
+        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": conn,
+        "AIRFLOW__API_AUTH__JWT_SECRET": "ui-browser-jwt-secret-" + "y" * 48,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+    }
     dag_run = subprocess.run(
         ["airflow", "dags", "test", "ui_xcom", "2026-01-01T00:00:00+00:00"],
         env=run_env,
@@ -321,8 +326,8 @@ def test_publish_link_shows_the_audit_that_gated_it(browser):
     run_id = _api(browser, "dags/ui_xcom/dagRuns?limit=1")["dag_runs"][0]["dag_run_id"]
     links = _api(browser, f"dags/ui_xcom/dagRuns/{run_id}/taskInstances/publish/links")
     url = links["extra_links"]["Governance: table timeline"]
-    # computed by Airflow on the worker: the page opens inside Airflow's navigation
-    assert url.startswith(f"{browser.base}/plugin/iceberg-governance/governance/tables/db.orders?")
+    # computed by Airflow on the worker: the page opens inside Airflow's navigation ([api] base_url as prefix when set)
+    assert url.removeprefix(browser.base).startswith("/plugin/iceberg-governance/governance/tables/db.orders?")
     from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
 
     publish = IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")

@@ -627,6 +627,9 @@ def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> 
         row["decision"] = d.get("decision") or d.get("chosen_options") or m.get("decision") or r.get("status")
         row["decided_by"] = d.get("decided_by") or d.get("responded_by") or d.get("user") or m.get("decided_by")
         row["comment"] = d.get("comment") or d.get("reason") or d.get("params_input")
+        row["gate"] = d.get("gate")
+        row["decided_at"] = d.get("decided_at") or r.get("finished_at")
+        row["snapshot_id"] = r.get("snapshot_after")
         out.append(row)
     return out
 

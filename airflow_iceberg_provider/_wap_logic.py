@@ -362,21 +362,35 @@ def _plan_replace(mode: str, key: str, earlier: EarlierPublish, said: str, repla
     if replace_where is not None:
         if earlier.added_rows is None:
             return RerunPlan(
-                "refuse", mode, key, earlier,
+                "refuse",
+                mode,
+                key,
+                earlier,
                 message=f"{said}, but how many rows it added is unknown (no summary, no ledger metrics), so "
                 f"replace_where cannot be checked against it. Nothing was changed.",
-            )  # fmt: skip
+            )
         return RerunPlan(
-            "replace", mode, key, earlier, method="predicate", replace_where=replace_where,
-            remove_snapshot_ids=earlier.append_ids if files_known else (), expected_rows=earlier.added_rows,
+            "replace",
+            mode,
+            key,
+            earlier,
+            method="predicate",
+            replace_where=replace_where,
+            remove_snapshot_ids=earlier.append_ids if files_known else (),
+            expected_rows=earlier.added_rows,
             message=f"{said}; replacing the rows of replace_where (must be exactly its {earlier.added_rows} rows).",
-        )  # fmt: skip
+        )
     if files_known:
         return RerunPlan(
-            "replace", mode, key, earlier, method="files", remove_snapshot_ids=earlier.append_ids,
+            "replace",
+            mode,
+            key,
+            earlier,
+            method="files",
+            remove_snapshot_ids=earlier.append_ids,
             expected_rows=earlier.added_rows,
             message=f"{said}; removing the data files its append snapshots {list(earlier.append_ids)} added.",
-        )  # fmt: skip
+        )
     why = (
         "its snapshots were expired from the table's history"
         if earlier.from_ledger
@@ -384,10 +398,13 @@ def _plan_replace(mode: str, key: str, earlier: EarlierPublish, said: str, repla
         "known to hold nothing but its rows"
     )
     return RerunPlan(
-        "refuse", mode, key, earlier,
+        "refuse",
+        mode,
+        key,
+        earlier,
         message=f"{said}. on_rerun='replace' cannot prove which rows to remove: {why}. Nothing was changed. Declare "
         "replace_where (a predicate selecting exactly this interval's rows) to replace by predicate.",
-    )  # fmt: skip
+    )
 
 
 def plan_publish_race(
@@ -408,9 +425,10 @@ def plan_publish_race(
     if key is None:
         return RerunPlan("write", mode, None)
     unseen = [
-        s for s in main_chain
+        s
+        for s in main_chain
         if s.snapshot_id not in branch_ids and int(s.summary.get(SOURCE_SNAPSHOT) or 0) not in branch_ids
-    ]  # fmt: skip
+    ]
     earlier = find_published(unseen, by_id, key)
     if earlier is None:
         return RerunPlan("write", mode, key)
@@ -421,7 +439,10 @@ def plan_publish_race(
     if mode == "skip":
         return RerunPlan("skip", mode, key, earlier, message=f"{said}; on_rerun='skip': this branch is not published.")
     return RerunPlan(
-        "refuse", mode, key, earlier,
+        "refuse",
+        mode,
+        key,
+        earlier,
         message=f"{said}. Publishing this branch too would put the interval on main twice (on_rerun={mode!r}); "
         "main and the branch are unchanged. Clear this DAG run: its write plans again against the new main.",
-    )  # fmt: skip
+    )

@@ -229,10 +229,18 @@ def plan_publish(
     picked = cherry_picked(by_id, since_base)
     branch_ref = state.refs.get(state.branch)
     plan = PublishPlan(
-        "noop", state.table, state.branch, audited, base, main_head, None, tag=tag,
+        "noop",
+        state.table,
+        state.branch,
+        audited,
+        base,
+        main_head,
+        None,
+        tag=tag,
         drop_branch=bool(drop_branch and branch_ref is not None and branch_ref.type == "branch"),
-        picked_already=frozenset(picked), metrics=rerun.change_metrics(snaps),
-    )  # fmt: skip
+        picked_already=frozenset(picked),
+        metrics=rerun.change_metrics(snaps),
+    )
     if audited in main_chain or (snaps and all(s.snapshot_id in picked for s in snaps)):
         published = audited if audited in main_chain else main_head
         return _with_changes(plan, state, published, f"snapshot {audited} is already on main (head {main_head})")
@@ -267,12 +275,15 @@ def _with_changes(plan: PublishPlan, state: PublishState, published: int | None,
         main = state.refs.get(MAIN_BRANCH)
         changes = (
             RefChange(
-                MAIN_BRANCH, "branch", published, plan.main_head,
+                MAIN_BRANCH,
+                "branch",
+                published,
+                plan.main_head,
                 max_ref_age_ms=main.max_ref_age_ms if main else None,
                 max_snapshot_age_ms=main.max_snapshot_age_ms if main else None,
                 min_snapshots_to_keep=main.min_snapshots_to_keep if main else None,
             ),
-        )  # fmt: skip
+        )
     tag_changes, outcome = (), None
     if plan.tag is not None and published is not None:
         tag_changes, outcome = _tag_changes(state.table, plan.tag, state.refs.get(plan.tag), published)
@@ -382,12 +393,15 @@ def plan_branch_reset(
         return (RefChange(branch, "branch", None, existing.snapshot_id),)
     return (
         RefChange(
-            branch, "branch", base, existing.snapshot_id,
+            branch,
+            "branch",
+            base,
+            existing.snapshot_id,
             max_ref_age_ms=existing.max_ref_age_ms,
             max_snapshot_age_ms=existing.max_snapshot_age_ms,
             min_snapshots_to_keep=existing.min_snapshots_to_keep,
         ),
-    )  # fmt: skip
+    )
 
 
 # ------------------------------------------------------------------- audit

@@ -130,9 +130,13 @@ class IcebergBaseOperator(BaseOperator):
         from airflow_iceberg_provider.assets import emit_table_asset_events
 
         return emit_table_asset_events(
-            self.outlets, context, table=self.ident.dotted, catalog=self.catalog_hook.catalog_name,
-            snapshot_id=snapshot_id, **extra,
-        )  # fmt: skip
+            self.outlets,
+            context,
+            table=self.ident.dotted,
+            catalog=self.catalog_hook.catalog_name,
+            snapshot_id=snapshot_id,
+            **extra,
+        )
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Fill the Asset events of outlets naming this table that ``execute`` left without ``extra``.
@@ -158,9 +162,14 @@ class IcebergBaseOperator(BaseOperator):
             self.log.warning("Asset events for %s carry no snapshot id: %s", table, err)
             snapshot_id = None
         emit_table_asset_events(
-            self.outlets, context, table=self.ident.dotted, catalog=self.catalog_hook.catalog_name,
-            snapshot_id=snapshot_id, overwrite=False, task_id=self.task_id,
-        )  # fmt: skip
+            self.outlets,
+            context,
+            table=self.ident.dotted,
+            catalog=self.catalog_hook.catalog_name,
+            snapshot_id=snapshot_id,
+            overwrite=False,
+            task_id=self.task_id,
+        )
 
 
 class IcebergSparkBaseOperator(IcebergBaseOperator):

@@ -228,21 +228,35 @@ class IcebergCreateTagOperator(_RefOperator):
         snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "tag")
         details = self._details(tag, max_age)
         outcome = self._attempt(
-            context, "create_tag", tag, {**details, "snapshot_id": snapshot_id},
+            context,
+            "create_tag",
+            tag,
+            {**details, "snapshot_id": snapshot_id},
             lambda: hook.create_tag(tbl, tag, snapshot_id=snapshot_id, max_ref_age_ms=max_age, replace=self.replace),
-        )  # fmt: skip
+        )
         # a hold carries a never-expiring max-ref-age (the table's default must not drop it)
         self._verify_ref(tag, snapshot_id, "tag", max_ref_age_ms=tag_retention(tag, max_age))
         self._record(
-            context, "create_tag", tag, "noop" if outcome == "exists" else "succeeded", {**details, "outcome": outcome},
-            snapshot_before=previous.snapshot_id if previous is not None else None, snapshot_after=snapshot_id,
+            context,
+            "create_tag",
+            tag,
+            "noop" if outcome == "exists" else "succeeded",
+            {**details, "outcome": outcome},
+            snapshot_before=previous.snapshot_id if previous is not None else None,
+            snapshot_after=snapshot_id,
             started_at=started,
-        )  # fmt: skip
+        )
         self.log.info("Tag %s on %s -> snapshot %s: %s", tag, self.ident, snapshot_id, outcome)
-        return with_string_ids({
-            "table": self.ident.dotted, "tag": tag, "snapshot_id": snapshot_id, "outcome": outcome,
-            "max_ref_age_ms": max_age, "legal_hold": self.legal_hold,
-        })  # fmt: skip
+        return with_string_ids(
+            {
+                "table": self.ident.dotted,
+                "tag": tag,
+                "snapshot_id": snapshot_id,
+                "outcome": outcome,
+                "max_ref_age_ms": max_age,
+                "legal_hold": self.legal_hold,
+            }
+        )
 
 
 class IcebergCreateBranchOperator(_RefOperator):
@@ -312,17 +326,25 @@ class IcebergCreateBranchOperator(_RefOperator):
         snapshot_id = self._source_snapshot(tbl, self.ref, self.snapshot_id, "branch from")
         details = {"branch": branch, "source_ref": None if not _blank(self.snapshot_id) else self.ref, **retention}
         outcome = self._attempt(
-            context, "create_branch", branch, {**details, "snapshot_id": snapshot_id},
+            context,
+            "create_branch",
+            branch,
+            {**details, "snapshot_id": snapshot_id},
             lambda: hook.create_branch(tbl, branch, snapshot_id=snapshot_id, replace=self.replace, **retention),
-        )  # fmt: skip
+        )
         head = hook.ref_snapshot_id(self.ident, branch)
         kept = outcome in ("exists", "retention_updated")  # the branch stays where it is (maybe advanced)
         self._verify_ref(branch, head if kept and head is not None else snapshot_id, "branch", **retention)
         self._record(
-            context, "create_branch", branch, "noop" if outcome == "exists" else "succeeded",
-            {**details, "outcome": outcome}, snapshot_before=previous.snapshot_id if previous is not None else None,
-            snapshot_after=head, started_at=started,
-        )  # fmt: skip
+            context,
+            "create_branch",
+            branch,
+            "noop" if outcome == "exists" else "succeeded",
+            {**details, "outcome": outcome},
+            snapshot_before=previous.snapshot_id if previous is not None else None,
+            snapshot_after=head,
+            started_at=started,
+        )
         self.log.info("Branch %s on %s from snapshot %s: %s", branch, self.ident, snapshot_id, outcome)
         result = {"table": self.ident.dotted, "branch": branch, "snapshot_id": head, "outcome": outcome, **retention}
         return with_string_ids(result)
@@ -540,23 +562,41 @@ class IcebergRollbackOperator(_RefOperator):
         head = hook.ref_snapshot_id(tbl, ref)
         details = {"target": {k: str(v) for k, v in given.items()}, "expected_snapshot_id": expected}
         target, discarded, moved = self._attempt(
-            context, "rollback", ref, {**details, "head": head},
+            context,
+            "rollback",
+            ref,
+            {**details, "head": head},
             lambda: self._plan_and_move(tbl, ref, target_kwargs, expected),
-        )  # fmt: skip
+        )
         self._verify_moved(ref, target)
         self._record(
-            context, "rollback", ref, "succeeded" if moved else "noop",
-            {**details, "discarded_snapshots": discarded}, snapshot_before=head,
-            snapshot_after=target.snapshot_id, started_at=started,
-        )  # fmt: skip
+            context,
+            "rollback",
+            ref,
+            "succeeded" if moved else "noop",
+            {**details, "discarded_snapshots": discarded},
+            snapshot_before=head,
+            snapshot_after=target.snapshot_id,
+            started_at=started,
+        )
         self.log.info(
             "Rolled %s %s back from %s to %s (discarded from the ref: %s)",
-            self.ident, ref, head, target.snapshot_id, discarded or "nothing",
-        )  # fmt: skip
-        return with_string_ids({
-            "table": self.ident.dotted, "ref": ref, "snapshot_id": target.snapshot_id,
-            "previous_snapshot_id": head, "rolled_back": moved, "discarded": discarded,
-        })  # fmt: skip
+            self.ident,
+            ref,
+            head,
+            target.snapshot_id,
+            discarded or "nothing",
+        )
+        return with_string_ids(
+            {
+                "table": self.ident.dotted,
+                "ref": ref,
+                "snapshot_id": target.snapshot_id,
+                "previous_snapshot_id": head,
+                "rolled_back": moved,
+                "discarded": discarded,
+            }
+        )
 
 
 class IcebergCommitCheckOperator(_RefOperator):
@@ -670,8 +710,12 @@ class IcebergCommitCheckOperator(_RefOperator):
         newest = found[-1]
         self.log.info(
             "Found %d matching commit(s) on %s %s (%s); newest %s",
-            len(found), self.ident, ref, criteria, newest.snapshot_id,
-        )  # fmt: skip
+            len(found),
+            self.ident,
+            ref,
+            criteria,
+            newest.snapshot_id,
+        )
         result = {
             "table": self.ident.dotted,
             "ref": ref,

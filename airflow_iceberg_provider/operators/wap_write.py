@@ -394,9 +394,15 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         """Ledger row of an application write (a SQL write's job wrote its own row)."""
         if self.sql is None:
             self.record_application_write(
-                context, run, operation="wap_write", ref=branch, before=base, after=head, metrics=metrics,
+                context,
+                run,
+                operation="wap_write",
+                ref=branch,
+                before=base,
+                after=head,
+                metrics=metrics,
                 details={"wap_interval": plan.interval_key},
-            )  # fmt: skip
+            )
 
     def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
         """Discard an earlier try's commits on the branch (``_wap_plan.plan_branch_reset``); the old head or ``None``."""

@@ -58,9 +58,29 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 _KEYWORDS = {
-    "and", "or", "not", "is", "null", "in", "between", "case", "when", "then", "else", "end",
-    "cast", "as", "coalesce", "true", "false", "like", "rlike", "ilike", "exists", "distinct",
-}  # fmt: skip
+    "and",
+    "or",
+    "not",
+    "is",
+    "null",
+    "in",
+    "between",
+    "case",
+    "when",
+    "then",
+    "else",
+    "end",
+    "cast",
+    "as",
+    "coalesce",
+    "true",
+    "false",
+    "like",
+    "rlike",
+    "ilike",
+    "exists",
+    "distinct",
+}
 
 
 @dataclass(frozen=True)

@@ -162,9 +162,12 @@ class IcebergCommitEventTrigger(IcebergEventTriggerBase):
             except IcebergRefNotFoundError:
                 chain = []
             res["commits"] = pending_commits(
-                chain, after_snapshot_id=after_id, after_timestamp_ms=after_ms, operation=self.operation,
+                chain,
+                after_snapshot_id=after_id,
+                after_timestamp_ms=after_ms,
+                operation=self.operation,
                 summary=self.summary,
-            )  # fmt: skip
+            )
         return res
 
     def _start_mark(self, hook: Any) -> dict[str, Any] | None:

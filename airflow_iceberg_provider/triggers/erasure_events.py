@@ -222,8 +222,12 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 location, fresh = known, None
             if fresh is not None:
                 rows, known = fresh, location
-                due = {fired_key(i) for i in approaching(rows, now=datetime.max.replace(tzinfo=UTC),
-                                                         deadlines=self._deadlines, margins=self._margins)}  # fmt: skip
+                due = {
+                    fired_key(i)
+                    for i in approaching(
+                        rows, now=datetime.max.replace(tzinfo=UTC), deadlines=self._deadlines, margins=self._margins
+                    )
+                }
                 stale = [k for k in fired if k not in due]  # met (or gone): forget it
                 if stale:
                     for k in stale:

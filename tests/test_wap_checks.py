@@ -196,7 +196,7 @@ def test_single_pass_query_matches_one_query_per_check(db):
         ["table.ca_mix"],
     ]
     assert "DISTINCT" not in single[0].sql and single[2].sql.endswith("WHERE region = 'ca'")
-    separate = ac.build_separate_queries(checks, "t", modes)
+    separate = [q for c in checks if c.kind in ("column", "table") for q in ac.build_audit_queries([c], "t", modes)]
     assert len(separate) == len(checks)
     assert _run(db, single) == _run(db, separate)
     values = _run(db, single)

@@ -524,20 +524,6 @@ def build_audit_queries(
     return queries
 
 
-def build_separate_queries(
-    checks: Sequence[Check],
-    source: str,
-    modes: Mapping[str, str] | None = None,
-    bucket_expr: str | None = None,
-) -> list[AuditQuery]:
-    """One query per data check (the naive way; used by the benchmark for comparison)."""
-    out: list[AuditQuery] = []
-    for check in checks:
-        if check.kind in ("column", "table"):
-            out.extend(build_audit_queries([check], source, modes, bucket_expr))
-    return out
-
-
 def mode_probe_sql(checks: Check | Sequence[Check], source: str) -> str:
     """SQL whose *analysis* succeeds iff every given table check's statement is a row predicate."""
     if isinstance(checks, Check):

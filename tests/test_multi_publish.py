@@ -207,7 +207,7 @@ def kill_between_tables(tmp_path: Path) -> str:
     script.write_text(KILLED_TRY.format(tests=str(ROOT / "tests"), mark=str(mark), tables=[A, B]))
     proc = subprocess.Popen([sys.executable, str(script)], env=os.environ.copy())
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while not mark.exists():
             assert proc.poll() is None, f"the task process exited early ({proc.returncode})"
             assert time.monotonic() < deadline, "the first table was not moved in time"

@@ -236,6 +236,10 @@ class ConnectJobProcess:
             code = self._proc.wait()
         finally:
             timer.cancel()
+            if self._proc.poll() is None:  # the task is being torn down: do not leave the runner behind
+                self.terminate()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
         seconds = time.monotonic() - t0
         if code == 0:
             return

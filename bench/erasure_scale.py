@@ -12,6 +12,11 @@ on generated tables (``spark.range``; no data is downloaded):
     filters on ``customer_id``, no manifest bounds); the table grows from N to 10N rows with the
     same affected files. End-to-end purge time ratio (target <= 1.5) and the files raw-read by
     analysis and verification vs the affected files (target <= 2x);
+(d) the logical phase on tables of N and 10N data files (``--d-files`` N >= 500) holding the same
+    ``--d-subjects`` subjects in the same ``--d-subject-files`` files (bloom filters, no bounds):
+    logical time ratio 10N / N (target <= 1.3) and the files read vs the files holding subjects
+    (target <= 2x plus the files no proof excludes), for the candidate-file strategy (position
+    deletes, the default) and the SQL DELETE, side by side on identical files;
 (c) ``--c-days`` daily batches of ``--c-batch`` requests: daily logical erasures + ONE purge vs
     one full erasure per day (target: >= 10x less total time).
 
@@ -120,6 +125,30 @@ def print_c(r: dict[str, Any], args: Any) -> None:
     print(f"    {load_text(r, 'c')}")
 
 
+def print_d(r: dict[str, Any]) -> None:
+    print(
+        f"(d) logical erasure, the same {r.get('d_subjects_n', '?')} subjects in the same "
+        f"{r['d_n_files_holding']} files, on N and 10N data files (bloom filters, no bounds):"
+    )
+    for variant, what in (("positions", "candidate files + position deletes"), ("sql", "SQL DELETE (every file)")):
+        for lab in ("d_n", "d_10n"):
+            k = f"{lab}_{variant}"
+            read = r.get(f"{k}_raw_read")
+            read_text = (
+                f"{read} files read of {r.get(f'{k}_considered')} probed" if read is not None else "every file read"
+            )
+            print(
+                f"    {what:36s} {r[f'{lab}_files']:>6,} files: {r[f'{k}_s']:7.1f} s {r[f'{k}_verification']}, "
+                f"{read_text}; {r[f'{lab}_files_holding']} files hold subjects; rows hidden {r[f'{k}_rows_deleted']}"
+            )
+        ratio = r[f"d_10n_{variant}_s"] / r[f"d_n_{variant}_s"]
+        print(f"    {what}: time(10N) / time(N) = {ratio:.2f} (target <= 1.3: {ok(ratio <= 1.3)})")
+    for lab in ("d_n", "d_10n"):
+        for variant in ("positions", "sql"):
+            print(breakdown(f"{lab} {variant}", r[f"{lab}_{variant}_s"], r.get(f"{lab}_{variant}_timings")))
+    print(f"    {load_text(r, 'd')}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--a-rows", type=int, default=20_000_000)
@@ -137,7 +166,11 @@ def main() -> int:
     p.add_argument("--c-files", type=int, default=200)
     p.add_argument("--c-days", type=int, default=30)
     p.add_argument("--c-batch", type=int, default=10)
-    p.add_argument("--parts", default="abc")
+    p.add_argument("--d-files", type=int, default=500, help="N (the second table has 10N data files)")
+    p.add_argument("--d-rows-per-file", type=int, default=200)
+    p.add_argument("--d-subjects", type=int, default=1000)
+    p.add_argument("--d-subject-files", type=int, default=50)
+    p.add_argument("--parts", default="abcd")
     p.add_argument("--driver-memory", default="6g")
     args = p.parse_args()
 
@@ -165,6 +198,9 @@ def main() -> int:
         print_b(r)
     if "c_full_total_s" in r:
         print_c(r, args)
+    if "d_n_positions_s" in r:
+        r["d_subjects_n"] = args.d_subjects
+        print_d(r)
     return 0
 
 

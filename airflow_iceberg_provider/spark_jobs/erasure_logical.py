@@ -12,7 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
 
 
 def shows_subjects(run: Any, snapshot_id: int) -> bool:
@@ -26,6 +28,88 @@ def shows_subjects(run: Any, snapshot_id: int) -> bool:
 
 
 def run_logical(run: Any, started: datetime) -> dict[str, Any]:
+    """The logical phase: on candidate files only (:func:`run_targeted`) when the session has a
+    driver JVM and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
+    if _fs.has_jvm(run.spark) and run.spec.get("logical_delete", "positions") != "sql":
+        return run_targeted(run, started)
+    return run_sql(run, started)
+
+
+def run_targeted(run: Any, started: datetime) -> dict[str, Any]:
+    """See :mod:`erasure_targeted`: candidates of every ref head, a position-delete commit on main
+    built from the candidates' raw positions, copy-on-write on other branches showing the subjects,
+    verification of every ref head's candidates with their deletes applied."""
+    refs = run.refs()
+    heads = {r["name"]: r for r in refs}
+    main = heads.get("main")
+    run.snapshot_before = main["snapshot_id"] if main else None
+    with run.timed("candidates"):
+        tasks_by_head = {sid: et.head_tasks(run, sid) for sid in {r["snapshot_id"] for r in refs}}
+        every = {p: t for tasks in tasks_by_head.values() for p, t in tasks.items()}  # each file probed once
+        keep = et.candidate_paths(run, every, "logical")
+        cands = {sid: {p: t for p, t in tasks.items() if p in keep} for sid, tasks in tasks_by_head.items()}
+    per_request: list[tuple[str, int]] = []
+    written = {"delete_files": 0, "positions": 0}
+    with run.timed("delete"):
+        if main is not None and cands[main["snapshot_id"]]:
+            main_cands = cands[main["snapshot_id"]]
+            hits = et.raw_positions(run, [str(t.file().location()) for t in main_cands.values()])
+            per_request = et.per_request_rows(run, hits)
+            visible_before = et.visible_counts(run, main_cands)
+            if visible_before:
+                written = et.commit_position_deletes(run, main_cands, hits, main["snapshot_id"])
+        others = [
+            r["name"]
+            for r in refs
+            if r["type"] == "branch" and r["name"] != "main" and et.visible_counts(run, cands[r["snapshot_id"]])
+        ]
+        if others:
+            run.delete_on_branches(others)
+    run.refresh()
+    with run.timed("verify"):
+        after = {r["name"]: r for r in run.refs()}
+        visible: dict[str, int] = {}
+        for name, r in after.items():
+            sid = r["snapshot_id"]
+            if sid not in cands:  # a new head (main after the commit, a branch after copy-on-write)
+                old = tasks_by_head.get(heads[name]["snapshot_id"], {}) if name in heads else {}
+                old_cands = cands.get(heads[name]["snapshot_id"], {}) if name in heads else {}
+                now = et.head_tasks(run, sid)
+                new_files = {p: t for p, t in now.items() if p not in old}
+                fresh = et.candidate_paths(run, new_files, "logical_new") if new_files else set()
+                cands[sid] = {p: t for p, t in now.items() if p in old_cands or p in fresh}
+            visible[name] = et.visible_counts(run, cands[sid])
+    branch_rows = sum(v for n, v in visible.items() if after[n]["type"] == "branch")
+    tags_showing = sorted(n for n, v in visible.items() if v and after[n]["type"] == "tag")
+    outcome = es.FAILED if branch_rows else es.VERIFIED
+    run.snapshot_after = after["main"]["snapshot_id"] if "main" in after else None
+    frame = run.spark.createDataFrame(per_request, "request_id string, n long")
+    run.metrics.update(
+        rows_deleted=sum(n for _, n in per_request),
+        refs_deleted_on=(["main"] if written["positions"] else []) + others,
+        rows_visible_on_branch_heads=branch_rows,
+        tags_showing_subjects=tags_showing,
+        properties_restored=True,
+        logical_delete="positions",
+        position_delete_files=written["delete_files"],
+        positions_deleted=written["positions"],
+        files_rewritten=0,
+        snapshots_expired=0,
+        verification=outcome,
+        timings_s=run.timings,
+    )
+    run.details["tags_pending_purge"] = tags_showing
+    run.record(frame, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
+    if outcome == es.FAILED:
+        run.status = "failed"
+        run.details["error"] = (
+            f"logical erasure verification failed on {run.table}: {branch_rows} subject rows visible on the "
+            "candidate files of branch heads"
+        )
+    return run.metrics
+
+
+def run_sql(run: Any, started: datetime) -> dict[str, Any]:
     """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
     subjects, see below); verified by an independent count on every ref head; no rewrite of
     main, no expiry. Table properties restored exactly (checked).

@@ -49,7 +49,6 @@ def redact_requests(run: Any) -> dict[str, Any]:
     req_dotted = run.spec["source"]["table"]
     req = es.table_sql(run.catalog, req_dotted)
     ev_name = er.evidence_name(run)
-    er.ensure_evidence_columns(run)
     run.sql(f"REFRESH TABLE {req}")
     run.sql(f"REFRESH TABLE {ev_name}")
     statuses = run.sql(
@@ -181,8 +180,6 @@ def _purge_history(run: Any, req: str, req_dotted: str) -> dict[str, int]:
 def _verify(run: Any, req: str, files_before: set[str]) -> dict[str, int]:
     """Counts that must all be 0: keys in reachable files (raw), old key files still reachable or on
     storage, manifest entries bounding a key, equality-delete files (they would store keys)."""
-    jtbl = run.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(run.spark._jsparkSession, req)
-    io = jtbl.io()
     reachable = _data_files(run, req)
     still = _raw_key_files(run, req, reachable)
     lb, ub = "e.readable_metrics.subject_key.lower_bound", "e.readable_metrics.subject_key.upper_bound"
@@ -194,7 +191,7 @@ def _verify(run: Any, req: str, files_before: set[str]) -> dict[str, int]:
     return {
         "files_with_keys": len(still),
         "old_files_reachable": len(files_before & set(reachable)),
-        "old_files_on_storage": sum(1 for f in files_before if io.newInputFile(f).exists()),
+        "old_files_on_storage": sum(1 for f in files_before if run.exists(f)),
         "bound_hits": int(bound_hits),
         "equality_delete_files": int(eq),
     }

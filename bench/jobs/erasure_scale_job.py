@@ -146,7 +146,9 @@ def subjects(spark: Any, work_dir: str, keys: list[str], tag: str) -> str:
     return path
 
 
-def run(spark: Any, spec: dict[str, Any], table: str, path: str, phase: str) -> tuple[float, dict[str, Any]]:
+def run(
+    spark: Any, spec: dict[str, Any], table: str, path: str, phase: str, **extra: Any
+) -> tuple[float, dict[str, Any]]:
     r = erasure.ErasureRun(
         spark,
         {
@@ -159,6 +161,7 @@ def run(spark: Any, spec: dict[str, Any], table: str, path: str, phase: str) -> 
             "write_evidence": True,  # the evidence row is part of each phase's cost
             "governance_namespace": "governance",
             "phase": phase,
+            **extra,
         },
     )
     t = time.monotonic()
@@ -295,6 +298,62 @@ def bench_c(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
         spark.sql(f"DROP TABLE IF EXISTS {t_name(cat, name)} PURGE")
 
 
+def bench_d(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """The logical phase on N and 10N data files: the same 1,000 subjects in the same files.
+
+    Each table gets the same ``d_subject_files`` files holding the subjects (and other customers),
+    then filler files of other customers only, up to N or 10N files; bloom filters on
+    ``customer_id``, no bounds (erasure-ready). Each table is erased logically on candidate files
+    (position deletes, the default), rolled back to its pre-erasure snapshot (metadata only), and
+    erased again with the SQL DELETE, so both strategies run on identical files.
+    """
+    from pyspark.sql import functions as F
+
+    cat, n, per_file, subject_files = (
+        spec["catalog_name"],
+        spec["d_files"],
+        spec["d_rows_per_file"],
+        spec["d_subject_files"],
+    )
+    n_subjects = spec["d_subjects"]
+    keys = [f"cust-s{i:07d}" for i in range(n_subjects)]
+    path = subjects(spark, spec["work_dir"], keys, "d")
+    for label, files in (("d_n", n), ("d_10n", 10 * n)):
+        t = create(spark, cat, label, BLOOM)
+        # the subject files: each subject's rows in one file, next to other customers' rows
+        rows = subject_files * per_file
+        subj = spark.range(0, rows, 1, subject_files).withColumn(
+            "customer_id",
+            F.when(
+                F.col("id") % 4 == 0, F.format_string("cust-s%07d", (F.col("id") / 4).cast("long") % n_subjects)
+            ).otherwise(F.format_string("cust-o%08d", F.col("id"))),
+        )
+        subj = (
+            subj.withColumn("amount", (F.col("id") % 997) / 7.0)
+            .withColumn("order_ts", F.timestamp_seconds(F.lit(1767225600) + F.col("id")))
+            .withColumnRenamed("id", "order_id")
+        )
+        subj.repartitionByRange(subject_files, "order_id").writeTo(t).append()
+        filler_files = files - subject_files
+        filler = generate(spark, rows, filler_files * per_file, 10_000_000, partitions=filler_files)
+        filler.withColumn("customer_id", F.format_string("cust-o%08d", F.col("order_id"))).writeTo(t).append()
+        holding = spark.table(t).where(F.col("customer_id").isin(keys)).select(F.input_file_name()).distinct().count()
+        out[f"{label}_files"] = spark.sql(f"SELECT count(*) FROM {t}.files").collect()[0][0]
+        out[f"{label}_rows"] = spark.table(t).count()
+        out[f"{label}_files_holding"] = holding
+        base = spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
+        for variant in ("positions", "sql"):
+            if variant == "sql":
+                spark.sql(f"CALL `{cat}`.system.rollback_to_snapshot('{NS}.{label}', {int(base)})")
+            s, m = run(spark, spec, label, path, "logical", logical_delete=variant)
+            key = f"{label}_{variant}"
+            out[f"{key}_s"], out[f"{key}_timings"] = s, m.get("timings_s")
+            out[f"{key}_verification"], out[f"{key}_rows_deleted"] = m.get("verification"), m.get("rows_deleted")
+            for c in ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read"):
+                out[f"{key}_{c}"] = m.get(f"logical_files_{c}")
+        spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
+
+
 def main() -> None:
     spark = build_session({"job": "erasure-scale-bench"})
     spec = load_spec()
@@ -304,7 +363,7 @@ def main() -> None:
     for part in spec.get("parts", "abc"):
         t = time.monotonic()
         spec["_loads"] = [os.getloadavg()]
-        {"a": bench_a, "b": bench_b, "c": bench_c}[part](spark, spec, out)
+        {"a": bench_a, "b": bench_b, "c": bench_c, "d": bench_d}[part](spark, spec, out)
         out[f"{part}_load"] = spec["_loads"]
         out[f"{part}_wall_s"] = time.monotonic() - t
         with open(spec["result_path"], "w", encoding="utf-8") as fh:

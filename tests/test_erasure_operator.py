@@ -192,51 +192,59 @@ def test_phase_refusals_leave_metadata_unchanged(erasure_lake, tmp_path):
 
 
 def test_maintenance_plan_erasure_purge_option_skips_when_nothing_is_logically_erased(erasure_lake):
-    from airflow_iceberg_provider.operators.erasure import run_erasure_purge
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
     opts = {"requests_table": "db.requests", "subject_columns": "customer_id"}
     plan = IcebergMaintenancePlanOperator(task_id="nightly", table="db.people", erasure_purge=opts)
     before = erasure_lake.metadata_location("db.people")
-    assert run_erasure_purge(plan, fake_context(), plan.erasure_purge) == {"purged": False}
+    assert plan._erasure_purge(fake_context()) == (None, None)  # no purge action, no job for it
     assert erasure_lake.metadata_location("db.people") == before
-    with pytest.raises(IcebergValidationError, match="runs phase='purge' only"):
-        run_erasure_purge(plan, fake_context(), {**opts, "phase": "full"})
-    with pytest.raises(IcebergValidationError, match="erasure_purge needs at least"):
-        run_erasure_purge(plan, fake_context(), {"requests_table": "db.requests"})
+    for bad, match in [
+        ({**opts, "phase": "full"}, "runs phase='purge' only"),
+        ({"requests_table": "db.requests"}, "erasure_purge needs at least"),
+        ({**opts, "salt": "x"}, "unknown keys \\['salt'\\]"),
+    ]:
+        with pytest.raises(IcebergValidationError, match=match):
+            IcebergMaintenancePlanOperator(task_id="n", table="db.people", erasure_purge=bad)._erasure_purge(
+                fake_context()
+            )
 
 
-def test_maintenance_plan_erasure_purge_submits_with_the_plans_spark_settings(erasure_lake, monkeypatch):
-    """The nested purge runs in the plan's task: same catalog, governance namespace and Spark settings."""
-    from _erasure_helpers import add_requests
+def test_maintenance_plan_erasure_purge_is_the_first_action_of_the_plans_job(erasure_lake):
+    """A logically erased request: the purge becomes the job's first action; its parameters (salt included)
+    travel in the job spec's ``erasure`` entry, never in the action's ledger-recorded args."""
+    from _erasure_helpers import SALT, add_requests
 
-    from airflow_iceberg_provider.operators import erasure as erasure_ops
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
     add_requests(erasure_lake, "db.requests", {"R-1": "someone"})
-    seen = {}
-
-    def fake_execute(op, context):
-        seen.update(op.spark_settings(), phase=op.phase, table=op.table)
-        return {"verification": "verified"}
-
-    monkeypatch.setattr(erasure_ops.IcebergErasureOperator, "execute", fake_execute)
-    monkeypatch.setattr(erasure_ops, "purge_candidates", lambda states, ids: ["R-1"])  # R-1 logically erased
+    tbl = erasure_lake.load_table("db.requests")
+    rows = tbl.scan().to_arrow()
+    i = rows.schema.get_field_index("status")
+    field = rows.schema.field(i)
+    tbl.overwrite(rows.set_column(i, field, pa_strings(["logically_erased"]).cast(field.type)))
     plan = IcebergMaintenancePlanOperator(
         task_id="nightly",
         table="db.people",
         governance_namespace="gov_x",
-        spark_conn_id="spark_big",
-        jars=["/opt/a.jar"],
-        spark_conf={"spark.executor.instances": "4"},
-        driver_memory="3g",
-        executor_memory="5g",
-        erasure_purge={"requests_table": "db.requests", "subject_columns": "customer_id"},
+        erasure_purge={"requests_table": "db.requests", "subject_columns": "customer_id", "ref_policy": "drop"},
     )
-    out = erasure_ops.run_erasure_purge(plan, fake_context(), plan.erasure_purge)
-    assert out == {"purged": True, "verification": "verified"}
-    assert seen == {**plan.spark_settings(), "phase": "purge", "table": "db.people"}
-    assert seen["spark_conn_id"] == "spark_big" and seen["governance_namespace"] == "gov_x"
+    action, spec = plan._erasure_purge(fake_context())
+    assert action is not None and spec is not None
+    assert (action.action, action.args) == ("erasure_purge", {})
+    assert spec["phase"] == "purge" and spec["salt"] == SALT and spec["ref_policy"] == "drop"
+    assert spec["source"] == {
+        "kind": "requests_table",
+        "table": "db.requests",
+        "request_ids": ["R-1"],
+        "statuses": ["logically_erased", "blocked"],
+    }
+
+
+def pa_strings(values):
+    import pyarrow as pa
+
+    return pa.array(values, pa.string())
 
 
 def test_erasure_refuses_when_its_expiry_would_drop_an_unpinned_legal_hold(erasure_lake):

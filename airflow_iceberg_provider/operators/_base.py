@@ -206,20 +206,6 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self.driver_memory = driver_memory
         self.executor_memory = executor_memory
 
-    def spark_settings(self) -> dict[str, Any]:
-        """This operator's catalog and Spark arguments, for an operator it runs inside its own task
-        (e.g. the maintenance plan's erasure purge), so both submit the same way."""
-        return {
-            "iceberg_catalog_conn_id": self.iceberg_catalog_conn_id,
-            "governance_namespace": self.governance_namespace,
-            "spark_conn_id": self.spark_conn_id,
-            "jars": self.jars,
-            "packages": self.packages,
-            "spark_conf": self.spark_conf,
-            "driver_memory": self.driver_memory,
-            "executor_memory": self.executor_memory,
-        }
-
     @cached_property
     def spark_hook(self) -> IcebergSparkHook:
         return IcebergSparkHook(

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__, params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitVerificationError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
 from airflow_iceberg_provider.governance import LedgerEntry, airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
@@ -145,24 +149,34 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         health_before: TableHealth,
         expiry: ExpiryPreview | None = None,
         operation: str = JOB,
+        extra_spec: Mapping[str, Any] | None = None,
     ) -> tuple[list[dict[str, Any]], TableHealth, dict[str, Any]]:
         """Run ``actions`` in one spark-submit; verify them through the catalog; ledger one row per action.
 
+        :param extra_spec: more job parameters (the ``erasure`` parameters of an ``erasure_purge`` action).
         :return: the per-action results (procedure output, seconds, main before/after),
             the health after, and the job's ledger row.
         """
-        spec = self.job_spec(context, operation, ref=MAIN_BRANCH, actions=[a.spec() for a in actions])
+        spec = self.job_spec(
+            context, operation, ref=MAIN_BRANCH, actions=[a.spec() for a in actions], **dict(extra_spec or {})
+        )
         self.log.info(
             "Submitting one Spark job for %s: %s", self.ident, ", ".join(f"{a.action} ({a.reason})" for a in actions)
         )
         refs_before = sorted(self.catalog_hook.refs(self.ident))
         run, row = self.run_spark_job(context, JOB, spec)
+        if row["status"] == "refused":
+            raise IcebergRefusedError(
+                f"Maintenance of {self.ident} refused, nothing was changed: {row['details'].get('refused')}"
+            )
         results = list(row["metrics"].get("actions") or [])
         if [r.get("action") for r in results] != [a.action for a in actions]:
             raise IcebergCommitVerificationError(
                 f"Maintenance job {run.job_run_id} reported actions {[r.get('action') for r in results]} but "
                 f"{[a.action for a in actions]} were planned; see its ledger row."
             )
+        dropped = {ref for r in results for ref in r["output"].get("refs_dropped") or []}  # by an erasure purge
+        refs_before = [ref for ref in refs_before if ref not in dropped]
         hook = self.catalog_hook
         tbl = hook.load_table(self.ident)
         ran = {a.action for a in actions}

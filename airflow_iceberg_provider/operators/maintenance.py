@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
+from airflow_iceberg_provider.erasure_policy import PHASE_PURGE
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.expiry_policy import validate_retain_last
 from airflow_iceberg_provider.ids import with_string_ids
@@ -42,6 +44,13 @@ from airflow_iceberg_provider.maintenance_policy import (
 )
 from airflow_iceberg_provider.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._erasure_job import (
+    ErasureArgs,
+    erasure_summary,
+    nothing_to_purge,
+    prepare_erasure,
+    verify_evidence,
+)
 from airflow_iceberg_provider.operators._maintenance_base import (
     JOB,
     _check_sort_columns,
@@ -53,6 +62,10 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     health_summary,
 )
 from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
+from airflow_iceberg_provider.spark_jobs.maintenance_sql import ERASURE_PURGE
+
+#: The keys ``erasure_purge`` accepts (:class:`IcebergErasureOperator` arguments of the purge).
+_ERASURE_ARGS = {f.name for f in fields(ErasureArgs)} - {"table"} | {"evidence_in_xcom"}
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -304,14 +317,22 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         out = results[0]["output"]
         self._verify_main_unmoved(before, results[0])
         self.log.info(
-            "%s: %d orphan files (%d bytes) %s; paths in ledger event %s", self.ident, out["orphan_files_count"],
-            out["orphan_bytes"], "found (dry run, nothing deleted)" if dry_run else "removed", row["event_id"],
-        )  # fmt: skip
+            "%s: %d orphan files (%d bytes) %s; paths in ledger event %s",
+            self.ident,
+            out["orphan_files_count"],
+            out["orphan_bytes"],
+            "found (dry run, nothing deleted)" if dry_run else "removed",
+            row["event_id"],
+        )
         return {
-            "table": self.ident.dotted, "dry_run": dry_run, "older_than": iso(cutoff),
-            "orphan_files": out["orphan_files_count"], "orphan_bytes": out["orphan_bytes"],
-            "ledger_event_id": row["event_id"], "spark_job": True,
-        }  # fmt: skip
+            "table": self.ident.dotted,
+            "dry_run": dry_run,
+            "older_than": iso(cutoff),
+            "orphan_files": out["orphan_files_count"],
+            "orphan_bytes": out["orphan_bytes"],
+            "ledger_event_id": row["event_id"],
+            "spark_job": True,
+        }
 
     def _resolve(self) -> tuple[int, bool]:
         """The cutoff (at least 24 h ago: Iceberg's floor) and the dry-run flag (a dry run unless 'false')."""
@@ -367,7 +388,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param force: run every allowed, applicable action regardless of thresholds (templated).
     :param erasure_purge: run the erasure purge first: ``IcebergErasureOperator`` arguments, e.g.
         ``{"requests_table": "ns.requests", "subject_columns": "customer_id"}``; skipped when nothing is
-        logically erased (see ``operators.erasure.run_erasure_purge``).
+        logically erased. The purge is the first action of the plan's one Spark job (same session).
     :param metadata_hygiene: bound the metadata log and delete leftover metadata files first:
         ``True`` or ``{"previous_versions_max": 20, "older_than": "1h", "dry_run": False}`` (see
         ``operators.health.IcebergMetadataHygieneOperator``; catalog only, no JVM).
@@ -461,27 +482,32 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         return decision, health, expiry
 
     def execute(self, context: Context) -> dict[str, Any]:
-        erasure, hygiene = self._before_plan(context)
+        hygiene = self._metadata_hygiene(context)
+        purge, erasure_spec = self._erasure_purge(context)
         decision, health, expiry = self.plan()
+        actions = ([purge] if purge else []) + list(decision.actions)
         base = {
-            "erasure_purge": erasure,
+            "erasure_purge": None if self.erasure_purge is None else {"purged": False},
             "metadata_hygiene": hygiene,
             "table": self.ident.dotted,
             "health_before": health_summary(health),
             "skipped": decision.skipped,
             "findings": {k: v for k, v in decision.findings.items() if k != "held_snapshots"},
         }
-        if decision.healthy:
+        if not actions:
             self._record_healthy(context, decision, health)
             return {**base, "healthy": True, "spark_job": False, "actions": []}
-        for a in decision.actions:
+        for a in actions:
             self.log.info("Plan for %s: %s because %s", self.ident, a.action, a.reason)
+        extra = {"erasure": erasure_spec} if purge else None
         results, after, row = self.run_actions(
-            context, decision.actions, health_before=health, expiry=expiry, operation="maintenance_plan"
+            context, actions, health_before=health, expiry=expiry, operation="maintenance_plan", extra_spec=extra
         )
+        if purge:
+            base["erasure_purge"] = self._purge_summary(row, results.pop(0))
         return {
             **base,
-            "healthy": False,
+            "healthy": decision.healthy,
             "spark_job": True,
             "job_run_id": row["event_id"],
             "actions": [
@@ -491,18 +517,56 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "health_after": health_summary(after),
         }
 
-    def _before_plan(self, context: Context) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """The optional steps that run before the plan reads health: erasure purge, metadata hygiene."""
-        from airflow_iceberg_provider.operators.erasure import run_erasure_purge
+    def _metadata_hygiene(self, context: Context) -> dict[str, Any] | None:
+        """Bound the metadata log and delete leftover metadata files first (catalog only)."""
         from airflow_iceberg_provider.operators.health import run_metadata_hygiene
 
-        erasure = run_erasure_purge(self, context, self.erasure_purge) if self.erasure_purge else None
-        hygiene = (
-            run_metadata_hygiene(self.catalog_hook, self.ident.dotted, self.metadata_hygiene, context)
-            if self.metadata_hygiene
-            else None
+        if not self.metadata_hygiene:
+            return None
+        return run_metadata_hygiene(self.catalog_hook, self.ident.dotted, self.metadata_hygiene, context)
+
+    def _erasure_purge(self, context: Context) -> tuple[PlannedAction | None, dict[str, Any] | None]:
+        """The purge as the first action of this job, with its parameters; ``(None, None)`` when there is none.
+
+        ``erasure_purge`` holds :class:`IcebergErasureOperator` arguments; nothing logically erased
+        means no purge action (a nightly run with nothing to purge is not an error).
+        """
+        if self.erasure_purge is None:
+            return None, None
+        opts = dict(self.erasure_purge)
+        if "phase" in opts and opts.pop("phase") != PHASE_PURGE:
+            raise IcebergValidationError("erasure_purge runs phase='purge' only; drop the 'phase' key.")
+        if not opts.get("requests_table") or not opts.get("subject_columns"):
+            raise IcebergValidationError(
+                "erasure_purge needs at least {'requests_table': 'ns.requests', 'subject_columns': 'customer_id'}."
+            )
+        unknown = sorted(set(opts) - _ERASURE_ARGS)
+        if unknown:
+            raise IcebergValidationError(f"erasure_purge has unknown keys {unknown}; use {sorted(_ERASURE_ARGS)}.")
+        opts.pop("evidence_in_xcom", None)
+        args = ErasureArgs(table=self.ident, **opts)
+        if nothing_to_purge(self.catalog_hook, args):
+            self.log.info("erasure_purge: no logically erased request in %s, nothing to purge", args.requests_table)
+            return None, None
+        spec = self.job_spec(context, "erasure", **prepare_erasure(self.catalog_hook, args, PHASE_PURGE, self.log))
+        reason = f"logically erased requests in {args.requests_table} wait for their purge"
+        return PlannedAction(ERASURE_PURGE, {}, reason), spec
+
+    def _purge_summary(self, row: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        """The purge's result as the erasure operator returns it, its evidence verified."""
+        out = result["output"]
+        purge_row = {"status": out.get("status"), **{k: result.get(k) for k in ("snapshot_before", "snapshot_after")}}
+        summary = erasure_summary(self.ident.dotted, row["event_id"], purge_row, out, result["seconds"], PHASE_PURGE)
+        verify_evidence(
+            self.catalog_hook,
+            self.ident,
+            row["event_id"],
+            out,
+            summary,
+            evidence_in_xcom=int(dict(self.erasure_purge or {}).get("evidence_in_xcom", 50)),
+            log=self.log,
         )
-        return erasure, hygiene
+        return {"purged": True, **summary}
 
     def _record_healthy(self, context: Context, decision: MaintenanceDecision, health: TableHealth) -> None:
         """A healthy table: a ``noop`` ledger row, no Spark job."""

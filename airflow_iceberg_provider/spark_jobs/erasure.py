@@ -752,9 +752,12 @@ class ErasureRun:
         return out
 
 
-def erase(ctx: Any) -> dict[str, Any]:
-    """Job entry point under :func:`iceberg_job_runtime.run_job`."""
-    run = ErasureRun(ctx.spark, {**ctx.spec, "catalog_name": ctx.catalog})
+def run_erasure(spark: Any, spec: dict[str, Any]) -> tuple[ErasureRun, dict[str, Any]]:
+    """Run one erasure in this Spark session: the ``erasure`` job, or a maintenance job's purge action.
+
+    A failure is raised with a redacted message (never a subject key or the salt).
+    """
+    run = ErasureRun(spark, spec)
     try:
         metrics = run.run()
     except Exception as err:
@@ -769,6 +772,12 @@ def erase(ctx: Any) -> dict[str, Any]:
             message = es.redact(f"{type(err).__name__}: {text}", run.secrets())
         # `from None`: the original (unredacted) exception must not be printed by the runtime
         raise RuntimeError(f"erasure of {run.table} failed during phase {run.phase!r}: {message}") from None
+    return run, metrics
+
+
+def erase(ctx: Any) -> dict[str, Any]:
+    """Job entry point under :func:`iceberg_job_runtime.run_job`."""
+    run, metrics = run_erasure(ctx.spark, {**ctx.spec, "catalog_name": ctx.catalog})
     ctx.status = run.status
     ctx.details.update(run.details)
     ctx.snapshot_before = getattr(run, "snapshot_before", None)

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
+    ERASURE_PURGE,
     LEGAL_HOLD_PREFIX,
     PROCEDURE_OUTPUTS,
     action_sql,
@@ -165,7 +166,31 @@ def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str,
     }
 
 
+def erasure_purge(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The erasure purge as a maintenance action, in this job's Spark session.
+
+    Its parameters are the job spec's ``erasure`` entry (they hold the salt, so they never travel
+    in an action's ``args``, which the ledger records); evidence rows carry this job's run id.
+    A refusal stops the action list (nothing was changed; the job records ``refused``).
+    """
+    from airflow_iceberg_provider.spark_jobs.erasure import run_erasure
+
+    job = {k: v for k, v in ctx.spec.items() if k not in ("actions", "erasure")}  # catalog, governance, run id
+    spec = {
+        **job,
+        **ctx.spec["erasure"],
+        "table": table,
+        "job_run_id": ctx.spec["job_run_id"],
+        "catalog_name": ctx.catalog,
+    }
+    run, metrics = run_erasure(ctx.spark, spec)
+    if run.status == "refused":
+        ctx.details["refused"] = run.details.get("refused")
+    return {**metrics, "status": run.status}
+
+
 ACTION_FUNCTIONS = {
+    ERASURE_PURGE: erasure_purge,
     "compute_table_stats": compute_table_stats,
     "expire_snapshots": expire_snapshots,
     "rewrite_data_files": rewrite_data_files,
@@ -203,6 +228,9 @@ def maintenance(ctx: Any) -> dict[str, Any]:
     ctx.details["actions"] = results  # partial results survive a failure (failed ledger row)
     for item in actions:
         results.append(run_action(ctx, table, item["action"], item.get("args") or {}))
+        if results[-1]["output"].get("status") == "refused":
+            ctx.status = "refused"
+            break
     ctx.snapshot_after = ctx.ref_snapshot(table)
     ctx.details.pop("actions")
     return {"actions": results}

@@ -33,6 +33,9 @@ ACTIONS = (
     "remove_orphan_files",
 )
 
+#: The erasure purge when a maintenance plan carries one: always its first action, in the same session.
+ERASURE_PURGE = "erasure_purge"
+
 #: Opt-in step (a policy asks for it): Puffin table statistics (NDV sketches) for the current snapshot.
 COMPUTE_STATS = "compute_table_stats"
 #: Execution order of everything a plan may run: statistics after the rewrites (they describe the

@@ -1,0 +1,250 @@
+"""The Airflow side of an erasure job, shared by the erasure operator and the maintenance plan's purge.
+
+:func:`prepare_erasure` resolves the rendered arguments, refuses from metadata before any JVM
+starts (nothing changed), and returns the job's parameters (the salt included: they travel
+only in the 0600 spec file). :func:`erasure_summary` and :func:`verify_evidence` turn the job's
+ledger metrics into the task's result and prove the evidence rows exist. The Spark side runs
+the same phases either as the ``erasure`` job or as the first action of a maintenance job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_iceberg_provider._validation import TableIdent, validate_name, validate_table
+from airflow_iceberg_provider.erasure_policy import (
+    PHASE_INPUT_STATUSES,
+    PHASE_LOGICAL,
+    PHASE_PURGE,
+    REQUIRED_REQUEST_COLUMNS,
+    bloom_filter_warnings,
+    erasure_table_facts,
+    purge_candidates,
+    refuse_if_problems,
+    table_problems,
+    validate_ref_policy,
+    validate_request_ids,
+    validate_salt,
+    validate_subject_columns,
+    validate_subjects_file,
+)
+from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.ids import id_str
+from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
+
+DEFAULT_SALT_CONN_ID = "erasure_salt"
+
+
+@dataclass(frozen=True)
+class ErasureArgs:
+    """The rendered arguments of one erasure (those of :class:`IcebergErasureOperator`)."""
+
+    table: TableIdent
+    subject_columns: str | Sequence[str]
+    requests_table: str | None = None
+    request_ids: Sequence[str] | str | None = None
+    request_statuses: Sequence[str] | None = None
+    subjects_file: str | None = None
+    ref_policy: str = "fail"
+    tables_in_scope: Sequence[str] | None = None
+    salt_conn_id: str = DEFAULT_SALT_CONN_ID
+    redact_erased_requests: bool = True
+
+
+def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log: logging.Logger) -> dict[str, Any]:
+    """Resolve the arguments, refuse from metadata (nothing changed); the job's parameters."""
+    columns = validate_subject_columns(args.subject_columns)
+    policy = validate_ref_policy(args.ref_policy)
+    scope = _scope(args)
+    source = _source(hook, args, phase)
+    _preflight(hook, args.table, columns, phase, log)
+    salt = _salt(args.salt_conn_id)
+    hook.governance_table("erasure_evidence")
+    log.info(
+        "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, args.table, columns, source["kind"], policy
+    )
+    return {
+        "subject_columns": columns,
+        "source": source,
+        "ref_policy": policy,
+        "salt": salt,
+        "tables_in_scope": scope,
+        "phase": phase,
+        "redact_requests": bool(args.redact_erased_requests),
+    }
+
+
+def nothing_to_purge(hook: IcebergCatalogHook, args: ErasureArgs) -> bool:
+    """Whether no request of ``args.requests_table`` is logically erased (a purge would have nothing to do)."""
+    req = validate_table(args.requests_table, "erasure_purge.requests_table").dotted
+    try:
+        purge_candidates(hook.erasure_request_states(req), validate_request_ids(args.request_ids))
+    except IcebergValidationError:
+        return True
+    return False
+
+
+def _source(hook: IcebergCatalogHook, args: ErasureArgs, phase: str) -> dict[str, Any]:
+    if args.requests_table is not None:
+        req = validate_table(args.requests_table, "requests_table").dotted
+        have = set(hook.load_table(req).schema().column_names)
+        missing = [c for c in REQUIRED_REQUEST_COLUMNS if c not in have]
+        if missing:
+            raise IcebergValidationError(
+                f"requests_table={req!r} lacks column(s) {missing}; create it with "
+                "IcebergCatalogHook.ensure_erasure_requests_table or add the columns."
+            )
+        statuses = list(args.request_statuses or PHASE_INPUT_STATUSES[phase])
+        for i, s in enumerate(statuses):
+            validate_name(s, f"request_statuses[{i}]")
+        ids = validate_request_ids(args.request_ids)
+        if phase == PHASE_PURGE:  # refuse before any JVM: nothing logically erased, nothing to purge
+            ids = purge_candidates(hook.erasure_request_states(req), ids)
+        return {"kind": "requests_table", "table": req, "request_ids": ids, "statuses": statuses}
+    if phase == PHASE_PURGE:
+        raise IcebergValidationError(
+            "phase='purge' needs requests_table= (the lifecycle state lives there); a subjects_file can be "
+            "erased with phase='full'."
+        )
+    if args.request_ids:
+        raise IcebergValidationError("request_ids applies to requests_table only; filter the subjects_file instead.")
+    path, fmt = validate_subjects_file(args.subjects_file)
+    return {"kind": "file", "path": path, "format": fmt}
+
+
+def _salt(salt_conn_id: str) -> str:
+    from airflow.sdk import BaseHook
+
+    try:
+        conn = BaseHook.get_connection(salt_conn_id)
+    except Exception as err:
+        raise IcebergValidationError(
+            f"salt_conn_id={salt_conn_id!r}: the connection does not exist; create one (any type) whose "
+            f"password is a random secret of at least 16 characters, e.g. AIRFLOW_CONN_{salt_conn_id.upper()}"
+            '=\'{"conn_type": "generic", "password": "..."}\'.'
+        ) from err
+    salt = validate_salt(conn.password, f"connection {salt_conn_id!r}")
+    try:
+        from airflow.sdk.log import mask_secret
+
+        mask_secret(salt)
+    except ImportError:  # pragma: no cover
+        pass
+    return salt
+
+
+def _scope(args: ErasureArgs) -> list[str]:
+    scope = [validate_table(t, "tables_in_scope").dotted for t in (args.tables_in_scope or [args.table.dotted])]
+    if args.table.dotted not in scope:
+        raise IcebergValidationError(f"tables_in_scope={scope} must include table {args.table.dotted!r}.")
+    return scope
+
+
+def _preflight(
+    hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], phase: str, log: logging.Logger
+) -> None:
+    """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""
+    tbl = hook.load_table(ident)
+    facts = erasure_table_facts(tbl, hook.data_files(tbl, all_snapshots=True, deletes_only=True))
+    problems = table_problems(table=ident.dotted, columns=columns, **facts)
+    if phase == PHASE_LOGICAL and facts["format_version"] < 2:
+        problems.append(
+            f"{ident.dotted} is format-version 1: it has no delete files, so a logical (merge-on-read) erasure "
+            "is impossible; use phase='full' or upgrade the table to format-version 2."
+        )
+    refuse_if_problems(problems)
+    if phase != PHASE_LOGICAL:  # its expiry must not drop a legal hold by age: refuses, names the hold
+        preview_table_expiry(tbl, retain_last=1)
+    for c in columns:
+        if facts["properties"].get(f"write.metadata.metrics.column.{c}") != "none":
+            log.warning(
+                "%s keeps column bounds for subject column %s in its manifests; set the table property "
+                "write.metadata.metrics.column.%s=none so future manifests never carry personal values",
+                ident,
+                c,
+                c,
+            )
+    for warning in bloom_filter_warnings(ident.dotted, columns, facts["properties"]):
+        log.warning("%s", warning)
+
+
+def verify_evidence(
+    hook: IcebergCatalogHook,
+    ident: TableIdent,
+    job_run_id: str,
+    metrics: Mapping[str, Any],
+    summary: dict[str, Any],
+    *,
+    evidence_in_xcom: int,
+    log: logging.Logger,
+) -> None:
+    """The job's evidence rows exist (one per request) and the refs it dropped are gone; adds them to ``summary``."""
+    evidence = hook.read_governance_rows("erasure_evidence", job_run_id=job_run_id)
+    if len(evidence) != int(metrics.get("requests", -1)):
+        raise IcebergCommitVerificationError(
+            f"The erasure job for {ident} reported {metrics.get('requests')} requests but "
+            f"{len(evidence)} evidence rows carry its job_run_id {job_run_id}; the evidence is incomplete."
+        )
+    still_there = sorted(set(metrics.get("refs_dropped") or []) & set(hook.refs(ident)))
+    if still_there:
+        raise IcebergCommitVerificationError(f"Refs {still_there} of {ident} should have been dropped but exist.")
+    summary["evidence_rows"] = len(evidence)
+    summary["evidence"] = [
+        {k: e.get(k) for k in ("request_id", "subject_hash", "rows_deleted", "rows_found", "phase", "verification")}
+        for e in sorted(evidence, key=lambda e: e["request_id"])[:evidence_in_xcom]
+    ]
+    unmatched = sorted(e["request_id"] for e in evidence if not e.get("rows_found"))
+    summary["requests_matching_nothing"] = unmatched
+    if unmatched:
+        log.warning(
+            "%d erasure request(s) matched no row of %s (rows_found = 0): %s. A typo, or a difference in case "
+            "or whitespace? Matching is exact; check the keys of these requests.",
+            len(unmatched),
+            ident,
+            ", ".join(unmatched[:20]),
+        )
+
+
+def erasure_summary(
+    table: str, job_run_id: str, row: Mapping[str, Any], m: Mapping[str, Any], seconds: float, phase: str
+) -> dict[str, Any]:
+    """The task's result: counts, snapshot ids (strings), refs, verification; hashes only."""
+
+    def iso(ms: Any) -> str | None:
+        return datetime.fromtimestamp(int(ms) / 1000, UTC).isoformat() if ms else None
+
+    return {
+        "table": table,
+        "job_run_id": job_run_id,
+        "status": row["status"],
+        "requests": int(m.get("requests", 0)),
+        "rows_deleted": int(m.get("rows_deleted", 0)),
+        "verification": m.get("verification"),
+        "snapshot_before": id_str(row.get("snapshot_before")),  # strings: browsers round 64-bit ids
+        "snapshot_after": id_str(row.get("snapshot_after")),
+        "files_rewritten": int(m.get("files_rewritten", 0)),
+        "files_removed": int(m.get("files_removed", 0)),
+        "snapshots_expired": int(m.get("snapshots_expired", 0)),
+        "refs_dropped": list(m.get("refs_dropped") or []),
+        "refs_blocking": list(m.get("refs_blocking") or []),
+        "rows_held": int(m.get("held_rows", 0)),
+        "time_travel_floor_before": iso(m.get("time_travel_floor_before_ms")),
+        "time_travel_floor_after": iso(m.get("time_travel_floor_after_ms")),
+        "request_statuses": m.get("request_statuses") or {},
+        "phase": phase,
+        "files_considered": int(m.get("files_considered", 0)),
+        "files_pruned_bounds": int(m.get("files_pruned_bounds", 0)),
+        "files_pruned_bloom": int(m.get("files_pruned_bloom", 0)),
+        "files_pruned_dictionary": int(m.get("files_pruned_dictionary", 0)),
+        "files_raw_read": int(m.get("files_raw_read", 0)),
+        "snapshots_kept": int(m.get("snapshots_retained", 0)),
+        "requests_redacted": int(m.get("requests_redacted", 0)),
+        "redaction_verification": m.get("redaction_verification"),
+        "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
+        "seconds": round(seconds, 3),
+    }

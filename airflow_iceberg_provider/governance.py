@@ -146,6 +146,21 @@ ERASURE_EVIDENCE = GovernanceTable(
         Column("job_run_id", "string", doc="ledger event_id of the latest run for this request and table"),
         Column("last_verified_at", "timestamptz"),
         Column("runs", "int", doc="how many erasure runs covered this request on this table"),
+        # the erasure lifecycle (logical -> purge) and the pruning of the physical phases
+        Column("phase", "string", doc="logical | purge | full: the furthest phase done"),
+        Column("rows_found", "long", doc="subject rows the run found (0: the key matched nothing)"),
+        Column("logical_erased_at", "timestamptz"),
+        Column("purged_at", "timestamptz"),
+        Column("files_considered", "long"),
+        Column("files_pruned_bounds", "long"),
+        Column("files_pruned_bloom", "long"),
+        Column("files_pruned_dictionary", "long"),
+        Column("files_raw_read", "long"),
+        Column("snapshots_kept", "long"),
+        Column("leftovers_removed", "long"),
+        # the requests-table redaction
+        Column("subject_redacted_at", "timestamptz"),
+        Column("redaction_verification", "string"),
     ),
 )
 

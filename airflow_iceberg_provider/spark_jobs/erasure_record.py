@@ -38,17 +38,6 @@ def evidence_name(run: Any) -> str:
     return es.table_sql(run.catalog, f"{run.spec['governance_namespace']}.erasure_evidence")
 
 
-def ensure_evidence_columns(run: Any) -> None:
-    """Add the lifecycle columns to an evidence table created before them (schema evolution, no rewrite)."""
-    ev_name = evidence_name(run)
-    have = {f.name for f in run.spark.table(ev_name).schema.fields}
-    missing = [(n, t) for n, t in (*es.EVIDENCE_COLUMNS_13, *es.EVIDENCE_COLUMNS_REDACTION) if n not in have]
-    if missing:
-        cols = ", ".join(f"{es.q(n)} {t}" for n, t in missing)
-        retry(lambda: run.sql(f"ALTER TABLE {ev_name} ADD COLUMNS ({cols})"), run.spark, ev_name)
-        run.sql(f"REFRESH TABLE {ev_name}")
-
-
 def write_evidence(
     run: Any,
     per_request: Any,
@@ -61,7 +50,6 @@ def write_evidence(
     """One row per (request, table), MERGEd: re-runs update it; the phase never regresses."""
     from pyspark.sql import functions as F
 
-    ensure_evidence_columns(run)
     ev_name = evidence_name(run)
     ev_schema = run.spark.table(ev_name).schema
     consts = evidence_constants(run, started, outcome, dropped, held, verify)

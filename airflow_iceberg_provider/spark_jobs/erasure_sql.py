@@ -30,7 +30,6 @@ VERIFIED, INCOMPLETE, FAILED = "verified", "incomplete", "failed"
 #: hash (the requests table's history purged too); final, never reopened.
 STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED = "pending", "logically_erased", "erased", "blocked"
 STATUS_REDACTED = "redacted"
-STATUS_DONE = STATUS_ERASED
 LEGACY_DONE = "done"
 FINAL_STATUSES = (STATUS_ERASED, LEGACY_DONE, STATUS_REDACTED)
 STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, LEGACY_DONE, STATUS_REDACTED)
@@ -51,25 +50,6 @@ PHASE_INPUT_STATUSES = {
 #: Column types a subject column may have (Spark SQL simple type names).
 SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
-#: Evidence columns of the erasure lifecycle (the job adds any that an older evidence table lacks).
-EVIDENCE_COLUMNS_13 = (
-    ("phase", "string"),
-    ("rows_found", "bigint"),
-    ("logical_erased_at", "timestamp"),
-    ("purged_at", "timestamp"),
-    ("files_considered", "bigint"),
-    ("files_pruned_bounds", "bigint"),
-    ("files_pruned_bloom", "bigint"),
-    ("files_pruned_dictionary", "bigint"),
-    ("files_raw_read", "bigint"),
-    ("snapshots_kept", "bigint"),
-    ("leftovers_removed", "bigint"),
-)
-#: Evidence columns of the requests-table redaction (added the same way).
-EVIDENCE_COLUMNS_REDACTION = (
-    ("subject_redacted_at", "timestamp"),
-    ("redaction_verification", "string"),
-)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
 _HMAC_BLOCK = 64
@@ -370,7 +350,7 @@ def request_status(verifications: Iterable[str | None], tables_in_scope: int) ->
     if any(v == INCOMPLETE for v in values):
         return STATUS_BLOCKED
     if len(values) >= tables_in_scope and all(v == VERIFIED for v in values):
-        return STATUS_DONE
+        return STATUS_ERASED
     return STATUS_PENDING
 
 

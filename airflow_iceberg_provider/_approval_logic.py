@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
@@ -119,7 +120,7 @@ def decision_details(
         "option": option,
         "decided_by": user.get("name") if isinstance(user, Mapping) else str(user),
         "decided_by_id": user.get("id") if isinstance(user, Mapping) else None,
-        "decided_at": when.isoformat() if hasattr(when, "isoformat") else when,
+        "decided_at": when.isoformat() if isinstance(when, datetime) else when,
         "comment": (comment or "").strip() or None,
         **facts,
     }

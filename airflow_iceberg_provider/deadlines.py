@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
@@ -89,7 +89,7 @@ def missed_details(context: dict[str, Any] | None, **facts: Any) -> dict[str, An
         "dag_id": dag_run.get("dag_id"),
         "run_id": dag_run.get("dag_run_id") or dag_run.get("run_id"),
         "queued_at": dag_run.get("queued_at"),
-        "deadline_time": when.isoformat() if hasattr(when, "isoformat") else when,
+        "deadline_time": when.isoformat() if isinstance(when, datetime) else when,
         **facts,
     }
 

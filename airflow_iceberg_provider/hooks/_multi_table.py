@@ -74,7 +74,7 @@ def commit_ref_changes_together(
     :raises IcebergCommitConflictError: a requirement failed (409): nothing changed.
     """
     from pyiceberg.catalog.rest import RestCatalog
-    from pyiceberg.table import CommitTableRequest, TableIdentifier
+    from pyiceberg.table import CommitTableRequest, Namespace, TableIdentifier
 
     catalog = hook.catalog
     if not isinstance(catalog, RestCatalog):
@@ -85,7 +85,7 @@ def commit_ref_changes_together(
             requirements, updates = stage_ref_changes(tbl, ref_changes)
         ident = tbl.name()
         request = CommitTableRequest(
-            identifier=TableIdentifier(namespace=ident[-2:-1], name=ident[-1]),
+            identifier=TableIdentifier(namespace=Namespace(root=list(ident[:-1])), name=ident[-1]),
             requirements=requirements,
             updates=updates,
         )

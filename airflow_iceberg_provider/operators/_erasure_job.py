@@ -9,11 +9,10 @@ the same phases either as the ``erasure`` job or as the first action of a mainte
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_iceberg_provider._validation import TableIdent, validate_name, validate_table
 from airflow_iceberg_provider.erasure_policy import (
@@ -40,6 +39,14 @@ from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
 DEFAULT_SALT_CONN_ID = "erasure_salt"
 
 
+class _Log(Protocol):
+    """What is logged through: an operator's ``self.log``."""
+
+    def info(self, msg: Any, /, *args: Any) -> Any: ...
+
+    def warning(self, msg: Any, /, *args: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class ErasureArgs:
     """The rendered arguments of one erasure (those of :class:`IcebergErasureOperator`)."""
@@ -56,7 +63,7 @@ class ErasureArgs:
     redact_erased_requests: bool = True
 
 
-def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log: logging.Logger) -> dict[str, Any]:
+def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log: _Log) -> dict[str, Any]:
     """Resolve the arguments, refuse from metadata (nothing changed); the job's parameters."""
     columns = validate_subject_columns(args.subject_columns)
     policy = validate_ref_policy(args.ref_policy)
@@ -145,9 +152,7 @@ def _scope(args: ErasureArgs) -> list[str]:
     return scope
 
 
-def _preflight(
-    hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], phase: str, log: logging.Logger
-) -> None:
+def _preflight(hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], phase: str, log: _Log) -> None:
     """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""
     tbl = hook.load_table(ident)
     facts = erasure_table_facts(tbl, hook.data_files(tbl, all_snapshots=True, deletes_only=True))
@@ -181,7 +186,7 @@ def verify_evidence(
     summary: dict[str, Any],
     *,
     evidence_in_xcom: int,
-    log: logging.Logger,
+    log: _Log,
 ) -> None:
     """The job's evidence rows exist (one per request) and the refs it dropped are gone; adds them to ``summary``."""
     evidence = hook.read_governance_rows("erasure_evidence", job_run_id=job_run_id)

@@ -284,7 +284,8 @@ def _with_changes(plan: PublishPlan, state: PublishState, published: int | None,
                 min_snapshots_to_keep=main.min_snapshots_to_keep if main else None,
             ),
         )
-    tag_changes, outcome = (), None
+    tag_changes: tuple[RefChange, ...] = ()
+    outcome: str | None = None
     if plan.tag is not None and published is not None:
         tag_changes, outcome = _tag_changes(state.table, plan.tag, state.refs.get(plan.tag), published)
     drop = (RefChange(state.branch, "branch", None, state.refs[state.branch].snapshot_id),) if plan.drop_branch else ()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider._validation import TableIdent, validate_table
@@ -101,11 +101,11 @@ class GovernanceStore:
         name = self.table(kind)
         expr: Any = AlwaysTrue()
         for col, value in equals.items():
-            expr = And(expr, EqualTo(col, value))
+            expr = And(expr, EqualTo(col, value))  # type: ignore[call-arg,arg-type]
         if since is not None:
-            expr = And(expr, GreaterThanOrEqual(TIME_COLUMNS[kind], since.isoformat()))
+            expr = And(expr, GreaterThanOrEqual(TIME_COLUMNS[kind], since.isoformat()))  # type: ignore[call-arg,arg-type]
         if until is not None:
-            expr = And(expr, LessThanOrEqual(TIME_COLUMNS[kind], until.isoformat()))
+            expr = And(expr, LessThanOrEqual(TIME_COLUMNS[kind], until.isoformat()))  # type: ignore[call-arg,arg-type]
         return self.hook.load_table(name).scan(row_filter=expr).to_arrow().to_pylist()
 
     # ------------------------------------------------------------- ledger
@@ -241,7 +241,7 @@ class GovernanceStore:
         from pyiceberg.expressions import AlwaysTrue, In
 
         tbl = self.hook._table(table)
-        expr: Any = In("status", statuses) if statuses else AlwaysTrue()
+        expr: Any = In("status", statuses) if statuses else AlwaysTrue()  # type: ignore[call-arg,arg-type]
         with self.hook.translate_errors(".".join(tbl.name()[-2:])):
             rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
         return rows.to_pylist()
@@ -261,7 +261,7 @@ class GovernanceVerbs:
     @cached_property
     def governance(self) -> GovernanceStore:
         """The governance tables (ledger, audit results, erasure evidence) of this connection."""
-        return GovernanceStore(self)
+        return GovernanceStore(cast("IcebergCatalogHook", self))  # mixed into the catalog hook
 
     def governance_table(self, kind: str | GovernanceTable) -> str:
         """Create the governance table if missing; return its ``namespace.table`` name."""

@@ -221,7 +221,7 @@ class AuditEngine:
             if base_snapshot_id is not None and c.name in base_values and ac.decomposable(c, modes.get(c.name))
         ]
         rest = [c for c in data if c not in incremental]
-        if incremental:
+        if incremental and base_snapshot_id is not None:
             try:
                 self._incremental(ev, incremental, snapshot_id, int(base_snapshot_id), base_values, modes)
             except Exception as err:  # noqa: BLE001 - any failure of the shortcut means: scan instead
@@ -324,7 +324,8 @@ class AuditEngine:
                 start = time.monotonic()
                 appended = self.appended_files(base_snapshot_id, snapshot_id, checks)
                 ev.planning.append(("read appended files' metrics", time.monotonic() - start))
-            change, bounds = dict(appended.values), appended.bounds  # answered by the appended files' metrics
+            metric_bounds: dict[str, Bounds | None] = dict(appended.bounds)
+            change, bounds = dict(appended.values), metric_bounds  # answered by the appended files' metrics
             ev.appended_read_by = "spark"
             self._spark_change(
                 ev, [c for c in checks if c.name not in change], modes, appended, appended_view(), change
@@ -393,11 +394,11 @@ class AuditEngine:
         tz = self.spark.conf.get("spark.sql.session.timeZone")
         evaluator = arrow_sql.Evaluator(columns, appended.records, tz)
         values = ac.aggregate_columns(projection, [evaluator.value(sql) for _, sql, _ in projection])
-        bounds = {}
+        bounds: dict[str, Bounds | None] = {}
         for c in checks:
             if c.check_type in ac.DISTINCT_CHECKS and c.column not in bounds:
                 found = column_bounds(fields[c.column.lower()], columns[c.column.lower()][0])
-                if found is not False:  # False: a type without exact bounds
+                if found is None or isinstance(found, Bounds):  # False: a type without exact bounds
                     bounds[c.column] = found
         ev.planning.append(("evaluate on the driver", time.monotonic() - start))
         return values, bounds
@@ -666,7 +667,7 @@ def _metric_bounds(fields: dict[str, Any], stats: dict[str, _ColumnStats]) -> di
         type_id = fld.type().typeId().toString()
         if type_id == "TIMESTAMP" and not fld.type().shouldAdjustToUTC():
             continue
-        if st.complete and st.bounded and st.lo is not None and type_id in _BOUND_LITERALS:
+        if st.complete and st.bounded and st.lo is not None and st.hi is not None and type_id in _BOUND_LITERALS:
             bounds[col] = Bounds(fld.name(), st.lo[0], st.hi[0], st.lo[1], st.hi[1], _BOUND_LITERALS[type_id])
     return bounds
 
@@ -701,7 +702,7 @@ def _metric_value(check: Any, records: int, fld: Any, st: _ColumnStats | None) -
         return False, None  # NaN is outside the bounds but is Spark's maximum
     if st.non_null == 0:
         return True, None  # MIN/MAX of no value is NULL
-    if not st.bounded or st.lo is None:
+    if not st.bounded or st.lo is None or st.hi is None:
         return False, None
     value = (st.lo if kind == "min" else st.hi)[1]
     return True, float(value) / 1_000_000 if timestamp_tz else float(value)

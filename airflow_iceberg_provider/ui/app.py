@@ -264,7 +264,7 @@ def tables_data(reader: GovernanceReader, *, restricted: bool = False) -> dict[s
         state = reader.table_state(table)
         pubs = views.publishes(ledger, table)
         audit = latest.get(table)
-        row = {
+        row: dict[str, Any] = {
             "table": table,
             "health": _health_view(state["health"], state["properties"]) if state else None,
             "last_publish": pubs[0] if pubs else None,

@@ -127,7 +127,7 @@ class ReadOnlyCatalogHook(IcebergCatalogHook):
     """
 
     @cached_property
-    def catalog(self) -> Any:  # type: ignore[override]
+    def catalog(self) -> Any:
         from pyiceberg.catalog import load_catalog
 
         props = dict(self.config.pyiceberg_properties())

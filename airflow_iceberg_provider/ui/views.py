@@ -296,7 +296,7 @@ def stamped_snapshots(snapshots: Sequence[Any]) -> dict[tuple[str, str, str], li
         summary = snap.summary
         key = (summary.get("airflow.dag-id"), summary.get("airflow.run-id"), summary.get("airflow.task-id"))
         if all(key):
-            out[key].append(str(snap.snapshot_id))  # type: ignore[index]
+            out[key].append(str(snap.snapshot_id))
     return dict(out)
 
 
@@ -733,7 +733,7 @@ def evidence_report(
     if request is None and not rows:
         return None
     ledger = list(ledger)
-    tables = []
+    tables: list[dict[str, Any]] = []
     for e in rows:
         found = e.get("rows_found")
         deleted = e.get("rows_deleted")
@@ -779,7 +779,7 @@ def evidence_report(
                 "verification": e.get("verification"),
             }
         )
-    hashes = sorted({e.get("subject_hash") for e in rows if e.get("subject_hash")})
+    hashes = sorted({str(e["subject_hash"]) for e in rows if e.get("subject_hash")})
     finished = [e["finished_at"] for e in rows if e.get("finished_at")]
     return {
         "request_id": request_id,

@@ -202,7 +202,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self.spark_conn_id = spark_conn_id
         self.jars = jars
         self.packages = packages
-        self.spark_conf = spark_conf or {}
+        self.spark_conf = spark_conf
         self.driver_memory = driver_memory
         self.executor_memory = executor_memory
 
@@ -213,7 +213,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             self.spark_conn_id,
             jars=self.jars,
             packages=self.packages,
-            conf=self.spark_conf,
+            conf=dict(self.spark_conf or {}),
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
             catalog_hook=self.catalog_hook,

@@ -165,9 +165,9 @@ def wap_write_conf(branch: str, spark_conf: Mapping[str, Any] | None = None) -> 
     return {"spark.wap.branch": branch, "spark.sql.optimizer.excludedRules": rules}
 
 
-def _refuse_wap_conf(spark_conf: Mapping[str, Any]) -> None:
+def _refuse_wap_conf(spark_conf: Mapping[str, Any] | None) -> None:
     for key in ("spark.wap.id", "spark.wap.branch"):
-        if key in spark_conf:
+        if key in (spark_conf or {}):
             raise IcebergValidationError(
                 f"spark_conf sets {key!r}; the WAP operators set spark.wap.branch themselves, and Iceberg fails "
                 "when spark.wap.id and spark.wap.branch are both set. Remove it from spark_conf."

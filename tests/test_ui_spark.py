@@ -72,7 +72,13 @@ def test_no_page_or_api_response_contains_a_subject_value(erased):
     assert report["subject_hashes"] == [subject_hash(SALT, SUBJECTS["E-1"])]
     t = report["tables"][0]
     assert t["table"] == "db.people" and t["rows_deleted"] > 0 and t["verification"] == report["verification"]
-    assert t["snapshot_after"] == str(result["snapshot_after"]) and report["iceberg_versions"]
+    assert t["batch"]["snapshot_after"] == str(result["snapshot_after"]) and report["iceberg_versions"]
+    # E-3's subject has no row: its report says so, with the batch's figures labelled as the batch's
+    nothing = client.get("/governance/api/erasure/E-3", headers=auth).json()
+    (t3,) = nothing["tables"]
+    assert nothing["matched_nothing"] and t3["request"]["rows_found"] == 0 and t3["request"]["rows_deleted"] == 0
+    assert [(r["dag_id"], r["task_id"]) for r in t3["batch"]["runs"]] == [("erasure_dag", "erase")]
+    assert t3["batch"]["runs"][0]["requests"] == 3
 
 
 def test_erasure_task_extra_link_opens_its_evidence(erased):
@@ -82,8 +88,12 @@ def test_erasure_task_extra_link_opens_its_evidence(erased):
     (link,) = op.operator_extra_links
     url = link.get_link(op, ti_key=SimpleNamespace(dag_id="erasure_dag", run_id="manual__leak", task_id="erase"))
     parts = urlsplit(url)
-    resp = client.get(f"{parts.path}?{parts.query}", headers={"Authorization": f"Bearer {tokens['viewer']}"})
+    assert parts.path.startswith("/plugin/iceberg-governance/governance/")  # inside Airflow's navigation
+    path = f"{parts.path.removeprefix('/plugin/iceberg-governance')}?{parts.query}"
+    resp = client.get(path, headers={"Authorization": f"Bearer {tokens['admin']}"})
     # three requests in one run: the link lands on the erasure page listing them with their reports
     assert resp.status_code == 200 and resp.url.path == "/governance/erasure"
     assert all(f"/governance/erasure/{rid}/report" in resp.text for rid in SUBJECTS)
-    assert client.get(f"{parts.path}?{parts.query}").status_code == 401
+    refused = client.get(path, headers={"Authorization": f"Bearer {tokens['viewer']}"}, follow_redirects=False)
+    assert refused.status_code == 403 and "E-1" not in refused.text
+    assert client.get(path, follow_redirects=False).status_code == 303  # to the login

@@ -157,6 +157,14 @@ _PRCTL = _libc_prctl()
 _PR_SET_PDEATHSIG = 1
 
 
+def _close_output(submit_hook: Any) -> None:
+    """Close the pipe the Spark provider's hook read spark-submit's output from (it leaves it open)."""
+    process = getattr(submit_hook, "_submit_sp", None)
+    stdout = getattr(process, "stdout", None)
+    if stdout is not None:
+        stdout.close()
+
+
 def _die_with_parent_preexec(parent_pid: int) -> Any:
     """``preexec_fn`` making spark-submit (and the JVM it execs) die with the Airflow task process.
 
@@ -437,6 +445,7 @@ class IcebergSparkHook(BaseHook):
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+            _close_output(self._submit_hook)
             self._submit_hook = None
 
     def on_kill(self) -> None:

@@ -52,8 +52,8 @@ class AirflowProcesses:
         return proc
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.log_dir / f"{name}.log", "a")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(["airflow", name, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.log_dir / f"{name}.log", "a") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(["airflow", name, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs[name] = proc
         return proc
 

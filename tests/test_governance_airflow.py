@@ -238,6 +238,7 @@ def airflow_gates(tmp_path_factory):
     env.update(
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
         AIRFLOW__API_AUTH__JWT_SECRET="gates-test-jwt-secret-" + "x" * 48,
         AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
@@ -252,12 +253,10 @@ def airflow_gates(tmp_path_factory):
     )
     af = AirflowProcesses(env, tmp / "logs")
     try:
-        af.cli("dags", "reserialize")
-        for dag_id in ("gated_publish", "gated_release", "publish_events", "per_partition"):
-            af.cli("dags", "unpause", dag_id)
+        af.cli("dags", "reserialize")  # the DAGs of this folder are created unpaused
         af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
         af.start("scheduler")
-        api = wait_for("the API server", lambda: _login(port), 180, every=1)
+        api = wait_for("the API server", lambda: _login(port), 600, every=2)
         yield api, af, hook, state, tmp
     finally:
         af.stop_all()

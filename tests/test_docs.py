@@ -125,3 +125,10 @@ def test_history_lint_rules(line: str, rules: set[str]) -> None:
 def test_history_lint_exempts_the_changelog() -> None:
     files = {p.name for p in check_history.shipped_files(["README.md", "CHANGELOG.md", "docs"])}
     assert "README.md" in files and "CHANGELOG.md" not in files
+
+
+@pytest.mark.parametrize("bench", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_is_on_the_performance_page(bench: Path) -> None:
+    assert f"bench/{bench.name}" in (DOCS / "performance.md").read_text(), (
+        f"bench/{bench.name} is not on docs/performance.md: say what it measures, the command and the figure"
+    )

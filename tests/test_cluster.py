@@ -59,6 +59,7 @@ ON_CLUSTER = {
     "spark.cores.max": "2",
     "spark.executor.memory": "512m",
     "spark.task.maxFailures": "4",
+    "spark.sql.shuffle.partitions": "4",  # small tables on two one-core workers
 }
 SUBJECTS = {"C-1": person(3), "C-2": person(11)}
 

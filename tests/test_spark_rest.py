@@ -133,7 +133,10 @@ def lake(request, tmp_path_factory):
         f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" >> {argv_log}\necho "----" >> {argv_log}\nexec {real} "$@"\n'
     )
     (shim / "spark-submit").chmod(0o755)
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+        "spark.sql.shuffle.partitions 4\n"  # small tables on two local cores: 200 partitions is mostly overhead
+    )
     jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))

@@ -97,7 +97,8 @@ def strings_on_disk(hook, table: str) -> set[str]:
     for path in parquet_on_disk(hook, table):
         t = pq.read_table(path)
         for name in t.column_names:
-            if pa.types.is_string(t.schema.field(name).type):
+            kind = t.schema.field(name).type  # pyiceberg writes large_string, Spark string
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):
                 out |= set(t.column(name).to_pylist())
     return out
 

@@ -106,7 +106,11 @@ with DAG(
         task_id="erase_logically", phase="logical", requests_table=REQUESTS, salt_conn_id=SALT_CONN
     ).expand_kwargs(discover.output)
     purge = IcebergErasureOperator.partial(
-        task_id="purge", phase="purge", requests_table=REQUESTS, salt_conn_id=SALT_CONN
+        task_id="purge",
+        phase="purge",
+        requests_table=REQUESTS,
+        salt_conn_id=SALT_CONN,
+        redact_erased_requests=True,
     ).expand_kwargs(discover.output)
     deadlines = IcebergErasureDeadlineSensor(
         task_id="deadline_check",

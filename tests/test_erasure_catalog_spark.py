@@ -71,7 +71,9 @@ def test_one_request_is_erased_from_every_declaring_table(catalog_lake, capfd):
     ]
     results = []
     for i, kwargs in enumerate(mapping):
-        op = IcebergErasureOperator(task_id=f"erase_{i}", phase="full", requests_table=REQUESTS, **kwargs)
+        op = IcebergErasureOperator(
+            task_id=f"erase_{i}", phase="full", requests_table=REQUESTS, redact_erased_requests=True, **kwargs
+        )
         results.append(op.execute(fake_context()))
         if i == 0:  # one table of two: the request is not erased yet, its key not redacted
             assert results[0]["verification"] == "verified" and results[0]["requests_redacted"] == 0

@@ -111,6 +111,7 @@ def _op(phase, **kw):
         "table": TABLE,
         "subject_columns": "customer_id",
         "requests_table": "db.requests13",
+        "redact_erased_requests": True,
     }
     return IcebergErasureOperator(phase=phase, **{**args, **kw})
 

@@ -60,7 +60,7 @@ class ErasureArgs:
     ref_policy: str = "fail"
     tables_in_scope: Sequence[str] | None = None
     salt_conn_id: str = DEFAULT_SALT_CONN_ID
-    redact_erased_requests: bool = True
+    redact_erased_requests: bool = False
 
 
 def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log: _Log) -> dict[str, Any]:

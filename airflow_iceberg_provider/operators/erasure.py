@@ -92,7 +92,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     :param redact_erased_requests: physical phases (``purge``, ``full``) with a ``requests_table``:
         once a request is ``erased`` on every table in scope, replace its ``subject_key`` by the
         salted hash of its evidence, purge the requests table's history, verify, and record it
-        (status ``redacted``, evidence ``subject_redacted_at``). Default True.
+        (status ``redacted``, evidence ``subject_redacted_at``). Default False: turn it on in the
+        nightly purge once no downstream system reconciles against the keys.
     :param evidence_in_xcom: at most this many per-request evidence entries in the XCom.
     :return: evidence summary (counts, snapshot ids, refs, verification; hashes only).
     """
@@ -124,7 +125,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         tables_in_scope: Sequence[str] | None = None,
         salt_conn_id: str = DEFAULT_SALT_CONN_ID,
         evidence_in_xcom: int = 50,
-        redact_erased_requests: bool = True,
+        redact_erased_requests: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

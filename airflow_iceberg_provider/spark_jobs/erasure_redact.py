@@ -40,7 +40,7 @@ def wanted(run: Any) -> bool:
     return (
         run.phase_name in es.PHYSICAL_PHASES
         and src.get("kind") == "requests_table"
-        and bool(run.spec.get("redact_requests", True))
+        and bool(run.spec.get("redact_requests", False))
     )
 
 

@@ -37,12 +37,9 @@ def supports_multi_table_commit(hook: IcebergCatalogHook) -> bool:
     return isinstance(hook.catalog, RestCatalog)
 
 
-def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """``(requirements, updates)`` of ``changes`` on ``tbl`` as pyiceberg stages them (nothing committed)."""
-    from pyiceberg.table.update.snapshot import ManageSnapshots
-
-    tx = tbl.transaction()
-    ms = ManageSnapshots(tx)
+def stage_on(ms: Any, changes: Sequence[RefChange]) -> None:
+    """Stage ``changes`` on a pyiceberg ``ManageSnapshots`` builder (a ref set, or removed when its
+    snapshot id is ``None``); the builder's commit carries them with their requirements."""
     for c in changes:
         if c.snapshot_id is None and c.ref_type == "tag":
             ms.remove_tag(c.ref)
@@ -58,6 +55,15 @@ def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[A
                 max_snapshot_age_ms=c.max_snapshot_age_ms,
                 min_snapshots_to_keep=c.min_snapshots_to_keep,
             )
+
+
+def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``(requirements, updates)`` of ``changes`` on ``tbl`` as pyiceberg stages them (nothing committed)."""
+    from pyiceberg.table.update.snapshot import ManageSnapshots
+
+    tx = tbl.transaction()
+    ms = ManageSnapshots(tx)
+    stage_on(ms, changes)
     ms.commit()  # stages onto the (non-autocommit) transaction, validating every requirement
     return tx._requirements, tx._updates
 

@@ -45,6 +45,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE
 from airflow_iceberg_provider.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.governance_store import GovernanceVerbs
+from airflow_iceberg_provider.hooks._multi_table import stage_on
 from airflow_iceberg_provider.hooks._table_files import TableFilesMixin
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos
 from airflow_iceberg_provider.models import snapshot_info as snapshot_info  # re-export: operators use it
@@ -469,21 +470,7 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
                     "another writer changed it. Nothing was changed."
                 )
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
-            for c in changes:
-                if c.snapshot_id is None and c.ref_type == "tag":
-                    ms.remove_tag(c.ref)
-                elif c.snapshot_id is None:
-                    ms.remove_branch(c.ref)
-                elif c.ref_type == "tag":
-                    ms.create_tag(c.snapshot_id, c.ref, max_ref_age_ms=c.max_ref_age_ms)
-                else:
-                    ms.create_branch(
-                        c.snapshot_id,
-                        c.ref,
-                        max_ref_age_ms=c.max_ref_age_ms,
-                        max_snapshot_age_ms=c.max_snapshot_age_ms,
-                        min_snapshots_to_keep=c.min_snapshots_to_keep,
-                    )
+            stage_on(ms, changes)
         return True
 
     def ensure_table_properties(self, table: str | TableIdent | Table, properties: Mapping[str, str]) -> bool:

@@ -292,7 +292,12 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
         assert len(rows) == len(before) + 25
         publishes = [r for r in hook.read_governance_rows("ledger", operation="wap_publish") if r["run_id"] in states]
         methods = sorted(json.loads(r["details"])["method"] for r in publishes)
-        assert len(publishes) == 5 and set(methods) <= {"fast_forward", "cherrypick"}
+        assert len(publishes) == 5 and set(methods) <= {"fast_forward", "cherrypick", "recovered"}
+        # a "recovered" row is a retry's: an earlier try moved main, then died on a transient catalog error
+        # (SQLITE_BUSY under three concurrent runs) before its ledger row; the retry writes the row once
+        for r in publishes:
+            if json.loads(r["details"])["method"] == "recovered":
+                assert int(r["try_number"]) > 1, r
         print(f"\n[reruns] backfill of 5 days, 3 at once: {seconds:.1f} s; publish methods {methods}")
 
         day2 = next(r for r in states if "2026-01-02" in r)

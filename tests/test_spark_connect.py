@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _servers import free_ports
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
@@ -266,11 +267,12 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
     """A second Connect server whose executors run on a standalone master + worker (127.0.0.1)."""
     spark_class = Path(os.environ["SPARK_HOME"]) / "bin" / "spark-class"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    logs, procs = tmp_path / "logs", []
+    logs, procs, files = tmp_path / "logs", [], []
     logs.mkdir()
 
     def start(args: list[str], name: str) -> subprocess.Popen:
-        out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed in the finally below
+        files.append(out)
         proc = subprocess.Popen([str(spark_class), *args], stdout=out, stderr=subprocess.STDOUT, env=env)
         procs.append(proc)
         return proc
@@ -283,7 +285,7 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
             time.sleep(1)
         raise AssertionError(f"{name} not ready: {(logs / f'{name}.log').read_text(errors='replace')[-2000:]}")
 
-    master_port, ui = PORT + 10, PORT + 11
+    master_port, master_ui, worker_ui, connect_port = free_ports(4)
     srv = None
     try:
         start(
@@ -294,7 +296,7 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
                 "--port",
                 str(master_port),
                 "--webui-port",
-                str(ui),
+                str(master_ui),
             ],
             "master",
         )
@@ -310,7 +312,7 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
                 "--memory",
                 "1g",
                 "--webui-port",
-                str(ui + 1),
+                str(worker_ui),
                 "--work-dir",
                 str(tmp_path / "work"),
             ],
@@ -318,7 +320,7 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
         )
         wait_for("worker", "Successfully registered with master")
         srv = connect_server.start(
-            PORT + 12,
+            connect_port,
             workdir=tmp_path / "connect",
             master=f"spark://127.0.0.1:{master_port}",
             extra_conf={"spark.executor.memory": "512m", "spark.cores.max": "1"},
@@ -349,3 +351,6 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait(30)
+        for f in files:
+            f.close()

@@ -40,7 +40,6 @@ from _servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_jso
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
@@ -304,13 +303,7 @@ def test_cherry_pick_when_main_moved(lake):
     assert len(ids) == lake.rows and set(range(8000, 8006)) <= set(ids)
 
 
-def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake, request):
-    if request.node.callspec.params.get("lake") == "seaweedfs":
-        # Known gap: SeaweedFS's REST catalog vends the S3 credentials to S3FileIO only; the purge's
-        # leftover listing goes through Hadoop's S3A, which has none there (403 Forbidden).
-        request.applymarker(
-            pytest.mark.xfail(raises=IcebergSparkJobError, strict=False, reason="S3A without vended credentials")
-        )
+def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake):
     hook = lake.hook
     before = rows_of(hook, lake.people)
     assert ERASED <= {r["customer_id"] for r in before}  # control

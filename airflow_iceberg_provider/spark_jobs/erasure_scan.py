@@ -215,8 +215,8 @@ def referenced_files(run: Any) -> set[str]:
 
 def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> list[tuple[str, str]]:
     """(normalised path, location) of Parquet files under the table's data location that no
-    snapshot references and that were last modified before ``older_than_ms`` (listed through
-    Hadoop's FileSystem, so object stores work too)."""
+    snapshot references and that were last modified before ``older_than_ms`` (an object store is
+    listed through the table's FileIO, else Hadoop's FileSystem)."""
     location = (
         str(run.jtable(refresh=False).location()) if _fs.has_jvm(run.spark) else _fs.table_location(run.spark, run.t)
     )
@@ -234,6 +234,36 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
             for loc, mtime_ms, _size in _fs.list_files(run.spark, root)
             if (p := norm_path(loc)).endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
         ]
+    listed = _list_with_table_io(run, root)
+    if listed is None:
+        listed = _list_with_hadoop(run, root)
+    return [
+        (p, loc)
+        for loc, mtime_ms in listed
+        if (p := norm_path(loc)).endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
+    ]
+
+
+def _list_with_table_io(run: Any, root: str) -> list[tuple[str, int]] | None:
+    """(location, modified ms) of every object under ``root`` through the table's own FileIO
+    (``listPrefix``), which holds the credentials the catalog vends (a REST catalog's S3FileIO);
+    None when that FileIO cannot list prefixes."""
+    try:
+        it = run.jtable(refresh=False).io().listPrefix(root.rstrip("/") + "/").iterator()
+    except Exception as err:  # noqa: BLE001 - py4j: no listPrefix on this FileIO
+        text = str(getattr(err, "java_exception", err))
+        if "UnsupportedOperation" in text or "listPrefix" in text or "does not exist" in text:
+            return None
+        raise
+    out = []
+    while it.hasNext():
+        info = it.next()
+        out.append((str(info.location()), int(info.createdAtMillis())))
+    return out
+
+
+def _list_with_hadoop(run: Any, root: str) -> list[tuple[str, int]]:
+    """(location, modified ms) of every file under ``root`` through Hadoop's FileSystem."""
     jvm = run.spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(root)
     fs = path.getFileSystem(run.spark._jsc.hadoopConfiguration())
@@ -243,10 +273,7 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
     it = fs.listFiles(path, True)
     while it.hasNext():
         st = it.next()
-        loc = str(st.getPath().toString())
-        p = norm_path(loc)
-        if p.endswith(".parquet") and p not in referenced and int(st.getModificationTime()) < older_than_ms:
-            out.append((p, loc))
+        out.append((str(st.getPath().toString()), int(st.getModificationTime())))
     return out
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_iceberg_provider._validation import validate_ref
+from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 
 
@@ -44,7 +44,7 @@ def legal_hold_tag_name(tag: str) -> str:
 def tag_retention(tag: str, max_ref_age_ms: int | None) -> int | None:
     """The ``max-ref-age-ms`` a tag is created with.
 
-    A legal hold always gets :data:`~airflow_iceberg_provider.governance.LEGAL_HOLD_MAX_REF_AGE_MS`
+    A legal hold always gets :data:`~airflow_iceberg_provider.core.governance.LEGAL_HOLD_MAX_REF_AGE_MS`
     (never), whatever was asked: without an explicit value Iceberg would apply the table's
     ``history.expire.max-ref-age-ms`` to it. Any other age for a hold is refused.
     """

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergValidationError
-from airflow_iceberg_provider.governance import decode_ledger_row
 
 ON_RERUN = ("fail", "skip", "replace")
 #: snapshot summary keys of the Airflow identity (``airflow.<field>``; older writers stamped only the first four)
@@ -64,10 +64,10 @@ def validate_replace_where(value: Any, param: str = "replace_where") -> str | No
 
     if is_unset(value):  # the provider's one rule for "unset"
         return None
-    from airflow_iceberg_provider.spark_jobs.audit_checks import CheckSpecError, _sql_fragment
+    from airflow_iceberg_provider.core.audit_checks import CheckSpecError, sql_fragment
 
     try:
-        return _sql_fragment(value, param)
+        return sql_fragment(value, param)
     except CheckSpecError as err:
         raise IcebergValidationError(
             f"{err} Give the predicate selecting exactly this interval's rows, e.g. "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import _approval_logic as rules
-from airflow_iceberg_provider.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 
 if TYPE_CHECKING:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook

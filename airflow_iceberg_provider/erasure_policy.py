@@ -1,9 +1,8 @@
 """Erasure rules as pure functions: validation, salted hashing, ref analysis, deadlines.
 
 Nothing here touches a catalog, Spark or the network, so every rule is unit-tested
-in milliseconds. The ref analysis and SQL builders live in
-``spark_jobs/erasure_sql.py`` (shipped to the Spark driver) and are re-exported
-here for the Airflow side.
+in milliseconds. The lifecycle the Spark job shares (statuses, phases, ref analysis,
+HMAC, evidence ids) is :mod:`airflow_iceberg_provider.core.erasure_lifecycle`.
 
 Subjects (customer ids, e-mails…) are personal data: they never appear in argv,
 logs, XCom, ledger or evidence rows. Evidence carries only
@@ -24,55 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from airflow_iceberg_provider._validation import validate_name
-from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.governance import LEGAL_HOLD_PREFIX, is_legal_hold
-from airflow_iceberg_provider.spark_jobs.erasure_sql import (
-    FAILED,
+from airflow_iceberg_provider.core.erasure_lifecycle import (
     FINAL_STATUSES,
-    INCOMPLETE,
-    PHASE_FULL,
     PHASE_INPUT_STATUSES,
-    PHASE_LOGICAL,
     PHASE_PURGE,
     PHASES,
-    REDACTED_PREFIX,
     REF_POLICIES,
     STATUS_BLOCKED,
-    STATUS_ERASED,
-    STATUS_LOGICAL,
     STATUS_PENDING,
     STATUS_REDACTED,
     STATUSES,
-    VERIFIED,
-    LifecycleRefusal,
-    analyze_refs,
-    combined_status,
-    decide_policy,
-    evidence_id,
     hmac_hex,
-    merged_phase,
-    redaction_plan,
-    request_status,
-    transition,
-    verification_outcome,
 )
-from airflow_iceberg_provider.spark_jobs.erasure_sql import LEGAL_HOLD_PREFIX as _JOB_LEGAL_HOLD_PREFIX
+from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 
 __all__ = [
     "new_request_rows",
-    "FAILED",
-    "FINAL_STATUSES",
-    "PHASES",
-    "PHASE_FULL",
-    "PHASE_INPUT_STATUSES",
-    "PHASE_LOGICAL",
-    "PHASE_PURGE",
-    "STATUSES",
-    "STATUS_ERASED",
-    "STATUS_LOGICAL",
-    "LifecycleRefusal",
     "bloom_filter_warnings",
-    "combined_status",
     "deadline_report",
     "erasure_ready_properties",
     "SUBJECT_COLUMNS_PREFIX",
@@ -82,27 +49,12 @@ __all__ = [
     "subject_column_map",
     "subject_columns_property",
     "validate_subject_kind",
-    "merged_phase",
     "purge_candidates",
-    "transition",
     "validate_deadlines",
     "validate_phase",
-    "INCOMPLETE",
-    "REF_POLICIES",
     "REQUESTS_COLUMNS",
-    "STATUS_BLOCKED",
-    "STATUS_PENDING",
-    "STATUS_REDACTED",
-    "REDACTED_PREFIX",
-    "redaction_plan",
     "SUBJECT_FILE_FORMATS",
-    "VERIFIED",
-    "analyze_refs",
-    "decide_policy",
-    "evidence_id",
-    "is_legal_hold",
     "overdue_requests",
-    "request_status",
     "subject_hash",
     "table_problems",
     "validate_ref_policy",
@@ -110,10 +62,7 @@ __all__ = [
     "validate_salt",
     "validate_subject_columns",
     "validate_subjects_file",
-    "verification_outcome",
 ]
-
-assert _JOB_LEGAL_HOLD_PREFIX == LEGAL_HOLD_PREFIX, "job and governance legal-hold prefixes diverged"
 
 #: Columns of an erasure requests table (``request_id``, ``subject_key``, ``status`` are required
 #: by the operator; ``received_at`` by the deadline sensor).

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergRefusedError,
 )
-from airflow_iceberg_provider.governance import is_legal_hold
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 from airflow_iceberg_provider.params import positive_int
 

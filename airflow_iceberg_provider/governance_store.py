@@ -1,7 +1,7 @@
 """``GovernanceStore``: reads and writes of the provider's governance tables through the catalog hook.
 
-:mod:`airflow_iceberg_provider.governance` says what the tables are (names, schemas,
-properties, the :class:`~airflow_iceberg_provider.governance.LedgerEntry` row type);
+:mod:`airflow_iceberg_provider.core.governance` says what the tables are (names, schemas,
+properties, the :class:`~airflow_iceberg_provider.core.governance.LedgerEntry` row type);
 this module creates them when first used, appends rows (retrying commit conflicts)
 and reads them back with the filter pushed into the scan. It also owns the erasure
 *requests* table (creation, status reads) and the ledger side of legal holds.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider._validation import TableIdent, validate_table
-from airflow_iceberg_provider.governance import (
+from airflow_iceberg_provider.core.governance import (
     GOVERNANCE_TABLE_PROPERTIES,
     GOVERNANCE_TABLES,
     LEGAL_HOLD_MAX_REF_AGE_MS,

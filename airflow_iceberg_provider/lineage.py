@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from airflow_iceberg_provider.spark_jobs.arrow_sql import SPARK_TYPE_NAMES
+from airflow_iceberg_provider.core.spark_types import SPARK_TYPE_NAMES
 
 if TYPE_CHECKING:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook

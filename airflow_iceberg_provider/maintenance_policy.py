@@ -11,7 +11,8 @@ to :mod:`airflow_iceberg_provider.expiry_policy`, which mirrors Iceberg's
 ``RemoveSnapshots`` retention rules), ``file_layout`` / ``compaction_candidates``
 (binpack's size rules), ``resolve_policy`` and ``decide`` (one planner per action
 family). It must not read the catalog (``maintenance_state`` does, once) nor build SQL
-(``spark_jobs.maintenance_sql`` does).
+(the ``maintenance`` Spark job does; action names and option checks are
+:mod:`airflow_iceberg_provider.core.maintenance_actions`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.core.maintenance_actions import (
+    ACTIONS,
+    COMPUTE_STATS,
+    EXECUTION_ORDER,
+    STRATEGIES,
+    MaintenanceSqlError,
+    check_options,
+    check_sort_order,
+)
 from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
@@ -30,15 +40,6 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.expiry_policy import ExpiryPreview, iso, preview_expiry, validate_retain_last
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
 from airflow_iceberg_provider.params import JAVA_LONG_MAX
-from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
-    ACTIONS,
-    COMPUTE_STATS,
-    EXECUTION_ORDER,
-    STRATEGIES,
-    MaintenanceSqlError,
-    check_sort_order,
-    sql_options,
-)
 
 # Iceberg defaults (TableProperties) -------------------------------------------
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
@@ -212,7 +213,7 @@ def rewrite_options(
     if remove_dangling_deletes is not None:
         out["remove-dangling-deletes"] = "true" if remove_dangling_deletes else "false"
     try:
-        sql_options(out)
+        check_options(out)
     except MaintenanceSqlError as err:
         raise IcebergValidationError(f"options: {err}.") from err
     return out

@@ -67,12 +67,12 @@ def main() -> int:
 
     from conftest import catalog_conn_json, create_orders_table
 
+    from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
     from airflow_iceberg_provider.operators.wap import wap_write_conf
-    from airflow_iceberg_provider.spark_jobs import audit_checks
 
-    checks = audit_checks.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
+    checks = ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     assert len(checks) == 20, len(checks)
     tmp = Path(tempfile.mkdtemp(prefix="bench-wap-audit-"))
     try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE, GOVERNANCE_TABLES
+from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE, GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.health import IcebergMetadataHygieneOperator, IcebergTableHealthCheckOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator

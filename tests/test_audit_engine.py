@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+from airflow_iceberg_provider.core import audit_checks as ck
+from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
 from airflow_iceberg_provider.spark_jobs.audit_files import (
     Field,
@@ -105,10 +106,10 @@ def test_bounds_in_the_units_the_base_file_filter_and_sql_literals_take():
 
 
 def test_driver_sums_of_wide_decimals_are_left_to_spark():
-    (check,) = ac.parse_checks(table_checks={"total": {"check_statement": "SUM(a) > 0"}})
+    (check,) = ck.parse_checks(table_checks={"total": {"check_statement": "SUM(a) > 0"}})
     projection = ac.driver_projection([check])
     narrow = pa.array([Decimal("99999999.99")] * 3, pa.decimal128(10, 2))
     assert ac.aggregate_columns(projection, [narrow]) == {check.name: 299999999.97}
     wide = pa.array([Decimal("1")] * 3, pa.decimal128(38, 0))
-    with pytest.raises(ac.CheckSpecError, match="left to Spark"):
+    with pytest.raises(ck.CheckSpecError, match="left to Spark"):
         ac.aggregate_columns(projection, [wide])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_iceberg_provider.spark_jobs.audit_report import (
+from airflow_iceberg_provider.core.audit_report import (
     completion_line,
     failed_checks,
     failure_table,

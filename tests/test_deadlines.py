@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.deadlines import (
     MISSED_OPERATION,
     erasure_deadline_alert,
@@ -20,7 +21,6 @@ from airflow_iceberg_provider.deadlines import (
     erasure_run_budget,
 )
 from airflow_iceberg_provider.exceptions import IcebergValidationError
-from airflow_iceberg_provider.governance import decode_ledger_row
 
 
 def test_run_budget_is_deadline_minus_cadence_minus_margin():

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_iceberg_provider import erasure_policy as ep
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 V, INC, F = "verified", "incomplete", "failed"
@@ -38,7 +39,7 @@ V, INC, F = "verified", "incomplete", "failed"
     ],
 )
 def test_transitions(current, phase, outcome, expected):
-    assert ep.transition(current, phase, outcome) == expected
+    assert lc.transition(current, phase, outcome) == expected
 
 
 @pytest.mark.parametrize(
@@ -51,13 +52,13 @@ def test_transitions(current, phase, outcome, expected):
     ],
 )
 def test_refused_transitions(current, phase, outcome, match):
-    with pytest.raises(ep.LifecycleRefusal, match=match):
-        ep.transition(current, phase, outcome)
+    with pytest.raises(lc.LifecycleRefusal, match=match):
+        lc.transition(current, phase, outcome)
 
 
 def test_combined_status_over_tables_in_scope():
     scope = ["db.a", "db.b"]
-    cs = ep.combined_status
+    cs = lc.combined_status
     assert cs("pending", {"db.a": ("logical", V)}, scope) == "pending"  # b not done yet
     assert cs("pending", {"db.a": ("logical", V), "db.b": ("logical", V)}, scope) == "logically_erased"
     assert cs("logically_erased", {"db.a": ("purge", V), "db.b": ("logical", V)}, scope) == "logically_erased"
@@ -66,15 +67,15 @@ def test_combined_status_over_tables_in_scope():
     assert cs("erased", {"db.a": ("purge", F), "db.b": ("purge", V)}, scope) == "pending"
     assert cs("logically_erased", {}, scope) == "logically_erased"
     assert cs("done", {}, scope) == "erased"
-    with pytest.raises(ep.LifecycleRefusal):
+    with pytest.raises(lc.LifecycleRefusal):
         cs("nonsense", {}, scope)
 
 
 def test_evidence_phase_never_regresses():
-    assert ep.merged_phase("purge", "logical") == "purge"
-    assert ep.merged_phase("full", "logical") == "full"
-    assert ep.merged_phase("logical", "purge") == "purge"
-    assert ep.merged_phase(None, "logical") == "logical"
+    assert lc.merged_phase("purge", "logical") == "purge"
+    assert lc.merged_phase("full", "logical") == "full"
+    assert lc.merged_phase("logical", "purge") == "purge"
+    assert lc.merged_phase(None, "logical") == "logical"
 
 
 def test_phase_validation_and_input_statuses():
@@ -83,8 +84,8 @@ def test_phase_validation_and_input_statuses():
     for bad in ("Logical", "physical", None, 1):
         with pytest.raises(IcebergValidationError, match="phase=.*is not an erasure phase; use 'logical'"):
             ep.validate_phase(bad)
-    assert ep.PHASE_INPUT_STATUSES["purge"] == ("logically_erased", "blocked")
-    assert ep.PHASE_INPUT_STATUSES["logical"] == ("pending",)
+    assert lc.PHASE_INPUT_STATUSES["purge"] == ("logically_erased", "blocked")
+    assert lc.PHASE_INPUT_STATUSES["logical"] == ("pending",)
 
 
 def test_purge_candidates():

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from airflow_iceberg_provider import erasure_policy as ep
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
@@ -20,7 +21,7 @@ DAY = 86_400_000
 @pytest.mark.parametrize("salt", [b"0123456789abcdef", b"x" * 64, b"long-" * 40])
 def test_spark_hmac_pads_equal_python_hmac(salt):
     """The job computes HMAC with two sha2 calls over the pads; it must equal hmac.new."""
-    ipad, opad = es.hmac_pads(salt)
+    ipad, opad = lc.hmac_pads(salt)
     for key in ("c42", "alice@example.com", "Zoë", ""):
         inner = hashlib.sha256(ipad + key.encode()).digest()
         spark_like = hashlib.sha256(opad + inner).hexdigest()
@@ -35,8 +36,8 @@ def test_subject_hash_depends_on_salt_and_is_not_the_value():
 
 
 def test_evidence_id_is_deterministic_per_request_and_table():
-    assert es.evidence_id("R-1", "db.orders") == es.evidence_id("R-1", "db.orders")
-    assert es.evidence_id("R-1", "db.orders") != es.evidence_id("R-1", "db.profiles")
+    assert lc.evidence_id("R-1", "db.orders") == lc.evidence_id("R-1", "db.orders")
+    assert lc.evidence_id("R-1", "db.orders") != lc.evidence_id("R-1", "db.profiles")
 
 
 # --------------------------------------------------------------------- ref analysis
@@ -55,7 +56,7 @@ def _ref(name, rtype, sid, **kw):
 
 
 def _analyze(refs, holds, live=None, had=True):
-    out = es.analyze_refs(refs, _snaps(), holds=holds, live_rows=live or {}, table_had_subjects=had, now_ms=NOW)
+    out = lc.analyze_refs(refs, _snaps(), holds=holds, live_rows=live or {}, table_had_subjects=had, now_ms=NOW)
     return {a["name"]: a for a in out}
 
 
@@ -108,7 +109,7 @@ def test_branch_retention_keeping_history_blocks_main_is_not_droppable():
 
 
 def test_policies():
-    analysis = es.analyze_refs(
+    analysis = lc.analyze_refs(
         [_ref("main", "branch", 3), _ref("release-1", "tag", 2), _ref("legal-hold-x", "tag", 2)],
         _snaps(),
         holds={"release-1": True, "legal-hold-x": True},
@@ -116,30 +117,30 @@ def test_policies():
         table_had_subjects=True,
         now_ms=NOW,
     )
-    fail = es.decide_policy(analysis, "fail")
+    fail = lc.decide_policy(analysis, "fail")
     assert fail["refuse"] and "release-1" in fail["refuse"] and "legal-hold-x" in fail["refuse"]
-    drop = es.decide_policy(analysis, "drop")
+    drop = lc.decide_policy(analysis, "drop")
     assert drop["refuse"] and "legal-hold-x" in drop["refuse"] and not drop["drop"]
-    keep = es.decide_policy(analysis, "keep")
+    keep = lc.decide_policy(analysis, "keep")
     assert keep["refuse"] is None and {h["name"] for h in keep["held"]} == {"release-1", "legal-hold-x"}
     only_release = [a for a in analysis if a["name"] != "legal-hold-x"]
-    drop = es.decide_policy(only_release, "drop")
+    drop = lc.decide_policy(only_release, "drop")
     assert drop["refuse"] is None and [d["name"] for d in drop["drop"]] == ["release-1"]
-    assert es.decide_policy([a for a in analysis if a["name"] == "main"], "fail")["refuse"] is None
+    assert lc.decide_policy([a for a in analysis if a["name"] == "main"], "fail")["refuse"] is None
     with pytest.raises(ValueError):
-        es.decide_policy(analysis, "ignore")
+        lc.decide_policy(analysis, "ignore")
 
 
 def test_outcomes_and_request_status():
     base = dict(rows_outside_holds=0, old_files_reachable=0, old_files_on_disk=0, bound_hits=0, held_rows=0)
-    assert es.verification_outcome(**base) == "verified"
-    assert es.verification_outcome(**{**base, "held_rows": 3}) == "incomplete"
+    assert lc.verification_outcome(**base) == "verified"
+    assert lc.verification_outcome(**{**base, "held_rows": 3}) == "incomplete"
     for key in ("rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits"):
-        assert es.verification_outcome(**{**base, key: 1}) == "failed"
-    assert es.request_status(["verified", "verified"], 2) == "erased"
-    assert es.request_status(["verified"], 2) == "pending"
-    assert es.request_status(["verified", "incomplete"], 2) == "blocked"
-    assert es.request_status(["failed", "verified"], 2) == "pending"
+        assert lc.verification_outcome(**{**base, key: 1}) == "failed"
+    assert lc.request_status(["verified", "verified"], 2) == "erased"
+    assert lc.request_status(["verified"], 2) == "pending"
+    assert lc.request_status(["verified", "incomplete"], 2) == "blocked"
+    assert lc.request_status(["failed", "verified"], 2) == "pending"
 
 
 def test_redact_removes_salt_and_subjects():

@@ -10,6 +10,7 @@ import pytest
 from conftest import fake_context
 
 from airflow_iceberg_provider import erasure_policy as ep
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 H1, H2 = "a" * 64, "b" * 64
@@ -32,21 +33,21 @@ def test_redaction_takes_erased_requests_with_one_hash_only():
     ]
     evidence = [_ev("R-1", "db.a"), _ev("R-1", "db.b"), _ev("R-2", "db.a", H2), _ev("R-3", "db.a", phase="logical")]
     evidence += [_ev("R-4", "db.a"), _ev("R-4", "db.b", H2), _ev("R-6", "db.a")]
-    plan = ep.redaction_plan(requests, evidence)
+    plan = lc.redaction_plan(requests, evidence)
     assert plan == {"redact": {"R-1": H1, "R-2": H2}, "unresolved": ["R-4", "R-5"]}
 
 
 def test_redaction_with_a_scope_needs_physical_verified_evidence_on_every_table():
     requests = [{"request_id": "R-1", "status": "erased"}, {"request_id": "R-2", "status": "erased"}]
     evidence = [_ev("R-1", "db.a"), _ev("R-1", "db.b"), _ev("R-2", "db.a"), _ev("R-2", "db.b", phase="logical")]
-    plan = ep.redaction_plan(requests, evidence, scope=["db.a", "db.b"])
+    plan = lc.redaction_plan(requests, evidence, scope=["db.a", "db.b"])
     assert plan == {"redact": {"R-1": H1}, "unresolved": ["R-2"]}
 
 
 def test_redacted_key_is_the_prefixed_evidence_hash():
-    assert ep.REDACTED_PREFIX == "hmac-sha256:"
+    assert lc.REDACTED_PREFIX == "hmac-sha256:"
     h = ep.subject_hash("x" * 16, "person@example")
-    from airflow_iceberg_provider.spark_jobs.erasure_sql import redacted_key
+    from airflow_iceberg_provider.core.erasure_lifecycle import redacted_key
 
     assert redacted_key(h) == "hmac-sha256:" + h
     for bad in ("", "person@example", "A" * 64, "a" * 63):
@@ -55,11 +56,11 @@ def test_redacted_key_is_the_prefixed_evidence_hash():
 
 
 def test_redacted_is_final_and_never_moves():
-    assert "redacted" in ep.FINAL_STATUSES and "redacted" in ep.STATUSES
-    for phase in ep.PHASES:
-        for outcome in (ep.VERIFIED, ep.FAILED, ep.INCOMPLETE, None):
-            assert ep.transition("redacted", phase, outcome) == "redacted"
-    assert ep.combined_status("redacted", {"db.a": ("purge", ep.FAILED)}, ["db.a"]) == "redacted"
+    assert "redacted" in lc.FINAL_STATUSES and "redacted" in lc.STATUSES
+    for phase in lc.PHASES:
+        for outcome in (lc.VERIFIED, lc.FAILED, lc.INCOMPLETE, None):
+            assert lc.transition("redacted", phase, outcome) == "redacted"
+    assert lc.combined_status("redacted", {"db.a": ("purge", lc.FAILED)}, ["db.a"]) == "redacted"
     # the deadline rules treat it as closed
     rows = [{"request_id": "R-1", "status": "redacted", "received_at": WHEN - timedelta(days=90)}]
     report = ep.deadline_report(rows, now=WHEN, logical=timedelta(hours=24), physical=timedelta(days=30))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_iceberg_provider.governance import GOVERNANCE_TABLE_PROPERTIES, LEDGER, pyiceberg_schema
+from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLE_PROPERTIES, LEDGER, pyiceberg_schema
 from airflow_iceberg_provider.health_policy import HealthThresholds, breaches
 from tests.conftest import fake_context
 

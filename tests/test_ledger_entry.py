@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg_provider.governance import LEDGER, LedgerEntry, airflow_identity, decode_ledger_row
+from airflow_iceberg_provider.core.governance import LEDGER, LedgerEntry, airflow_identity, decode_ledger_row
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -99,7 +99,7 @@ def test_frozen():
 def test_governance_imports_without_airflow_or_pyiceberg():
     """The Spark job runtime imports it: no Airflow, pyiceberg or pyarrow on its import path."""
     code = (
-        "import sys; import airflow_iceberg_provider.governance as g; "
+        "import sys; import airflow_iceberg_provider.core.governance as g; "
         "bad = [m for m in ('airflow', 'pyiceberg', 'pyarrow') if m in sys.modules]; "
         "assert not bad, bad; print(g.LedgerEntry.__name__)"
     )

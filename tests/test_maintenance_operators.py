@@ -278,7 +278,7 @@ def test_expiry_refuses_when_the_table_default_ref_age_would_drop_an_unpinned_ho
 
 
 def test_placing_the_hold_again_pins_it_and_expiry_then_keeps_it(orders):
-    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
 
     hook, ids = orders

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 import pytest
 
+from airflow_iceberg_provider.core.maintenance_actions import ACTIONS, MaintenanceSqlError, check_sort_order
 from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError, IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.expiry_policy import ExpiryPreview, preview_expiry, validate_retain_last
 from airflow_iceberg_provider.maintenance_policy import (
@@ -33,10 +34,7 @@ from airflow_iceberg_provider.maintenance_policy import (
 )
 from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
-    ACTIONS,
-    MaintenanceSqlError,
     action_sql,
-    check_sort_order,
     expire_snapshots_sql,
     remove_orphan_files_sql,
     rewrite_data_files_sql,

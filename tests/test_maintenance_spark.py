@@ -178,7 +178,7 @@ def test_zorder_compaction_with_where_rewrites_only_selected_partition(module_la
 
 def test_pinned_hold_survives_a_real_expiry_under_a_table_ref_age(module_lake):
     """#16: with history.expire.max-ref-age-ms set, Iceberg drops aged refs; a provider-placed hold survives."""
-    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
 
     hook = module_lake

@@ -22,13 +22,13 @@ from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider import _multi_publish_logic as mp
 from airflow_iceberg_provider._ref_logic import RefChange
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergPublishConflictError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
 

@@ -134,7 +134,7 @@ def test_select_new_commit_without_baseline_takes_newest_matching():
 
 def test_tag_retention_pins_holds_and_refuses_an_age_for_them():
     from airflow_iceberg_provider._ref_logic import tag_retention
-    from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 
     assert tag_retention("eod-1", None) is None
     assert tag_retention("eod-1", 5000) == 5000

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pendulum
 import pytest
 
+from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergCommitVerificationError,
@@ -20,7 +21,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 from airflow_iceberg_provider.operators.refs import (
     IcebergCommitCheckOperator,
     IcebergCreateBranchOperator,

@@ -19,8 +19,8 @@ import pytest
 
 from airflow_iceberg_provider.hooks import _job_package
 from airflow_iceberg_provider.hooks._job_package import (
+    CORE_DIR,
     PACKAGE_DIR,
-    SHARED_MODULES,
     SPARK_JOBS_DIR,
     cache_dir,
     job_package_zip,
@@ -30,8 +30,9 @@ from tests._servers import skip_or_fail
 from tests.conftest import ROOT, catalog_conn_json
 
 JOB_MODULES = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py"))
+CORE_MODULES = sorted(p.stem for p in CORE_DIR.glob("*.py"))
 #: every module the zip ships, by dotted name
-SHIPPED = [f"airflow_iceberg_provider.{Path(m).stem}" for m in SHARED_MODULES] + [
+SHIPPED = [f"airflow_iceberg_provider.core.{m}" for m in CORE_MODULES] + [
     f"airflow_iceberg_provider.spark_jobs.{m}" for m in JOB_MODULES
 ]
 RUNTIME_PYTHON = ROOT / ".spark-runtime" / "bin" / "python"
@@ -52,8 +53,8 @@ def test_zip_is_built_once_per_content_and_holds_every_job_module(tmp_path):
             member = f"airflow_iceberg_provider/spark_jobs/{module}.py"
             assert member in names
             assert zf.read(member) == (SPARK_JOBS_DIR / f"{module}.py").read_bytes()
-        for shared in SHARED_MODULES:
-            assert zf.read(f"airflow_iceberg_provider/{shared}") == (PACKAGE_DIR / shared).read_bytes()
+        for module in CORE_MODULES:
+            assert zf.read(f"airflow_iceberg_provider/core/{module}.py") == (CORE_DIR / f"{module}.py").read_bytes()
         stub = zf.read("airflow_iceberg_provider/__init__.py").decode()
     assert "import" not in stub and "__version__" in stub, "the shipped __init__ is a stub, not the Airflow-side one"
     assert "iceberg_job_runtime.py" in names
@@ -158,7 +159,7 @@ def test_job_modules_use_absolute_imports_only():
                     targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
                     assert any(t in SHIPPED for t in targets), (
                         f"{module}.py line {node.lineno} imports {node.module}, which the job package does not "
-                        "ship: add it to hooks/_job_package.SHARED_MODULES (stdlib-only) or move it into spark_jobs"
+                        "ship: move the pure part into airflow_iceberg_provider/core (stdlib-only) or into spark_jobs"
                     )
             elif isinstance(node, ast.Try):  # an optional third-party import (pyarrow) may be tried
                 caught = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
@@ -175,8 +176,9 @@ def test_job_modules_use_absolute_imports_only():
 def test_job_modules_import_no_engine_or_airflow_at_module_level():
     """pyspark/pyarrow only inside functions, Airflow and pyiceberg never: pure logic stays testable anywhere."""
     banned = {"pyspark", "pyarrow", "airflow", "pyiceberg"}
-    for module in JOB_MODULES:
-        tree = ast.parse((SPARK_JOBS_DIR / f"{module}.py").read_text())
+    for path in [SPARK_JOBS_DIR / f"{m}.py" for m in JOB_MODULES] + [CORE_DIR / f"{m}.py" for m in CORE_MODULES]:
+        module = path.name
+        tree = ast.parse(path.read_text())
         for node in tree.body:
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -184,9 +186,33 @@ def test_job_modules_import_no_engine_or_airflow_at_module_level():
                 names = [node.module or ""]
             else:
                 continue
-            assert not {n.split(".")[0] for n in names} & banned, f"{module}.py line {node.lineno} imports {names}"
+            assert not {n.split(".")[0] for n in names} & banned, f"{module} line {node.lineno} imports {names}"
     for module in SPARK_JOBS_DIR.glob("*.py"):
         assert "import airflow\n" not in module.read_text() and "from airflow." not in module.read_text()
+
+
+def test_core_imports_only_core_and_the_airflow_side_never_imports_spark_jobs():
+    """``core`` is the shared layer: it imports nothing else of the provider, and outside
+    ``spark_jobs`` only the job packager (which zips the directory) refers to the jobs."""
+    for path in CORE_DIR.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("airflow_iceberg_provider"):
+                assert (node.module or "").startswith("airflow_iceberg_provider.core"), f"{path.name}: {node.module}"
+    for path in PACKAGE_DIR.rglob("*.py"):
+        if SPARK_JOBS_DIR in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for name in modules:
+                assert not name.startswith("airflow_iceberg_provider.spark_jobs"), (
+                    f"{path.relative_to(PACKAGE_DIR)} line {node.lineno} imports {name}: move the shared part into core"
+                )
 
 
 def test_registry_names_every_entry_script_and_refuses_others():

@@ -16,13 +16,10 @@ from airflow_iceberg_provider.catalog_config import (
     CatalogConfig,
     s3_spark_properties,
 )
+from airflow_iceberg_provider.core.maintenance_actions import MaintenanceSqlError
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
 from airflow_iceberg_provider.spark_jobs.audit_files import Field, data_file_source, read_parquet_columns, s3_options
-from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
-    MaintenanceSqlError,
-    orphan_location_args,
-    remove_orphan_files_sql,
-)
+from airflow_iceberg_provider.spark_jobs.maintenance_sql import orphan_location_args, remove_orphan_files_sql
 
 P = "spark.sql.catalog.lake"
 AK, SK, TOKEN, PG_PWD = "AKIA-EXAMPLE-KEY", "s3-secret-EXAMPLE", "session-token-EXAMPLE", "pg-pass-EXAMPLE"

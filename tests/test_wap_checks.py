@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+from airflow_iceberg_provider.core import audit_checks as ck
+from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
 COLUMN_MAPPING = {
     "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}, "max": {"less_than": 1000, "tolerance": 0.1}},
@@ -29,7 +30,7 @@ TABLE_CHECKS = {
 
 
 def test_parse_valid_spec_names_every_check():
-    checks = ac.parse_checks(COLUMN_MAPPING, TABLE_CHECKS, {"added_rows": {"min": 1, "max": 10}})
+    checks = ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS, {"added_rows": {"min": 1, "max": 10}})
     names = [c.name for c in checks]
     assert names == [
         "amount.null_check",
@@ -46,7 +47,7 @@ def test_parse_valid_spec_names_every_check():
     ]
     change = checks[-1]
     assert change.condition == {"geq_to": 1.0, "leq_to": 10.0}
-    assert ac.Check.from_dict(change.to_dict()) == change
+    assert ck.Check.from_dict(change.to_dict()) == change
 
 
 @pytest.mark.parametrize(
@@ -76,13 +77,13 @@ def test_parse_valid_spec_names_every_check():
     ],
 )
 def test_invalid_specs_are_refused_with_a_clear_message(column_mapping, table_checks, change_checks, message):
-    with pytest.raises(ac.CheckSpecError) as err:
-        ac.parse_checks(column_mapping, table_checks, change_checks)
+    with pytest.raises(ck.CheckSpecError) as err:
+        ck.parse_checks(column_mapping, table_checks, change_checks)
     assert message in str(err.value)
 
 
 def test_numeric_strings_are_accepted_as_thresholds():
-    (check,) = ac.parse_checks({"amount": {"min": {"geq_to": "0.5"}}})
+    (check,) = ck.parse_checks({"amount": {"min": {"geq_to": "0.5"}}})
     assert check.condition == {"geq_to": 0.5}
 
 
@@ -103,26 +104,26 @@ def test_numeric_strings_are_accepted_as_thresholds():
     ],
 )
 def test_verdicts_follow_common_sql_semantics(condition, tolerance, observed, passed):
-    check = ac.Check(name="x", kind="column", check_type="min", column="a", condition=condition, tolerance=tolerance)
+    check = ck.Check(name="x", kind="column", check_type="min", column="a", condition=condition, tolerance=tolerance)
     assert check.evaluate(observed) is passed
 
 
 def test_none_counts_as_zero_only_when_accepted():
-    accepted = ac.Check(name="x", kind="column", check_type="min", column="a", condition={"equal_to": 0})
+    accepted = ck.Check(name="x", kind="column", check_type="min", column="a", condition={"equal_to": 0})
     assert accepted.evaluate(None) is True
-    strict = ac.Check(
+    strict = ck.Check(
         name="x", kind="column", check_type="min", column="a", condition={"equal_to": 0}, accept_none=False
     )
     assert strict.evaluate(None) is False
 
 
 def test_describe_expands_tolerance_and_partition():
-    (check,) = ac.parse_checks({"amount": {"max": {"equal_to": 50, "tolerance": 0.1, "partition_clause": "x = 1"}}})
+    (check,) = ck.parse_checks({"amount": {"max": {"equal_to": 50, "tolerance": 0.1, "partition_clause": "x = 1"}}})
     assert check.describe() == ">= 45, <= 55 WHERE x = 1"
 
 
 def test_operator_level_partition_clause_is_combined():
-    checks = ac.parse_checks(
+    checks = ck.parse_checks(
         {"amount": {"min": {"geq_to": 0, "partition_clause": "region = 'ca'"}, "max": {"leq_to": 9}}},
         partition_clause="amount IS NOT NULL",
     )
@@ -131,7 +132,7 @@ def test_operator_level_partition_clause_is_combined():
 
 
 def test_result_rows_mark_skipped_checks_as_passed_and_say_why():
-    checks = ac.parse_checks(change_checks={"added_rows_ratio": {"max": 3}, "added_rows": {"min": 5}})
+    checks = ck.parse_checks(change_checks={"added_rows_ratio": {"max": 3}, "added_rows": {"min": 5}})
     rows = ac.result_rows(checks, {"change.added_rows": 4}, {"change.added_rows_ratio": "no baseline"})
     assert rows[0]["passed"] is True and "skipped: no baseline" in rows[0]["condition"]
     assert rows[1] == {
@@ -165,7 +166,7 @@ def db():
 
 def _modes(checks):
     # what the Spark job's analyser decides: aggregate statements contain an aggregate call
-    return {c.name: ac.AGGREGATE if "COUNT(" in (c.statement or "") else ac.ROW for c in checks if c.kind == "table"}
+    return {c.name: ck.AGGREGATE if "COUNT(" in (c.statement or "") else ck.ROW for c in checks if c.kind == "table"}
 
 
 def _run(conn, queries):
@@ -177,7 +178,7 @@ def _run(conn, queries):
 
 
 def test_single_pass_query_matches_one_query_per_check(db):
-    checks = ac.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
+    checks = ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     modes = _modes(checks)
     single = ac.build_audit_queries(checks, "t", modes)
     # one scan for the shuffle-free checks (single aggregates with a clause as conditional
@@ -222,8 +223,8 @@ def test_single_pass_query_matches_one_query_per_check(db):
 
 
 def test_row_predicate_fails_when_any_row_fails(db):
-    checks = ac.parse_checks(table_checks={"all_positive": {"check_statement": "amount >= 0"}})
-    values = _run(db, ac.build_audit_queries(checks, "t", {"table.all_positive": ac.ROW}))
+    checks = ck.parse_checks(table_checks={"all_positive": {"check_statement": "amount >= 0"}})
+    values = _run(db, ac.build_audit_queries(checks, "t", {"table.all_positive": ck.ROW}))
     assert values == {"table.all_positive": 0.0}
 
 
@@ -231,7 +232,7 @@ def test_sort_based_distinct_counts_equal_count_distinct(db):
     db.executemany(
         "INSERT INTO t VALUES (?, ?, ?)", [(5, "ca", 1.0), (5, "ca", 2.0), (5, "us", 3.0), (None, "ca", 1.0)]
     )
-    checks = ac.parse_checks(
+    checks = ck.parse_checks(
         {
             "order_id": {
                 "unique_check": {"equal_to": 0},
@@ -295,7 +296,7 @@ def test_incremental_combination_equals_evaluating_the_whole_table(split):
     _load(conn, "base", rows[:split])
     _load(conn, "appended", rows[split:])
     conn.execute("CREATE VIEW whole AS SELECT * FROM base UNION ALL SELECT * FROM appended")
-    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    checks = ck.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
     modes = _modes(checks)
     parts = [c for c in checks if ac.decomposable(c, modes.get(c.name))]
     assert {c.name for c in checks} - {c.name for c in parts} == {"table.ca_mix"}  # general aggregate predicate
@@ -305,7 +306,7 @@ def test_incremental_combination_equals_evaluating_the_whole_table(split):
     combined = {}
     for check in parts:
         overlap = 0.0
-        if check.check_type in ac.DISTINCT_CHECKS:
+        if check.check_type in ck.DISTINCT_CHECKS:
             col = check.column
             lo, hi = conn.execute(f"SELECT MIN({col}), MAX({col}) FROM appended").fetchone()  # the files' bounds
             overlap = conn.execute(ac.overlap_query(check, "appended", "base", (":lo", ":hi")), {"lo": lo, "hi": hi})
@@ -321,7 +322,7 @@ def test_cross_part_duplicates_are_found():
     conn = sqlite3.connect(":memory:")
     _load(conn, "base", ROWS)  # ids 1, 2, 2, 3, 4
     _load(conn, "appended", [(4, "ca", 1.0), (9, "ca", 1.0)])
-    (check,) = ac.parse_checks({"order_id": {"unique_check": {"equal_to": 0}}})
+    (check,) = ck.parse_checks({"order_id": {"unique_check": {"equal_to": 0}}})
     sql = ac.overlap_query(check, "appended", "base", (":lo", ":hi"), alias="o1")
     assert sql.startswith("SELECT CAST(COUNT(*) AS DOUBLE) AS o1 ")
     overlap = conn.execute(sql, {"lo": 4, "hi": 9}).fetchone()[0]
@@ -335,20 +336,20 @@ def test_cross_part_duplicates_are_found():
 )
 def test_combined_min_max_order_nan_above_every_number_as_spark_does(base, change, low):
     """Python's min/max depend on argument order with NaN; Spark's MAX is NaN, its MIN the number."""
-    lo, hi = ac.parse_checks({"x": {"min": {"geq_to": 0}, "max": {"leq_to": 1}}})
+    lo, hi = ck.parse_checks({"x": {"min": {"geq_to": 0}, "max": {"leq_to": 1}}})
     assert math.isnan(ac.combine(hi, base, change))
     got = ac.combine(lo, base, change)
     assert (math.isnan(got) and math.isnan(low)) or got == low
 
 
 def test_single_aggregate_statements_record_their_value():
-    checks = {c.name: c for c in ac.parse_checks(table_checks=INCREMENTAL_CHECKS["table_checks"])}
+    checks = {c.name: c for c in ck.parse_checks(table_checks=INCREMENTAL_CHECKS["table_checks"])}
     assert (checks["table.total"].aggregate, checks["table.total"].column) == ("sum", "amount")
     assert checks["table.total"].condition == {"greater_than": 0.0}
     assert checks["table.has_rows"].aggregate == "count" and checks["table.has_rows"].column is None
     assert checks["table.ca_mix"].aggregate is None and checks["table.ca_mix"].condition == {"equal_to": 1.0}
     assert checks["table.total"].evaluate(12.5) and not checks["table.total"].evaluate(None)  # SUM of no rows
-    general = ac.as_general_statement(checks["table.ca_max"])
+    general = ck.as_general_statement(checks["table.ca_max"])
     assert (general.aggregate, general.column, general.condition) == (None, None, {"equal_to": 1.0})
     assert general.describe() == checks["table.ca_max"].describe()
 
@@ -369,11 +370,11 @@ def test_single_aggregate_statements_record_their_value():
     ],
 )
 def test_simple_aggregate_recognition(statement, expected):
-    assert ac.simple_aggregate(statement) == expected
+    assert ck.simple_aggregate(statement) == expected
 
 
 def test_metadata_query_takes_only_what_file_metrics_answer():
-    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    checks = ck.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
     query = ac.build_metadata_query(checks, "t")
     assert [name for _, name in query.columns] == [
         "amount.null_check",
@@ -404,7 +405,7 @@ def _row(check, value, *, condition=None, at=1):
 
 
 def test_reusable_base_values_need_the_same_definition_and_take_the_newest():
-    amount_min, unique, has_rows, change = ac.parse_checks(
+    amount_min, unique, has_rows, change = ck.parse_checks(
         {"amount": {"min": {"geq_to": 0}}, "order_id": {"unique_check": {"equal_to": 0}}},
         {"has_rows": {"check_statement": "COUNT(*) > 0"}},
         {"added_rows": {"min": 1}},
@@ -416,8 +417,8 @@ def test_reusable_base_values_need_the_same_definition_and_take_the_newest():
         _row(has_rows, 7.0, condition="COUNT(*) > 0 (skipped: no data)"),  # skipped: not reused
         {**_row(change, 5.0), "check_name": "change.added_rows"},  # change checks never combine
     ]
-    assert ac.reusable_base_values([amount_min, unique, has_rows, change], rows) == {"amount.min": 2.0}
-    assert ac.reusable_base_values([amount_min], []) == {}
+    assert ck.reusable_base_values([amount_min, unique, has_rows, change], rows) == {"amount.min": 2.0}
+    assert ck.reusable_base_values([amount_min], []) == {}
 
 
 @pytest.mark.parametrize("extra", [[], [(float("nan"), "ca", None)], [(None, None, None)]])
@@ -427,7 +428,7 @@ def test_driver_aggregation_equals_sql_aggregation(extra):
 
     conn = sqlite3.connect(":memory:")
     _load(conn, "t", ROWS + MORE_ROWS)
-    checks = ac.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
+    checks = ck.parse_checks(INCREMENTAL_CHECKS["column_mapping"], INCREMENTAL_CHECKS["table_checks"])
     modes = _modes(checks)
     parts = [c for c in checks if ac.decomposable(c, modes.get(c.name))]
     projection = ac.driver_projection(parts, modes)
@@ -445,7 +446,7 @@ def test_driver_aggregation_equals_sql_aggregation(extra):
 def test_driver_aggregation_follows_spark_for_nan_and_signed_zero():
     import pyarrow as pa
 
-    (mn, mx, uq, dc) = ac.parse_checks(
+    (mn, mx, uq, dc) = ck.parse_checks(
         {
             "x": {
                 "min": {"geq_to": 0},
@@ -483,7 +484,7 @@ def test_metrics_answer_only_what_they_state_exactly():
 
     by_name = {
         c.name: c
-        for c in ac.parse_checks(
+        for c in ck.parse_checks(
             {
                 "id": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}, "max": {"geq_to": 0}},
                 "ts": {"max": {"geq_to": 0}},

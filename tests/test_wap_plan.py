@@ -28,13 +28,13 @@ from airflow_iceberg_provider._wap_plan import (
     plan_publish,
     write_base,
 )
+from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
     IcebergRefNotFoundError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import LEGAL_HOLD_MAX_REF_AGE_MS
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 
 T = "db.orders"

@@ -1,15 +1,16 @@
-"""The ``spark_jobs`` package as one zip for ``--py-files``, built once per content.
+"""The ``spark_jobs`` and ``core`` packages as one zip for ``--py-files``, built once per content.
 
-Every Spark job imports its siblings absolutely
-(``from airflow_iceberg_provider.spark_jobs.x import ...``), so the driver and the
-executors need the package itself, not loose files. :func:`job_package_zip` zips
+Every Spark job imports its siblings and the shared rules absolutely
+(``from airflow_iceberg_provider.spark_jobs.x import ...``,
+``from airflow_iceberg_provider.core.y import ...``), so the driver and the
+executors need the packages themselves, not loose files. :func:`job_package_zip` zips
 
 * ``airflow_iceberg_provider/__init__.py``: a **stub** (docstring and ``__version__``), not
   the Airflow-side ``__init__``: the Spark runtime has no Airflow and must not need it;
 * ``airflow_iceberg_provider/spark_jobs/*.py``: every job module;
-* the few Airflow-side modules the jobs import (:data:`SHARED_MODULES`, e.g. ``governance.py``
-  for the ledger-entry type): stdlib-only at import time, like the jobs themselves;
-* ``airflow_iceberg_provider/governance.py``: the ledger-entry type the job runtime writes;
+* ``airflow_iceberg_provider/core/*.py``: the pure rules the Airflow side and the jobs share
+  (governance schemas and the ledger-entry type, check grammar, erasure lifecycle, maintenance
+  action names): stdlib-only at import time, like the jobs themselves;
 * ``iceberg_job_runtime.py`` at the top level: an alias that makes the documented
   ``from iceberg_job_runtime import run_job`` of user job scripts resolve to the *same*
   module object as ``airflow_iceberg_provider.spark_jobs.iceberg_job_runtime`` (one identity).
@@ -37,10 +38,9 @@ from airflow_iceberg_provider import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SPARK_JOBS_DIR = PACKAGE_DIR / "spark_jobs"
-#: Modules outside ``spark_jobs`` that job modules import (they must import without Airflow,
-#: pyiceberg or pyspark; ``tests/test_spark_job_package.py`` imports them in the Spark runtime).
-SHARED_MODULES = ("governance.py",)
-GOVERNANCE_MODULE = Path(__file__).resolve().parent.parent / "governance.py"
+#: The shared pure rules the job modules import (they must import without Airflow, pyiceberg or
+#: pyspark; ``tests/test_spark_job_package.py`` imports them in the Spark runtime).
+CORE_DIR = PACKAGE_DIR / "core"
 PACKAGE = "airflow_iceberg_provider"
 #: Cache directory name under the system temp directory (suffixed with the uid).
 CACHE_PREFIX = "aip-spark-jobs-"
@@ -48,7 +48,7 @@ CACHE_PREFIX = "aip-spark-jobs-"
 STALE_SECONDS = 7 * 24 * 3600.0
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: the same content gives the same bytes
 
-STUB_INIT = f'''"""Spark-side stub of {PACKAGE}: only ``spark_jobs`` is shipped (no Airflow here)."""
+STUB_INIT = f'''"""Spark-side stub of {PACKAGE}: only ``core`` and ``spark_jobs`` are shipped (no Airflow here)."""
 
 __version__ = "{__version__}"
 '''
@@ -69,12 +69,9 @@ def package_members() -> dict[str, bytes]:
         f"{PACKAGE}/__init__.py": STUB_INIT.encode(),
         "iceberg_job_runtime.py": RUNTIME_ALIAS.encode(),
     }
-    for name in SHARED_MODULES:
-        members[f"{PACKAGE}/{name}"] = (PACKAGE_DIR / name).read_bytes()
-    for path in sorted(SPARK_JOBS_DIR.glob("*.py")):
-        members[f"{PACKAGE}/spark_jobs/{path.name}"] = path.read_bytes()
-    # the ledger-entry type the job runtime writes (stdlib only at import, no Airflow/pyiceberg)
-    members[f"{PACKAGE}/governance.py"] = GOVERNANCE_MODULE.read_bytes()
+    for sub, directory in (("core", CORE_DIR), ("spark_jobs", SPARK_JOBS_DIR)):
+        for path in sorted(directory.glob("*.py")):
+            members[f"{PACKAGE}/{sub}/{path.name}"] = path.read_bytes()
     return members
 
 
@@ -102,7 +99,7 @@ def cache_dir(base: str | Path | None = None) -> Path:
 
 
 def job_package_zip(base: str | Path | None = None) -> Path:
-    """Path of the zip of the current ``spark_jobs`` content; built only if not there yet."""
+    """Path of the zip of the current ``spark_jobs`` and ``core`` content; built only if not there yet."""
     members = package_members()
     root = cache_dir(base)
     target = root / f"spark_jobs-{content_hash(members)}.zip"

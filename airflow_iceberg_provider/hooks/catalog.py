@@ -35,6 +35,8 @@ from airflow_iceberg_provider._validation import (
 )
 from airflow_iceberg_provider.catalog_config import CatalogConfig
 from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
+from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE
+from airflow_iceberg_provider.core.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergCommitConflictError,
@@ -42,8 +44,6 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance import DEFAULT_GOVERNANCE_NAMESPACE
-from airflow_iceberg_provider.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.governance_store import GovernanceVerbs
 from airflow_iceberg_provider.hooks._multi_table import stage_on
 from airflow_iceberg_provider.hooks._table_files import TableFilesMixin

@@ -17,8 +17,8 @@ from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import TableIdent, validate_table
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
-from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
 from airflow_iceberg_provider.models import SnapshotInfo

@@ -15,10 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from airflow_iceberg_provider._validation import TableIdent, validate_name, validate_table
+from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_INPUT_STATUSES, PHASE_LOGICAL, PHASE_PURGE
 from airflow_iceberg_provider.erasure_policy import (
-    PHASE_INPUT_STATUSES,
-    PHASE_LOGICAL,
-    PHASE_PURGE,
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,
     erasure_table_facts,

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__, params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
+from airflow_iceberg_provider.core.governance import LedgerEntry, airflow_identity
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import LedgerEntry, airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     COMPUTE_STATS,

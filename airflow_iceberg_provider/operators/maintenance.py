@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider.erasure_policy import PHASE_PURGE
+from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_PURGE
+from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.expiry_policy import validate_retain_last
 from airflow_iceberg_provider.ids import with_string_ids
@@ -62,7 +63,6 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     health_summary,
 )
 from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
-from airflow_iceberg_provider.spark_jobs.maintenance_sql import ERASURE_PURGE
 
 #: The keys ``erasure_purge`` accepts (:class:`IcebergErasureOperator` arguments of the purge).
 _ERASURE_ARGS = {f.name for f in fields(ErasureArgs)} - {"table"} | {"evidence_in_xcom"}

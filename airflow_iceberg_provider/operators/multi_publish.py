@@ -25,13 +25,13 @@ from airflow_iceberg_provider.asset_partitions import (
     interval_partition_key,
     touched_partition_keys,
 )
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergCommitVerificationError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks._multi_table import MultiTableCommitUnsupported, commit_ref_changes_together
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids

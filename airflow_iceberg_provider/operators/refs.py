@@ -6,7 +6,7 @@ back to verify the result, writes one governance-ledger row, and returns a
 small XCom-safe dict. Retries are safe: an operation that already happened is
 a ``noop`` success; a refusal changes nothing on the table.
 
-Legal holds follow the convention of :mod:`airflow_iceberg_provider.governance`:
+Legal holds follow the convention of :mod:`airflow_iceberg_provider.core.governance`:
 a *tag* named ``legal-hold-…`` pins its snapshot — and therefore every data file
 that snapshot references — until the hold is released (the tag is dropped with
 ``release_legal_hold=True``). A hold blocks physical erasure of those files.
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._ref_logic import check_tag_name, tag_retention, validate_summary
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
+from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import is_legal_hold
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 

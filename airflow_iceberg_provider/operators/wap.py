@@ -30,17 +30,17 @@ from airflow_iceberg_provider._validation import (
     validate_ref,
 )
 from airflow_iceberg_provider._wap_plan import AuditPlan, BranchPlan, audit_target, plan_audit, plan_create_branch
+from airflow_iceberg_provider.core import audit_checks, audit_report
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergCommitVerificationError,
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
-from airflow_iceberg_provider.spark_jobs import audit_checks, audit_report
 from airflow_iceberg_provider.ui.links import GovernanceAuditLink
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     """
     Audit one snapshot of a WAP branch with declarative checks, in one Spark job.
 
-    Checks use the common-sql format (see :mod:`~airflow_iceberg_provider.spark_jobs.audit_checks`):
+    Checks use the common-sql format (see :mod:`~airflow_iceberg_provider.core.audit_checks`):
     ``column_mapping`` (``null_check``, ``distinct_check``, ``unique_check``, ``min``, ``max``
     with ``equal_to`` / ``greater_than`` / ``geq_to`` / ``less_than`` / ``leq_to``, optional
     ``tolerance`` and ``partition_clause``), ``table_checks`` (``check_statement``, optional

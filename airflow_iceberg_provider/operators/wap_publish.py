@@ -31,8 +31,8 @@ from airflow_iceberg_provider.asset_partitions import (
     interval_partition_key,
     touched_partition_keys,
 )
+from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
-from airflow_iceberg_provider.governance import decode_ledger_row
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators.wap import (

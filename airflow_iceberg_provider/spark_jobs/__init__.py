@@ -10,6 +10,7 @@ their entry script. Rules for every module here:
 * import nothing from Airflow or pyiceberg, and pyspark/pyarrow only inside functions, so the
   pure builders are unit-tested on the Airflow side and every module imports in the Spark
   runtime without Airflow (``tests/test_spark_job_package.py`` checks both);
-* provider modules outside this package may be imported only if the zip ships them
-  (``_job_package.SHARED_MODULES``, stdlib-only).
+* outside this package, only :mod:`airflow_iceberg_provider.core` (the pure rules shared with
+  the Airflow side, shipped in the same zip) may be imported; the Airflow side never imports
+  this package (it submits job scripts by path).
 """

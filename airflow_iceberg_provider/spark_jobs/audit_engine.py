@@ -1,6 +1,7 @@
 """Spark side of the WAP audit: evaluate data checks over one snapshot reading as little as possible.
 
-Shipped with ``--py-files`` next to ``audit_checks`` (pure Python: specs, SQL, verdicts) and
+Shipped with ``--py-files`` next to ``audit_sql`` (the checks' SQL; the specs are
+:mod:`airflow_iceberg_provider.core.audit_checks`) and
 used by the ``wap_audit`` job and ``bench/wap_audit.py``. Three ways to get a check's value,
 cheapest first:
 
@@ -9,7 +10,7 @@ cheapest first:
     this check's value for that base (``base_values``, found on the Airflow side): the
     check is evaluated over the appended data files only (Iceberg's incremental append
     scan between the two snapshots) and combined with the base value
-    (:func:`audit_checks.combine`). Duplicates across the two parts are counted by a
+    (:func:`audit_sql.combine`). Duplicates across the two parts are counted by a
     semi-join whose base side is bounded by the appended values' min/max, so Iceberg skips
     every base file whose column bounds cannot hold such a value. The driver reads the
     appended Parquet files itself (local or S3, :mod:`audit_files`) and evaluates the checks
@@ -24,7 +25,7 @@ cheapest first:
 ``scan``
     Everything else: one shuffle-free aggregate pass, one sort-based pass for exact
     distinct counts and one filtered pass per partition clause of general aggregate
-    predicates (:func:`audit_checks.build_audit_queries`).
+    predicates (:func:`audit_sql.build_audit_queries`).
 
 If the incremental read fails (e.g. the base snapshot was expired meanwhile), the checks
 fall back to a scan of the whole snapshot: the result is the same, only slower.
@@ -40,6 +41,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_iceberg_provider.core import audit_checks as ck
+from airflow_iceberg_provider.core.spark_types import spark_type_family
 from airflow_iceberg_provider.spark_jobs import _fs, arrow_sql
 from airflow_iceberg_provider.spark_jobs.audit_files import (
     _BOUND_LITERALS,
@@ -85,7 +88,7 @@ def detect_modes(
     Spark's analyser: all together first (one analysis when they are all row predicates,
     the usual case), one by one only if that fails.
     """
-    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
     general = [c for c in checks if c.kind == "table" and not c.aggregate]
     if not general:
@@ -98,22 +101,22 @@ def detect_modes(
             except arrow_sql.Unsupported:
                 continue
             if columns <= column_types().keys():
-                known[check.name] = ac.ROW
+                known[check.name] = ck.ROW
     general = [c for c in general if c.name not in known]
     if not general:
         return known
     try:
         _ = spark.sql(ac.mode_probe_sql(general, source)).schema  # analysis only (eager), no data read
-        return known | {c.name: ac.ROW for c in general}
+        return known | {c.name: ck.ROW for c in general}
     except Exception:  # noqa: BLE001 - at least one aggregate predicate: decide one by one
         pass
     modes = dict(known)
     for check in general:
         try:
             _ = spark.sql(ac.mode_probe_sql([check], source)).schema
-            modes[check.name] = ac.ROW
+            modes[check.name] = ck.ROW
         except Exception:  # nested aggregate -> the statement is an aggregate predicate
-            modes[check.name] = ac.AGGREGATE
+            modes[check.name] = ck.AGGREGATE
     return modes
 
 
@@ -122,7 +125,6 @@ def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, s
 
     :param column_types: lower-case column name -> Spark type name (called only when needed).
     """
-    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
 
     if not any(c.kind == "table" and c.aggregate in ("sum", "min", "max") for c in checks):
         return list(checks)
@@ -131,7 +133,7 @@ def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, s
     for check in checks:
         if check.kind == "table" and check.aggregate in ("sum", "min", "max"):
             if types.get((check.column or "").lower(), "") not in _NUMERIC:
-                check = ac.as_general_statement(check)
+                check = ck.as_general_statement(check)
         out.append(check)
     return out
 
@@ -200,7 +202,7 @@ class AuditEngine:
         :returns: the evaluation, the checks as evaluated (single-aggregate checks over
             non-numeric columns become general predicates) and the row/aggregate modes.
         """
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         source = self.source(snapshot_id)
         self._jtable_cache = None
@@ -238,7 +240,7 @@ class AuditEngine:
 
     # ------------------------------------------------------------------ full snapshot
     def _full(self, ev: Evaluation, checks: list, source: str, modes: dict[str, str], use_metadata: bool) -> None:
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         remaining = list(checks)
         meta = ac.build_metadata_query(remaining, source) if use_metadata else None
@@ -250,7 +252,7 @@ class AuditEngine:
             meta = ac.build_metadata_query(keep, source)
         if meta is not None:
             answered = {name for _, name in meta.columns}
-            if any(c.name not in answered and c.check_type not in ac.DISTINCT_CHECKS for c in remaining):
+            if any(c.name not in answered and c.check_type not in ck.DISTINCT_CHECKS for c in remaining):
                 meta = None  # the shuffle-free pass runs anyway, reading these columns: one query fewer
         if meta is not None:
             start = time.monotonic()
@@ -279,7 +281,7 @@ class AuditEngine:
         base_values: dict[str, float | None],
         modes: dict[str, str],
     ) -> None:
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         if snapshot_id == base_snapshot_id:  # nothing appended: the base's values are the branch's
             for c in checks:
@@ -333,7 +335,7 @@ class AuditEngine:
         for c in checks:
             overlap = 0.0
             no_values = c.column in bounds and bounds[c.column] is None  # only NULLs appended: nothing shared
-            if c.check_type in ac.DISTINCT_CHECKS and appended.records and not no_values:
+            if c.check_type in ck.DISTINCT_CHECKS and appended.records and not no_values:
                 overlap = self._overlap(ev, c, appended_view, base_snapshot_id, bounds.get(c.column))
             ev.observed[c.name] = ac.combine(c, base_values.get(c.name), change[c.name], overlap)
             ev.methods[c.name] = CHANGE_SET
@@ -342,7 +344,7 @@ class AuditEngine:
         self, ev: Evaluation, rest: list, modes: dict[str, str], appended: Appended, view: str, change: dict
     ) -> None:
         """Values of ``rest`` over the appended rows, evaluated by Spark (into ``change``)."""
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         if rest and appended.records <= self.driver_rows:
             # one shuffle-free projection, collected as Arrow and aggregated on the driver
@@ -372,7 +374,7 @@ class AuditEngine:
         expression outside the subset): Spark then reads the rows. ``s3`` files are read
         through pyarrow's S3 file system with the session's S3A settings (:mod:`audit_files`).
         """
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         projection = ac.driver_projection(checks, modes)
         fields = self._snapshot_fields(snapshot_id)
@@ -380,7 +382,7 @@ class AuditEngine:
         for _, sql, _ in projection:
             needed |= arrow_sql.parse_columns(sql)
         for c in checks:
-            if c.check_type in ac.DISTINCT_CHECKS:
+            if c.check_type in ck.DISTINCT_CHECKS:
                 needed.add((c.column or "").lower())
         missing = needed - fields.keys()
         if missing:
@@ -396,7 +398,7 @@ class AuditEngine:
         values = ac.aggregate_columns(projection, [evaluator.value(sql) for _, sql, _ in projection])
         bounds: dict[str, Bounds | None] = {}
         for c in checks:
-            if c.check_type in ac.DISTINCT_CHECKS and c.column not in bounds:
+            if c.check_type in ck.DISTINCT_CHECKS and c.column not in bounds:
                 found = column_bounds(fields[c.column.lower()], columns[c.column.lower()][0])
                 if found is None or isinstance(found, Bounds):  # False: a type without exact bounds
                     bounds[c.column] = found
@@ -407,7 +409,7 @@ class AuditEngine:
         self, ev: Evaluation, check: Any, view: Callable[[], str], base_snapshot_id: int, bounds: Any
     ) -> float:
         """Distinct appended values of the check that the base holds too (0 without reading when metrics prove it)."""
-        from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         if bounds is not None:
             start = time.monotonic()
@@ -427,7 +429,7 @@ class AuditEngine:
         if self._types_cache is None:
             try:  # from the snapshot's Iceberg schema (manifest-free, no Spark analysis) ...
                 fields = self._snapshot_fields(self._snapshot_id)
-                self._types_cache = {n: arrow_sql.spark_type_family(f.type) for n, f in fields.items()}
+                self._types_cache = {n: spark_type_family(f.type) for n, f in fields.items()}
             except Exception:  # noqa: BLE001 - ... or, if that fails, as Spark's analyser sees it
                 fields = self.spark.sql(f"SELECT * FROM {source}").schema.fields  # analysis only
                 self._types_cache = {f.name.lower(): f.dataType.typeName().split("(")[0] for f in fields}

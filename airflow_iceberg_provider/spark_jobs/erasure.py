@@ -39,6 +39,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical, erasure_redact
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
@@ -61,8 +62,8 @@ class ErasureRun:
         self.policy: str = spec.get("ref_policy", "fail")
         self.salt: bytes = str(spec["salt"]).encode("utf-8")
         self.phase = "start"
-        self.phase_name: str = spec.get("phase", es.PHASE_FULL)
-        if self.phase_name not in es.PHASES:
+        self.phase_name: str = spec.get("phase", lc.PHASE_FULL)
+        if self.phase_name not in lc.PHASES:
             raise ValueError(f"unknown phase {self.phase_name!r}")
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
@@ -253,9 +254,9 @@ class ErasureRun:
                 ids = self.spark.createDataFrame([(str(i),) for i in src["request_ids"]], "request_id string")
                 df = df.join(ids, "request_id", "left_semi")
             else:
-                df = df.where(F.col("status").isin(list(src.get("statuses") or [es.STATUS_PENDING])))
+                df = df.where(F.col("status").isin(list(src.get("statuses") or [lc.STATUS_PENDING])))
             # a redacted request is closed: its subject_key is a hash, never a key to match
-            df = df.where(~F.coalesce(F.col("status"), F.lit("")).isin(es.STATUS_REDACTED))
+            df = df.where(~F.coalesce(F.col("status"), F.lit("")).isin(lc.STATUS_REDACTED))
         else:
             reader = self.spark.read
             fmt = src.get("format", "json")
@@ -283,7 +284,7 @@ class ErasureRun:
         # broadcast.
         names = df.schema.fieldNames()
         rows = [
-            tuple(es.hmac_hex(self.salt, r["subject_key"]) if n == "subject_hash" else r[n] for n in names)
+            tuple(lc.hmac_hex(self.salt, r["subject_key"]) if n == "subject_hash" else r[n] for n in names)
             for r in df.collect()
         ]
         self._cached_view(self.spark.createDataFrame(rows, df.schema), es.SUBJECTS_VIEW)
@@ -344,7 +345,7 @@ class ErasureRun:
             stop = self._prepare()
             if stop is not None:
                 return stop
-            if self.phase_name == es.PHASE_LOGICAL:
+            if self.phase_name == lc.PHASE_LOGICAL:
                 return self.run_logical(started)
             return self.run_physical(started)
         finally:
@@ -376,7 +377,7 @@ class ErasureRun:
         floor_before = min((s["timestamp_ms"] for s in snaps_before), default=None)
         with self.timed("analyze"):
             subject_files, analysis, counts = self._analyze(snaps_before)
-            decision = es.decide_policy(analysis, self.policy)
+            decision = lc.decide_policy(analysis, self.policy)
         self.details["refs"] = [
             {k: a[k] for k in ("name", "type", "action", "blocking", "reason", "legal_hold")} for a in analysis
         ]
@@ -392,7 +393,7 @@ class ErasureRun:
         with self.timed("delete"):
             rows_deleted_total = self._delete_refs(delete_refs, live)
         purge_out = self._purge_files(subject_files, held, dropped, before_ids)
-        if self.phase_name in es.PHYSICAL_PHASES:  # purge and full: both promise no subject on disk
+        if self.phase_name in lc.PHYSICAL_PHASES:  # purge and full: both promise no subject on disk
             with self.timed("leftovers"):
                 self.remove_leftovers()
         self.refresh()
@@ -401,7 +402,7 @@ class ErasureRun:
         floor_after = min((s["timestamp_ms"] for s in snaps_after), default=None)
         with self.timed("verify"):
             verify = self.verify(subject_files, [h["snapshot_id"] for h in held])
-        outcome = es.verification_outcome(
+        outcome = lc.verification_outcome(
             **{
                 k: verify[k]
                 for k in ("rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits", "held_rows")
@@ -428,17 +429,17 @@ class ErasureRun:
             refs_blocking=[{"name": h["name"], "type": h["type"], "reason": h["reason"]} for h in held],
         )
         self.record(per_request, started, outcome, dropped, held, verify)
-        if outcome != es.FAILED and erasure_redact.wanted(self) and self.spec.get("write_evidence", True):
+        if outcome != lc.FAILED and erasure_redact.wanted(self) and self.spec.get("write_evidence", True):
             self.metrics.update(erasure_redact.redact_requests(self))
             self.metrics["timings_s"] = self.timings
-            if self.metrics.get("redaction_verification") == es.FAILED:
+            if self.metrics.get("redaction_verification") == lc.FAILED:
                 self.status = "failed"
                 self.details["error"] = (
                     f"redaction of the requests table {self.spec['source']['table']} failed its verification: "
                     + ", ".join(f"{k} {self.metrics.get('redaction_' + k)}" for k in erasure_redact.CHECKS)
                 )
                 return self.metrics
-        if outcome == es.FAILED:
+        if outcome == lc.FAILED:
             self.status = "failed"
             self.details["error"] = (
                 f"erasure verification failed on {self.table}: {verify['rows_outside_holds']} subject rows in "
@@ -461,7 +462,7 @@ class ErasureRun:
             for ref in refs
         }
         live = {r["name"]: counts["rows"].get(r["snapshot_id"], 0) for r in branches} if counts else {}
-        analysis = es.analyze_refs(
+        analysis = lc.analyze_refs(
             refs,
             snaps_before,
             holds=holds,
@@ -521,7 +522,7 @@ class ErasureRun:
             new_snaps = [s for s in self.snapshots() if s["snapshot_id"] not in before_ids]
             out["files_rewritten"] = sum(int(s["summary"].get("deleted-data-files", 0)) for s in new_snaps)
             with self.timed("expire"):
-                if self.phase_name == es.PHASE_PURGE:
+                if self.phase_name == lc.PHASE_PURGE:
                     self.sql(es.rewrite_manifests_sql(self.catalog, self.table)).collect()
                     self._expire_reaching(subject_files, expired)
                 else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
@@ -81,7 +82,7 @@ def run_targeted(run: Any, started: datetime) -> dict[str, Any]:
             visible[name] = et.visible_counts(run, cands[sid])
     branch_rows = sum(v for n, v in visible.items() if after[n]["type"] == "branch")
     tags_showing = sorted(n for n, v in visible.items() if v and after[n]["type"] == "tag")
-    outcome = es.FAILED if branch_rows else es.VERIFIED
+    outcome = lc.FAILED if branch_rows else lc.VERIFIED
     run.snapshot_after = after["main"]["snapshot_id"] if "main" in after else None
     frame = run.spark.createDataFrame(per_request, "request_id string, n long")
     run.metrics.update(
@@ -100,7 +101,7 @@ def run_targeted(run: Any, started: datetime) -> dict[str, Any]:
     )
     run.details["tags_pending_purge"] = tags_showing
     run.record(frame, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
-    if outcome == es.FAILED:
+    if outcome == lc.FAILED:
         run.status = "failed"
         run.details["error"] = (
             f"logical erasure verification failed on {run.table}: {branch_rows} subject rows visible on the "
@@ -149,7 +150,7 @@ def run_sql(run: Any, started: datetime) -> dict[str, Any]:
     branch_rows = sum(v for n, v in visible.items() if heads[n]["type"] == "branch")
     tags_showing = sorted(n for n, v in visible.items() if v and heads[n]["type"] == "tag")
     restored = props_after == props_before
-    outcome = es.FAILED if branch_rows or not restored else es.VERIFIED
+    outcome = lc.FAILED if branch_rows or not restored else lc.VERIFIED
     run.snapshot_after = main_now
     run.metrics.update(
         rows_deleted=sum(n for _, _, n in per_request_rows),
@@ -164,7 +165,7 @@ def run_sql(run: Any, started: datetime) -> dict[str, Any]:
     )
     run.details["tags_pending_purge"] = tags_showing
     run.record(per_request, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
-    if outcome == es.FAILED:
+    if outcome == lc.FAILED:
         run.status = "failed"
         run.details["error"] = (
             f"logical erasure verification failed on {run.table}: {branch_rows} subject rows visible on "

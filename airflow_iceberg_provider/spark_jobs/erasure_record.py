@@ -13,6 +13,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
 
@@ -85,7 +86,7 @@ def evidence_constants(
     airflow = run.spec.get("airflow") or {}
     now = datetime.now(UTC)
     m = run.metrics
-    physical = run.phase_name in es.PHYSICAL_PHASES
+    physical = run.phase_name in lc.PHYSICAL_PHASES
     return {
         "table_name": run.table,
         "snapshot_before": run.snapshot_before,
@@ -114,8 +115,8 @@ def evidence_constants(
         "provider_version": run.spec.get("provider_version"),
         "iceberg_version": run.iceberg_version(),
         "phase": run.phase_name,
-        "logical_erased_at": now if outcome == es.VERIFIED else None,
-        "purged_at": now if physical and outcome == es.VERIFIED else None,
+        "logical_erased_at": now if outcome == lc.VERIFIED else None,
+        "purged_at": now if physical and outcome == lc.VERIFIED else None,
         "files_considered": m.get("files_considered", 0),
         "files_pruned_bounds": m.get("files_pruned_bounds", 0),
         "files_pruned_bloom": m.get("files_pruned_bloom", 0),
@@ -128,14 +129,14 @@ def evidence_constants(
 
 def evidence_merge_sql(ev_name: str, columns: list[str]) -> str:
     """MERGE of ``erasure_new_evidence`` into the evidence table: first-run columns kept, counters
-    added, the phase never regressing (``es.merged_phase``), the rest replaced."""
+    added, the phase never regressing (``lc.merged_phase``), the rest replaced."""
     keep_first = {"evidence_id", "request_id", "table_name", "subject_hash", "started_at", "snapshot_before"}
-    physical_list = ", ".join(f"'{p}'" for p in es.PHYSICAL_PHASES)
+    physical_list = ", ".join(f"'{p}'" for p in lc.PHYSICAL_PHASES)
     special = {
         "runs": "coalesce(e.`runs`, 0) + 1",
         "refs_dropped": "CASE WHEN n.`refs_dropped` = '[]' THEN e.`refs_dropped` ELSE n.`refs_dropped` END",
-        # es.merged_phase: a logical re-run never hides an earlier purge
-        "phase": f"CASE WHEN e.`phase` IN ({physical_list}) AND n.`phase` = '{es.PHASE_LOGICAL}' "
+        # lc.merged_phase: a logical re-run never hides an earlier purge
+        "phase": f"CASE WHEN e.`phase` IN ({physical_list}) AND n.`phase` = '{lc.PHASE_LOGICAL}' "
         "THEN e.`phase` ELSE n.`phase` END",
         "rows_found": "greatest(coalesce(e.`rows_found`, 0), coalesce(n.`rows_found`, 0))",
         "logical_erased_at": "coalesce(e.`logical_erased_at`, n.`logical_erased_at`)",
@@ -174,11 +175,11 @@ def update_requests(run: Any) -> dict[str, int]:
     ev = run.spark.table(ev_name).join(ids, "request_id", "left_semi")
     for r in ev.select("request_id", "table_name", "phase", "verification").collect():
         if r.table_name in scope:
-            per.setdefault(r.request_id, {})[r.table_name] = (r.phase or es.PHASE_FULL, r.verification)
+            per.setdefault(r.request_id, {})[r.table_name] = (r.phase or lc.PHASE_FULL, r.verification)
     new = []
     for rid, status in current.items():
-        cur = status if status in es.STATUSES else es.STATUS_PENDING
-        new.append((rid, es.combined_status(cur, per.get(rid, {}), scope)))
+        cur = status if status in lc.STATUSES else lc.STATUS_PENDING
+        new.append((rid, lc.combined_status(cur, per.get(rid, {}), scope)))
     counts: dict[str, int] = {}
     for _, s in new:
         counts[s] = counts.get(s, 0) + 1
@@ -196,7 +197,7 @@ def update_requests(run: Any) -> dict[str, int]:
         sets.append("r.updated_at = current_timestamp()")
     if "completed_at" in req_cols:
         sets.append(
-            f"r.completed_at = CASE WHEN n.new_status = '{es.STATUS_ERASED}' THEN current_timestamp() "
+            f"r.completed_at = CASE WHEN n.new_status = '{lc.STATUS_ERASED}' THEN current_timestamp() "
             "ELSE r.completed_at END"
         )
     merge = (

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
@@ -38,7 +39,7 @@ def wanted(run: Any) -> bool:
     """Whether this run redacts: a physical phase over a requests table, not switched off."""
     src = run.spec.get("source") or {}
     return (
-        run.phase_name in es.PHYSICAL_PHASES
+        run.phase_name in lc.PHYSICAL_PHASES
         and src.get("kind") == "requests_table"
         and bool(run.spec.get("redact_requests", False))
     )
@@ -52,7 +53,7 @@ def redact_requests(run: Any) -> dict[str, Any]:
     run.sql(f"REFRESH TABLE {req}")
     run.sql(f"REFRESH TABLE {ev_name}")
     statuses = run.sql(
-        f"SELECT request_id, status FROM {req} WHERE status IN ({_in_list(es.REDACTABLE_STATUSES)})"
+        f"SELECT request_id, status FROM {req} WHERE status IN ({_in_list(lc.REDACTABLE_STATUSES)})"
     ).collect()
     if not statuses:
         return {"requests_redacted": 0, "redaction_verification": None}
@@ -63,12 +64,12 @@ def redact_requests(run: Any) -> dict[str, Any]:
         .select("request_id", "table_name", "subject_hash", "phase", "verification")
         .collect()
     )
-    plan = es.redaction_plan([r.asDict() for r in statuses], [e.asDict() for e in evidence])
+    plan = lc.redaction_plan([r.asDict() for r in statuses], [e.asDict() for e in evidence])
     out: dict[str, Any] = {"requests_redaction_unresolved": plan["unresolved"]}
     if not plan["redact"]:
         out.update(requests_redacted=0, redaction_verification=None)
         return out
-    new = [(rid, es.redacted_key(h)) for rid, h in sorted(plan["redact"].items())]
+    new = [(rid, lc.redacted_key(h)) for rid, h in sorted(plan["redact"].items())]
     run.spark.createDataFrame(new, "request_id string, redacted_key string").createOrReplaceTempView(
         "erasure_redactions"
     )
@@ -92,7 +93,7 @@ def redact_requests(run: Any) -> dict[str, Any]:
             expired = _purge_history(run, req, req_dotted)
         with run.timed("redact_verify"):
             verify = _verify(run, req, files_before)
-        outcome = es.VERIFIED if not any(verify.values()) else es.FAILED
+        outcome = lc.VERIFIED if not any(verify.values()) else lc.FAILED
         _record(run, ev_name, sorted(plan["redact"]), outcome)
     finally:
         key_df.unpersist()
@@ -134,13 +135,13 @@ def _merge_redactions(run: Any, req: str) -> None:
     cols = {f.name for f in run.spark.table(req).schema.fields}
     sets = [
         "r.subject_key = n.redacted_key",
-        f"r.status = '{es.STATUS_REDACTED}'",
+        f"r.status = '{lc.STATUS_REDACTED}'",
     ]
     if "updated_at" in cols:
         sets.append("r.updated_at = current_timestamp()")
     merge = (
         f"MERGE INTO {req} r USING erasure_redactions n ON r.request_id = n.request_id "
-        f"WHEN MATCHED AND r.status IN ({_in_list(es.REDACTABLE_STATUSES)}) THEN UPDATE SET {', '.join(sets)}"
+        f"WHEN MATCHED AND r.status IN ({_in_list(lc.REDACTABLE_STATUSES)}) THEN UPDATE SET {', '.join(sets)}"
     )
     er.retry(lambda: run.sql(merge).collect(), run.spark, req)
 
@@ -202,7 +203,7 @@ def _record(run: Any, ev_name: str, request_ids: list[str], outcome: str) -> Non
     run.spark.createDataFrame([(r,) for r in request_ids], "request_id string").createOrReplaceTempView(
         "erasure_redacted_ids"
     )
-    stamp = "current_timestamp()" if outcome == es.VERIFIED else "NULL"
+    stamp = "current_timestamp()" if outcome == lc.VERIFIED else "NULL"
     merge = (
         f"MERGE INTO {ev_name} e USING erasure_redacted_ids n ON e.request_id = n.request_id "
         f"WHEN MATCHED THEN UPDATE SET e.subject_redacted_at = {stamp}, e.redaction_verification = '{outcome}'"

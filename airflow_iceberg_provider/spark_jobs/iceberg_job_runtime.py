@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_iceberg_provider.governance import LedgerEntry
+from airflow_iceberg_provider.core.governance import LedgerEntry
 
 
 def load_spec(argv: list[str] | None = None) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class JobContext:
         return int(rows[0][0]) if rows else None
 
     def write_ledger(self, metrics: dict[str, Any], error: str | None = None) -> None:
-        """Append this job's row to the governance ledger (one :class:`~airflow_iceberg_provider.governance.LedgerEntry`)."""
+        """Append this job's row to the governance ledger (one :class:`~airflow_iceberg_provider.core.governance.LedgerEntry`)."""
         ledger = quote_ident(self.catalog, self.spec["governance_namespace"], "ledger")
         row = LedgerEntry.new(
             event_id=self.spec["job_run_id"],

@@ -24,10 +24,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from airflow_iceberg_provider.core.governance import LEGAL_HOLD_PREFIX
+from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
 from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
-    ERASURE_PURGE,
-    LEGAL_HOLD_PREFIX,
     PROCEDURE_OUTPUTS,
     action_sql,
     holds_dropped_by_age,

@@ -10,9 +10,9 @@ in one audited place:
   literals with backslash and quote escaped, so no value can end the literal;
 * numbers are rendered from ``int``; timestamps from epoch milliseconds.
 
-No pyspark and no Airflow import: the Spark job imports this module as a
-sibling file, the Airflow side and tests as
-``airflow_iceberg_provider.spark_jobs.maintenance_sql``. The erasure job reuses it.
+No pyspark and no Airflow import. The action names, their order and the option and sort-order
+checks the Airflow side validates with live in :mod:`airflow_iceberg_provider.core.maintenance_actions`;
+the erasure job reuses the builders here.
 """
 
 from __future__ import annotations
@@ -22,31 +22,14 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-#: Maintenance actions, in the order a plan runs them: compaction first (it
-#: produces replaced files), then delete files and manifests, then expiry (which
-#: physically removes what the rewrites replaced), orphan removal last.
-ACTIONS = (
-    "rewrite_data_files",
-    "rewrite_position_delete_files",
-    "rewrite_manifests",
-    "expire_snapshots",
-    "remove_orphan_files",
-)
-
-#: The erasure purge when a maintenance plan carries one: always its first action, in the same session.
-ERASURE_PURGE = "erasure_purge"
-
-#: Opt-in step (a policy asks for it): Puffin table statistics (NDV sketches) for the current snapshot.
-COMPUTE_STATS = "compute_table_stats"
-#: Execution order of everything a plan may run: statistics after the rewrites (they describe the
-#: snapshot the rewrites produce), before expiry.
-EXECUTION_ORDER = (
-    "rewrite_data_files",
-    "rewrite_position_delete_files",
-    "rewrite_manifests",
+from airflow_iceberg_provider.core.governance import is_legal_hold
+from airflow_iceberg_provider.core.maintenance_actions import (
+    ACTIONS,
     COMPUTE_STATS,
-    "expire_snapshots",
-    "remove_orphan_files",
+    STRATEGIES,
+    MaintenanceSqlError,
+    check_options,
+    check_sort_order,
 )
 
 #: Output columns of each procedure (Iceberg 1.10), i.e. the counts a run reports.
@@ -79,19 +62,6 @@ PROCEDURE_OUTPUTS = {
 _NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
 _NAME_RE = re.compile(rf"^{_NAME}\Z")
 _TABLE_RE = re.compile(rf"^{_NAME}\.{_NAME}\Z")
-_OPTION_KEY_RE = re.compile(r"^[a-z][a-z0-9\-.]{0,99}\Z")
-_OPTION_VALUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\Z")
-_SORT_TERM_RE = re.compile(rf"^{_NAME}(\s+(ASC|DESC))?(\s+NULLS\s+(FIRST|LAST))?\Z", re.IGNORECASE)
-_ZORDER_RE = re.compile(rf"^zorder\(\s*{_NAME}(\s*,\s*{_NAME})*\s*\)\Z", re.IGNORECASE)
-STRATEGIES = ("binpack", "sort")
-
-
-class MaintenanceSqlError(ValueError):
-    """A value cannot be rendered safely into a maintenance statement."""
-
-
-#: Legal-hold convention (mirrors ``airflow_iceberg_provider.governance``; this module ships alone).
-LEGAL_HOLD_PREFIX = "legal-hold-"
 
 
 def holds_dropped_by_age(
@@ -114,7 +84,7 @@ def holds_dropped_by_age(
     out = []
     for ref in refs:
         name = str(ref["name"])
-        if str(ref["type"]).lower() != "tag" or not name.startswith(LEGAL_HOLD_PREFIX):
+        if not is_legal_hold(name, str(ref["type"]).lower()):
             continue
         own = ref.get("max_ref_age_ms")
         limit = int(own) if own is not None else default_max_ref_age_ms
@@ -158,17 +128,10 @@ def sql_bool(value: Any) -> str:
 
 
 def sql_options(options: Mapping[str, Any]) -> str:
-    """``map('k','v', …)`` for procedure options; keys and values restricted to plain tokens."""
+    """``map('k','v', …)`` for procedure options (keys and values checked by :func:`check_options`)."""
     parts = []
-    for key, value in sorted(options.items()):
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        if not _OPTION_KEY_RE.match(str(key)):
-            raise MaintenanceSqlError(
-                f"option name {key!r} is not a plain Iceberg option name (e.g. 'min-input-files')"
-            )
-        if not _OPTION_VALUE_RE.match(text):
-            raise MaintenanceSqlError(f"option {key!r} value {value!r} must be a plain token ([A-Za-z0-9_.-])")
-        parts += [sql_string(str(key)), sql_string(text)]
+    for key, text in check_options(options):
+        parts += [sql_string(key), sql_string(text)]
     return f"map({', '.join(parts)})"
 
 
@@ -178,20 +141,6 @@ def sql_string_map(mapping: Mapping[str, str]) -> str:
     for key, value in sorted(mapping.items()):
         parts += [sql_string(str(key)), sql_string(str(value))]
     return f"map({', '.join(parts)})"
-
-
-def check_sort_order(sort_order: str) -> str:
-    """Accept ``zorder(a, b)`` or ``col [ASC|DESC] [NULLS FIRST|LAST], …``; return it stripped."""
-    text = " ".join(str(sort_order).split())
-    if _ZORDER_RE.match(text):
-        return text
-    terms = [t.strip() for t in text.split(",")]
-    if text and all(_SORT_TERM_RE.match(t) for t in terms):
-        return text
-    raise MaintenanceSqlError(
-        f"sort_order={sort_order!r} is not a sort order; use 'col [ASC|DESC] [NULLS FIRST|LAST], ...' "
-        "or 'zorder(col1, col2)'"
-    )
 
 
 def _target(catalog: str, table: str) -> tuple[str, str]:

@@ -1,7 +1,7 @@
 """Spark job: audit one snapshot of a WAP branch with as few scans as possible; record every verdict.
 
 Spec: ``table``, ``ref`` (the branch), ``snapshot_id`` (the exact snapshot audited),
-``base_snapshot_id``, ``checks`` (serialised :class:`audit_checks.Check` dicts, validated
+``base_snapshot_id``, ``checks`` (serialised :class:`~airflow_iceberg_provider.core.audit_checks.Check` dicts, validated
 on the Airflow side), ``change_values`` / ``skipped`` (change-set metrics the Airflow
 side computed from snapshot summaries), ``audit_table`` (``namespace.audit_results``),
 and for an incremental audit ``incremental_base`` (the base snapshot, when the branch only
@@ -26,14 +26,15 @@ from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext, 
 
 
 def audit(ctx: JobContext) -> dict[str, Any]:
-    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.core import audit_checks as ck
+    from airflow_iceberg_provider.core.audit_report import completion_line
+    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
     from airflow_iceberg_provider.spark_jobs.audit_engine import CHANGE_SET, METADATA, AuditEngine
-    from airflow_iceberg_provider.spark_jobs.audit_report import completion_line
 
     spec = ctx.spec
     spark = ctx.spark
     snapshot_id = int(spec["snapshot_id"])
-    checks = [ac.Check.from_dict(d) for d in spec["checks"]]
+    checks = [ck.Check.from_dict(d) for d in spec["checks"]]
     spark.sql(f"REFRESH TABLE {ctx.table()}")
     observed: dict[str, float | None] = {k: v for k, v in (spec.get("change_values") or {}).items()}
     t0 = time.monotonic()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_iceberg_provider.governance import GOVERNANCE_TABLES
+from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 CONN_TYPE = IcebergCatalogHook.conn_type

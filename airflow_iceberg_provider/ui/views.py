@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow_iceberg_provider.erasure_policy import FINAL_STATUSES
-from airflow_iceberg_provider.governance import is_legal_hold
+from airflow_iceberg_provider.core.erasure_lifecycle import FINAL_STATUSES
+from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.ids import with_string_ids
 
 #: Erasure deadlines shown for every open request (days from ``received_at``, or one calendar month).

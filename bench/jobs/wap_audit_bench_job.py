@@ -55,13 +55,14 @@ def orders(spark: Any, start: int, count: int) -> Any:
 
 
 def bench(ctx: JobContext) -> dict[str, Any]:
-    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
+    from airflow_iceberg_provider.core import audit_checks as ck
+    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
     from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine
 
     spark, spec = ctx.spark, ctx.spec
     table = ctx.table()
     rows, batch = int(spec["rows"]), int(spec["batch"])
-    checks = [ac.Check.from_dict(d) for d in spec["checks"]]
+    checks = [ck.Check.from_dict(d) for d in spec["checks"]]
     engine = AuditEngine(spark, table)
     spark_reads = AuditEngine(spark, table, driver_read=False)  # the appended rows read by a Spark projection
 

@@ -122,8 +122,8 @@ def generated_expressions(count: int, seed: int) -> list[str]:
 
 
 def equivalence(ctx: JobContext) -> dict[str, Any]:
+    from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.spark_jobs import arrow_sql
-    from airflow_iceberg_provider.spark_jobs import audit_checks as ac
     from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine, read_parquet_columns
 
     spark, spec = ctx.spark, ctx.spec
@@ -178,8 +178,8 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
         except arrow_sql.Unsupported as err:
             refused[expr] = str(err)
 
-    checks = ac.parse_checks(spec["column_mapping"], spec["table_checks"])
-    outside = ac.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})
+    checks = ck.parse_checks(spec["column_mapping"], spec["table_checks"])
+    outside = ck.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})
     base_values = engine.evaluate(checks + outside, base)[0].observed
     observed, read_by = {}, {}
     for label, kwargs, eng in (

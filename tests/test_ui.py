@@ -51,6 +51,8 @@ PAGES = [
     "/governance/api/erasure/R-100",
     "/governance/api/connections",
     "/governance/link/erasure?table=db.orders&dag_id=erasure&run_id=manual__ui&task_id=erase_orders",
+    "/governance/erasure-map",
+    "/governance/api/erasure-map",
 ]
 
 
@@ -84,6 +86,8 @@ RESTRICTED = [
     "/governance/api/erasure/R-100",
     "/governance/api/approvals",
     "/governance/link/erasure?table=db.orders&dag_id=erasure&run_id=manual__ui&task_id=erase_orders",
+    "/governance/erasure-map",
+    "/governance/api/erasure-map",
 ]
 
 
@@ -152,6 +156,8 @@ def test_a_catalog_without_tables_says_so_and_stays_unwritten(ui):
         data = get(ui, "/governance/api/tables?conn=empty_catalog").json()
         assert data["catalog"]["state"] == "empty" and data["tables"] == []
         assert "has no tables" in get(ui, "/governance/?conn=empty_catalog").text
+        assert get(ui, "/governance/api/erasure-map?conn=empty_catalog", user="admin").json()["tables"] == []
+        assert 'id="no-declared-tables"' in get(ui, "/governance/erasure-map?conn=empty_catalog", user="admin").text
         with sqlite3.connect(path) as db:
             assert db.execute("SELECT count(*) FROM iceberg_tables").fetchone() == (0,)
         assert path.read_bytes() == before
@@ -281,6 +287,115 @@ def test_no_subject_value_or_secret_in_any_response(ui):
     assert "R-100" in blob  # control: the responses do carry the requests
     for secret in [*SUBJECTS.values(), SALT, "subject_key"]:
         assert secret not in blob
+
+
+# ------------------------------------------------------------ erasure map
+#: Values written to the declared tables: the map must never show them.
+MAP_VALUES = ("C-MAP-SECRET-1", "map.person@example.org")
+
+
+@pytest.fixture(scope="module")
+def declared(ui):
+    """``crm.customers`` erasure-ready for ``customer_id``; ``crm.contacts`` declaring ``email`` and
+    ``customer_id`` without bloom filters or with bounds; ``crm.plain`` declaring nothing."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
+
+    catalog = ui.hook.catalog
+    for ns in ("crm", "crm_empty"):
+        ui.hook.ensure_namespace(ns)
+    schema = Schema(
+        NestedField(1, "customer_id", StringType(), required=False),
+        NestedField(2, "email", StringType(), required=False),
+        NestedField(3, "amount", LongType(), required=False),
+    )
+    ready = catalog.create_table(
+        "crm.customers", schema, properties=erasure_ready_properties(["customer_id"], kind="customer_id")
+    )
+    catalog.create_table(
+        "crm.contacts",
+        schema,
+        properties={
+            "erasure.subject-columns.email": "email",
+            "erasure.subject-columns.customer_id": "customer_id",
+            "write.parquet.bloom-filter-enabled.column.customer_id": "true",  # bloom filter, but bounds kept
+            "write.metadata.metrics.column.email": "none",  # no bounds, but no bloom filter
+        },
+    )
+    catalog.create_table("crm.plain", schema)
+    ready.append(
+        pa.table(
+            {"customer_id": [MAP_VALUES[0]], "email": [MAP_VALUES[1]], "amount": [1]},
+            schema=pa.schema([("customer_id", pa.string()), ("email", pa.string()), ("amount", pa.int64())]),
+        )
+    )
+    return ui
+
+
+def test_erasure_map_lists_declared_tables_and_their_readiness(declared):
+    ui = declared
+    data = get(ui, "/governance/api/erasure-map", user="admin").json()
+    by_table = {t["table"]: t for t in data["tables"]}
+    assert list(by_table) == ["crm.contacts", "crm.customers"]  # crm.plain declares nothing
+    assert data["kinds"] == ["customer_id", "email"] and (data["ready_tables"], data["not_ready_tables"]) == (1, 1)
+    (col,) = by_table["crm.customers"]["columns"]
+    assert (col["kind"], col["column"], col["type"]) == ("customer_id", "customer_id", "string")
+    assert col["bloom_filter"] and col["bounds"] == "none" and col["erasure_ready"] and col["not_ready"] == []
+    assert by_table["crm.customers"]["ready"] and by_table["crm.customers"]["open_requests"] == 0
+    contacts = {c["column"]: c for c in by_table["crm.contacts"]["columns"]}
+    assert {c["kind"] for c in contacts.values()} == {"customer_id", "email"} and not by_table["crm.contacts"]["ready"]
+    assert contacts["customer_id"]["bloom_filter"] and contacts["customer_id"]["bounds"] == "truncate(16)"
+    assert not contacts["customer_id"]["erasure_ready"]
+    assert "write.metadata.metrics.column.customer_id=none" in contacts["customer_id"]["not_ready"][0]
+    assert not contacts["email"]["bloom_filter"] and contacts["email"]["bounds"] == "none"
+    assert "write.parquet.bloom-filter-enabled.column.email=true" in contacts["email"]["not_ready"][0]
+    html = get(ui, "/governance/erasure-map", user="admin").text
+    assert 'data-table="crm.customers" data-column="customer_id"' in html and "crm.plain" not in html
+    assert '<span class="badge ok table-ready">ready</span>' in html
+    assert '<span class="badge fail table-ready">not ready</span>' in html
+    assert 'id="erasure-map-link"' in get(ui, "/governance/erasure", user="admin").text
+    # the map is metadata only: no value of a subject column, nor any requests' subject, appears
+    for value in (*MAP_VALUES, *SUBJECTS.values(), SALT):
+        assert value not in html and value not in json.dumps(data)
+
+
+def test_erasure_map_is_restricted_and_filters_by_namespace(declared):
+    ui = declared
+    for url in ("/governance/erasure-map", "/governance/api/erasure-map"):
+        refused = get(ui, url, user="viewer", follow_redirects=False)
+        assert refused.status_code == 403 and "crm." not in refused.text, url
+    assert "erasure-map" not in get(ui, "/governance/", user="viewer").text
+    only = get(ui, "/governance/api/erasure-map?namespace=crm&namespace=db", user="admin").json()
+    assert only["namespaces"] == ["crm", "db"] and [t["table"] for t in only["tables"]] == [
+        "crm.contacts",
+        "crm.customers",
+    ]
+    empty = get(ui, "/governance/erasure-map?namespace=crm_empty", user="admin").text
+    assert 'id="no-declared-tables"' in empty and "No table of these namespaces declares subject columns" in empty
+    resp = get(ui, "/governance/api/erasure-map?namespace=nowhere", user="admin")
+    assert resp.status_code == 404 and "nowhere" in resp.json()["detail"]
+    assert get(ui, "/governance/api/erasure-map?namespace=a;b", user="admin").status_code == 400
+
+
+def test_erasure_map_shaping_counts_open_requests_and_malformed_declarations():
+    rows = [
+        {"table": "s.t", "kind": "email", "column": "mail", "exists": True, "type": "string",
+         "bloom_filter": True, "bounds": "none", "erasure_ready": True, "problems": []},
+        {"table": "s.t", "kind": "customer_id", "column": "cid", "exists": False, "type": None,
+         "bloom_filter": False, "bounds": "full", "erasure_ready": False, "problems": ["cid is missing"]},
+        {"table": "s.bad", "kind": None, "column": None, "exists": False, "type": None,
+         "bloom_filter": False, "bounds": None, "erasure_ready": False, "problems": ["malformed"]},
+    ]  # fmt: skip
+    out = views.erasure_map(rows, {"s.t": 2})
+    bad, t = out["tables"]
+    assert (bad["table"], bad["columns"], bad["problems"], bad["ready"]) == ("s.bad", [], ["malformed"], False)
+    assert t["open_requests"] == 2 and bad["open_requests"] == 0 and t["problems"] == ["cid is missing"]
+    assert [len(c["not_ready"]) for c in t["columns"]] == [0, 3] and not t["ready"]
+    assert out["kinds"] == ["customer_id", "email"] and (out["ready_tables"], out["not_ready_tables"]) == (0, 2)
+    assert "open_requests" not in views.erasure_map(rows)["tables"][0]
 
 
 # ----------------------------------------------------------- extra links

@@ -8,9 +8,9 @@ invalid token gives 403. Two custom-view resources split what a user may see:
 * :data:`RESOURCE_NAME` (``Governance``): table health, audits, publishes, maintenance, the timeline
   and the ledger without erasure and approval rows. Every role from viewer up.
 * :data:`RESTRICTED_RESOURCE_NAME` (``Governance: erasure and approvals``): erasure requests, evidence
-  reports, erasure ledger rows and approval history. With the SimpleAuthManager this is the role
-  named by ``[iceberg_provider] governance_restricted_role`` (default ``admin``) and above; with other
-  auth managers (FAB, Keycloak) an admin grants read on that resource.
+  reports, the erasure map, erasure ledger rows and approval history. With the SimpleAuthManager this
+  is the role named by ``[iceberg_provider] governance_restricted_role`` (default ``admin``) and above;
+  with other auth managers (FAB, Keycloak) an admin grants read on that resource.
 
 Every route is a ``GET``; nothing writes.
 """
@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_iceberg_provider import __version__
-from airflow_iceberg_provider._validation import validate_table
+from airflow_iceberg_provider._validation import validate_name, validate_table
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.ui import charts, views
 from airflow_iceberg_provider.ui.links import URL_PREFIX, URL_ROUTE
@@ -356,6 +356,32 @@ def erasure_data(
     return out
 
 
+def _namespaces_param(reader: GovernanceReader, namespaces: list[str] | None) -> list[str] | None:
+    """The ``namespace`` query parameters, checked (400 for a bad name, 404 for one the catalog lacks)."""
+    if not namespaces:
+        return None
+    try:
+        names = [validate_name(n, "namespace") for n in namespaces]
+    except IcebergValidationError as err:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(err)) from err
+    missing = [n for n in names if not reader.namespace_exists(n)]
+    if missing:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"namespace(s) {missing} do not exist in this catalog; leave namespace unset to map every namespace.",
+        )
+    return names
+
+
+def erasure_map_data(reader: GovernanceReader, namespaces: list[str] | None = None) -> dict[str, Any]:
+    """Tables declaring subject columns (``erasure.subject-columns.<kind>``), their columns per key kind,
+    erasure readiness and open requests; names only, never a subject value."""
+    names = _namespaces_param(reader, namespaces)
+    open_by_table, unassigned = views.open_requests_by_table(_requests(reader))
+    shaped = views.erasure_map(reader.subject_column_map(names), open_by_table)
+    return {**shaped, "namespaces": names, "open_requests_without_evidence": unassigned}
+
+
 def report_data(reader: GovernanceReader, request_id: str) -> dict[str, Any]:
     report = views.evidence_report(
         request_id,
@@ -412,6 +438,17 @@ def erasure_page(request: Request, task: TaskFilter, conn: str | None = None, ta
     conn_id, conns = _pick_conn(conn)
     data = erasure_data(reader_for(conn_id), task, _table_param(table) if table else None)
     return _render(request, "erasure.html", started, conn=conn_id, conns=conns, page="erasure", **data)
+
+
+NamespacesParam = Annotated[list[str] | None, Query(alias="namespace")]
+
+
+@router.get("/erasure-map", response_class=HTMLResponse, dependencies=Restricted)
+def erasure_map_page(request: Request, namespaces: NamespacesParam = None, conn: str | None = None) -> HTMLResponse:
+    started = time.perf_counter()
+    conn_id, conns = _pick_conn(conn)
+    data = erasure_map_data(reader_for(conn_id), namespaces)
+    return _render(request, "erasure_map.html", started, conn=conn_id, conns=conns, page="erasure-map", **data)
 
 
 @router.get("/erasure/{request_id}/report", response_class=HTMLResponse, dependencies=Restricted)
@@ -476,6 +513,13 @@ def api_erasure(task: TaskFilter, conn: str | None = None, table: str | None = N
     return _json({"conn": conn_id, **data}, started)
 
 
+@router.get("/api/erasure-map", dependencies=Restricted)
+def api_erasure_map(namespaces: NamespacesParam = None, conn: str | None = None) -> JSONResponse:
+    started = time.perf_counter()
+    conn_id, _ = _pick_conn(conn)
+    return _json({"conn": conn_id, **erasure_map_data(reader_for(conn_id), namespaces)}, started)
+
+
 @router.get("/api/erasure/{request_id}", dependencies=Restricted)
 def api_report(request_id: str, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
@@ -532,6 +576,14 @@ def create_app() -> FastAPI:
     app.add_exception_handler(CatalogUnreadableError, _catalog_error)
     global _ENV
     _ENV = _ENV or _env()  # compile the templates now, not on the first page view
-    for name in ("tables.html", "table.html", "erasure.html", "report.html", "approvals.html", "denied.html"):
+    for name in (
+        "tables.html",
+        "table.html",
+        "erasure.html",
+        "erasure_map.html",
+        "report.html",
+        "approvals.html",
+        "denied.html",
+    ):
         _ENV.get_template(name)
     return app

@@ -19,7 +19,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -247,21 +247,29 @@ class GovernanceReader:
         state = self.table_state(table)
         return state["health"] if state else None
 
+    def catalog_tables(self, namespaces: Sequence[str] | None = None) -> list[str]:
+        """``namespace.table`` of every table of the catalog (or of ``namespaces``), governance left out."""
+        catalog = self.hook.catalog
+        names = list(namespaces) if namespaces else [".".join(ns) for ns in catalog.list_namespaces()]
+        out: list[str] = []
+        for namespace in names:
+            if namespace == self.governance_namespace:
+                continue
+            out.extend(".".join(ident[-2:]) for ident in catalog.list_tables(namespace))
+        return sorted(out)
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return bool(self.hook.catalog.namespace_exists(namespace))
+
     # ------------------------------------------------------ erasure requests
     def requests_tables(self) -> list[str]:
         """Tables shaped like an erasure requests table (:data:`REQUEST_SHAPE`), outside governance."""
-        catalog = self.hook.catalog
         out = []
-        for ns in catalog.list_namespaces():
-            namespace = ".".join(ns)
-            if namespace == self.governance_namespace:
-                continue
-            for ident in catalog.list_tables(namespace):
-                name = ".".join(ident[-2:])
-                shaped = self._cached("shape", name, lambda tbl: set(REQUEST_SHAPE) <= set(tbl.schema().column_names))
-                if shaped:
-                    out.append(name)
-        return sorted(out)
+        for name in self.catalog_tables():
+            shaped = self._cached("shape", name, lambda tbl: set(REQUEST_SHAPE) <= set(tbl.schema().column_names))
+            if shaped:
+                out.append(name)
+        return out
 
     def erasure_requests(self) -> list[dict[str, Any]]:
         """Requests of every requests table: :data:`REQUEST_FIELDS` plus ``requests_table``."""
@@ -277,3 +285,22 @@ class GovernanceReader:
             for row in self._cached("requests", name, load, default=[]):
                 rows.append({**row, "requests_table": name})
         return rows
+
+    # ------------------------------------------------------------ erasure map
+    def subject_column_map(self, namespaces: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """:func:`~airflow_iceberg_provider.erasure_policy.subject_column_map` over the catalog (or
+        ``namespaces``): one row per (table, key kind, column) a table declares in its
+        ``erasure.subject-columns.<kind>`` properties, with its erasure readiness.
+
+        The facts are those of ``operators.erasure_discovery.catalog_table_facts(with_deletes=False)``
+        (schema, partitioning, properties, format version; no manifest read), cached per table
+        metadata location. Metadata only: no data file is opened, so no personal value is read.
+        """
+        from airflow_iceberg_provider.erasure_policy import erasure_table_facts, subject_column_map
+
+        facts = {}
+        for name in self.catalog_tables(namespaces):
+            table_facts = self._cached("facts", name, lambda tbl: erasure_table_facts(tbl, ()))
+            if table_facts is not None:  # dropped between the listing and the read
+                facts[name] = table_facts
+        return subject_column_map(facts)

@@ -598,6 +598,72 @@ def open_requests_by_table(requests: Iterable[Mapping[str, Any]]) -> tuple[dict[
     return dict(per_table), unassigned
 
 
+def _not_ready_reasons(row: Mapping[str, Any]) -> list[str]:
+    """Why one declared subject column is not erasure-ready (empty when it is), naming the table property."""
+    if row.get("erasure_ready"):
+        return []
+    c = row.get("column")
+    out = []
+    if not row.get("exists"):
+        out.append("not in the table's current schema")
+    if not row.get("bloom_filter"):
+        out.append(f"no Parquet bloom filter (set write.parquet.bloom-filter-enabled.column.{c}=true)")
+    if row.get("bounds") != "none":
+        out.append(
+            f"manifests keep its bounds, metrics mode {row.get('bounds')} (set write.metadata.metrics.column.{c}=none)"
+        )
+    return out
+
+
+def erasure_map(rows: Iterable[Mapping[str, Any]], open_by_table: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The erasure map: each table declaring subject columns, its columns per key kind and their readiness.
+
+    :param rows: ``erasure_policy.subject_column_map`` output (one row per table, kind and column;
+        a malformed declaration is one row with ``kind`` None and the error under ``problems``).
+    :param open_by_table: open erasure requests per table (``open_requests_by_table``); ``None``
+        leaves the count out.
+    :return: ``tables`` (sorted by name, each with ``columns``, ``ready``, ``problems`` and
+        ``open_requests``), ``kinds``, and counts of ready and not-ready tables. Names only: no value.
+    """
+    tables: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        name = str(r["table"])
+        t = tables.setdefault(name, {"table": name, "columns": [], "problems": [], "ready": True})
+        for p in r.get("problems") or []:
+            if p not in t["problems"]:
+                t["problems"].append(p)
+        if r.get("kind") is None:  # malformed declaration
+            t["ready"] = False
+            continue
+        reasons = _not_ready_reasons(r)
+        t["columns"].append(
+            {
+                "kind": r["kind"],
+                "column": r["column"],
+                "type": r.get("type"),
+                "exists": bool(r.get("exists")),
+                "bloom_filter": bool(r.get("bloom_filter")),
+                "bounds": r.get("bounds"),
+                "erasure_ready": bool(r.get("erasure_ready")),
+                "not_ready": reasons,
+            }
+        )
+        t["ready"] = t["ready"] and bool(r.get("erasure_ready"))
+    out = []
+    for name in sorted(tables):
+        t = tables[name]
+        t["ready"] = t["ready"] and not t["problems"]
+        if open_by_table is not None:
+            t["open_requests"] = int(open_by_table.get(name, 0))
+        out.append(t)
+    return {
+        "tables": out,
+        "kinds": sorted({c["kind"] for t in out for c in t["columns"]}),
+        "ready_tables": sum(t["ready"] for t in out),
+        "not_ready_tables": sum(not t["ready"] for t in out),
+    }
+
+
 #: Ledger operations whose rows belong to the restricted side of the view (erasure and approvals).
 RESTRICTED_OPERATION_PREFIXES = ("erasure",)
 RESTRICTED_OPERATION_WORDS = ("approval",)

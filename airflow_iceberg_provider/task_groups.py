@@ -7,13 +7,11 @@ from typing import Any
 
 from airflow.sdk import Asset, TaskGroup, TriggerRule
 
+from airflow_iceberg_provider.assets import iceberg_asset
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    iceberg_asset,
-)
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 

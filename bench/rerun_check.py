@@ -2,7 +2,7 @@
 
 On a fresh SQLite catalog, a table gets ``--days`` daily publishes (pyiceberg appends stamped
 with the Airflow identity a WAP write stamps, plus unrelated commits in between), then the
-check of ``_wap_logic.plan_rerun`` (``operators.wap_write.plan_rerun_from_catalog``: load the
+check of ``_wap_rerun.plan_rerun`` (``operators.wap_write.plan_rerun_from_catalog``: load the
 table once, walk ``main``'s history) is timed for an interval published long ago, the latest
 one and one never published, in a warm process (what a running task pays). Prints p50/p95 in
 milliseconds, with the table load alone beside it (the catalog read the check is made of), and
@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     from conftest import catalog_conn_json, create_orders_table, orders_batch
 
-    from airflow_iceberg_provider import _wap_logic as rl
+    from airflow_iceberg_provider import _wap_rerun as rl
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.wap_write import plan_rerun_from_catalog
 

@@ -60,7 +60,7 @@ def timed(fn) -> tuple[float, object]:
 def audit_task(hook, table: str, rows: int, base_rows: int, conn: str) -> float:
     from conftest import create_orders_table, fake_context, orders_batch
 
-    from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator
+    from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 
     create_orders_table(hook, table, partition_by=()).append(orders_batch(0, base_rows))
     hook.set_ref(hook.load_table(table), "audit_branch", hook.ref_snapshot_id(table), ref_type="branch")
@@ -76,7 +76,7 @@ def audit_task(hook, table: str, rows: int, base_rows: int, conn: str) -> float:
 def cherrypick_task(hook, table: str, conn: str) -> float:
     from conftest import create_orders_table, fake_context, orders_batch
 
-    from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     create_orders_table(hook, table, partition_by=()).append(orders_batch(0, 1000))
     hook.set_ref(hook.load_table(table), "cp_branch", hook.ref_snapshot_id(table), ref_type="branch")

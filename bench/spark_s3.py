@@ -72,12 +72,10 @@ def scenario(conn: dict, jars: str) -> Iterator[None]:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
-    from airflow_iceberg_provider.operators.wap import (
-        IcebergWapAuditOperator,
-        IcebergWapCreateBranchOperator,
-        IcebergWapPublishOperator,
-        IcebergWapWriteOperator,
-    )
+    from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
     def use() -> None:  # this lake's connection and jars for the operators' hooks
         os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = json.dumps(conn)

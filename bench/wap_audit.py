@@ -70,7 +70,7 @@ def main() -> int:
     from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
-    from airflow_iceberg_provider.operators.wap import wap_write_conf
+    from airflow_iceberg_provider.operators._wap_common import wap_write_conf
 
     checks = ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     assert len(checks) == 20, len(checks)

@@ -28,7 +28,8 @@ from airflow_iceberg_provider.operators.approval import IcebergWapApprovalOperat
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
 from airflow_iceberg_provider.operators.refs import IcebergDropBranchOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
-from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator, IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 
 EU, US = "gates.orders_eu", "gates.orders_us"
 BRANCH = "wap_{{ run_id | replace(':', '_') | replace('+', '_') | replace('.', '_') | replace('-', '_') }}"

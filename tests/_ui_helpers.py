@@ -155,7 +155,8 @@ def fill_lake(hook) -> dict[str, Any]:
     from airflow_iceberg_provider.erasure_policy import subject_hash
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
     from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
-    from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator, IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     table = "db.orders"
     IcebergCreateTableOperator(task_id="create", table=table, columns=ORDERS_COLUMNS).execute(fake_context())

@@ -118,7 +118,8 @@ def test_wap_publish_gate_fast_forward_compare_and_swap_and_asset_event(orders):
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
     from airflow_iceberg_provider.assets import iceberg_asset
-    from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator, IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     hook, table = orders.hook, orders.table
     for name in ("a", "b"):

@@ -43,12 +43,10 @@ from airflow_iceberg_provider.hooks.spark import LOG4J_CONFIG, IcebergSparkHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFilesOperator
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
-)
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 ROOT = Path(__file__).resolve().parent.parent
 APPEND = ROOT / "example_dags" / "jobs" / "append_orders.py"

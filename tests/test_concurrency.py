@@ -28,7 +28,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 pytestmark = pytest.mark.faults
 

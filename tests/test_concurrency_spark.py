@@ -39,7 +39,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
-from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
 

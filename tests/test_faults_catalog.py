@@ -29,7 +29,7 @@ from conftest import append_batches, create_orders_table, fake_context
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator, IcebergRollbackOperator
-from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 pytestmark = pytest.mark.faults
 

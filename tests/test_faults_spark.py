@@ -51,12 +51,10 @@ from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
-)
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
 

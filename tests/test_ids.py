@@ -119,11 +119,9 @@ def _ledger_details(hook, operation: str) -> list[dict[str, Any]]:
 def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
-    from airflow_iceberg_provider.operators.wap import (
-        IcebergWapCreateBranchOperator,
-        IcebergWapPublishOperator,
-        iceberg_asset,
-    )
+    from airflow_iceberg_provider.assets import iceberg_asset
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     T = "db.orders"
     create_orders_table(lake, T).append(orders_batch(0, 10))

@@ -93,7 +93,7 @@ def test_openlineage_provider_extracts_through_the_base_operator(lake):
     from openlineage.client.serde import Serde
 
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
-    from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     create_orders_table(lake, T).append(orders_batch(0, 5))
     for op in (
@@ -232,7 +232,7 @@ def test_asset_event_of_an_unreadable_table_does_not_fail_the_task(lake):
 
 def test_read_only_provider_operators_report_inputs(lake):
     from airflow_iceberg_provider.operators.refs import IcebergCommitCheckOperator
-    from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator
+    from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 
     create_orders_table(lake, T)
     check = IcebergCommitCheckOperator(task_id="c", table=T).get_openlineage_facets_on_complete(None)

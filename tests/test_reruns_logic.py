@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg_provider import _wap_logic as rl
+from airflow_iceberg_provider import _wap_rerun as rl
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.models import SnapshotInfo
 

@@ -26,12 +26,10 @@ from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 from airflow_iceberg_provider.hooks.spark_connect import session_conf
 from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
-)
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 

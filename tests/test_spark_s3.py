@@ -50,12 +50,10 @@ from airflow_iceberg_provider.operators.maintenance import (
     IcebergMaintenancePlanOperator,
     IcebergRemoveOrphanFilesOperator,
 )
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
-)
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rest, pytest.mark.spark]
 

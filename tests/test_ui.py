@@ -409,7 +409,8 @@ def _follow(ui, url, user="admin"):
 def test_operator_extra_links_open_this_tasks_records(ui):
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
     from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFilesOperator
-    from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator, IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     def link(op, task_id, run_id="manual__ui", dag_id="orders_wap"):
         (lnk,) = op.operator_extra_links

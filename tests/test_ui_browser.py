@@ -48,7 +48,7 @@ DAG = """
 from datetime import datetime
 from airflow.sdk import DAG
 from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
-from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 with DAG("ui_xcom", start_date=datetime(2026, 1, 1), schedule=None, catchup=False):
     tag = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="xcom-check")
@@ -328,7 +328,7 @@ def test_publish_link_shows_the_audit_that_gated_it(browser):
     url = links["extra_links"]["Governance: table timeline"]
     # computed by Airflow on the worker: the page opens inside Airflow's navigation ([api] base_url as prefix when set)
     assert url.removeprefix(browser.base).startswith("/plugin/iceberg-governance/governance/tables/db.orders?")
-    from airflow_iceberg_provider.operators.wap import IcebergWapPublishOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
     publish = IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")
     d.get(_link(publish, "orders_wap", "manual__ui", "publish", browser.base))

@@ -13,7 +13,9 @@ import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import branch_name_for_run
+from airflow_iceberg_provider.assets import iceberg_asset, iceberg_asset_uri
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergPublishConflictError,
@@ -21,18 +23,11 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.operators.wap import (
-    IcebergWapAuditOperator,
-    IcebergWapCreateBranchOperator,
-    IcebergWapPublishOperator,
-    IcebergWapWriteOperator,
-    branch_snapshots,
-    iceberg_asset,
-    iceberg_asset_uri,
-    merge_base,
-    optional_snapshot_id,
-    refuse_unsupported_format,
-)
+from airflow_iceberg_provider.operators._wap_common import branch_snapshots, merge_base, refuse_unsupported_format
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 T = "db.orders"
 
@@ -108,9 +103,9 @@ def test_format_version_3_is_refused_with_a_clear_message():
 
 
 def test_helpers():
-    assert optional_snapshot_id("None", "x") is None and optional_snapshot_id(" 12 ", "x") == 12
+    assert params.snapshot_id("None", "x") is None and params.snapshot_id(" 12 ", "x") == 12
     with pytest.raises(IcebergValidationError, match="not a snapshot id"):
-        optional_snapshot_id("abc", "base_snapshot_id")
+        params.snapshot_id("abc", "base_snapshot_id")
     assert iceberg_asset_uri("wap.orders", "lakehouse") == "iceberg://lakehouse/wap/orders"
     assert iceberg_asset("wap.orders").uri == "iceberg://lakehouse/wap/orders"
     with pytest.raises(IcebergValidationError):
@@ -380,7 +375,7 @@ def test_two_publishes_racing_in_threads_exactly_one_wins(orders):
 
 
 def test_wap_write_conf_sets_the_branch_and_keeps_user_excluded_rules():
-    from airflow_iceberg_provider.operators.wap import METADATA_DELETE_RULE, wap_write_conf
+    from airflow_iceberg_provider.operators._wap_common import METADATA_DELETE_RULE, wap_write_conf
 
     conf = wap_write_conf("b1", {"spark.sql.optimizer.excludedRules": "a.B, c.D"})
     assert conf == {"spark.wap.branch": "b1", "spark.sql.optimizer.excludedRules": f"a.B,c.D,{METADATA_DELETE_RULE}"}

@@ -1,4 +1,4 @@
-"""Pure WAP plans (``_wap_plan``) and the tag rules (``_ref_logic``): every outcome and refusal, in milliseconds.
+"""Pure WAP plans (``_wap_refs``) and the tag rules (``_ref_logic``): every outcome and refusal, in milliseconds.
 
 No catalog: snapshots and refs are plain values, as the operators' resolve step reads them.
 History used by most tests::
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider._ref_logic import RefChange, check_tag_name, plan_tag
-from airflow_iceberg_provider._wap_plan import (
+from airflow_iceberg_provider._wap_refs import (
     PublishState,
     ancestry,
     audit_target,

@@ -14,7 +14,7 @@ from _wap_helpers import commit_to_branch
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, IcebergRefusedError
-from airflow_iceberg_provider.operators.wap import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 pytestmark = pytest.mark.spark

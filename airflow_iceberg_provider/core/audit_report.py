@@ -1,7 +1,7 @@
 """How an audit's outcome reads: the completion line, the failed checks, a readable table (pure).
 
 Shared by the ``wap_audit`` Spark job (its completion line, shipped with ``--py-files``) and by
-:class:`~airflow_iceberg_provider.operators.wap.IcebergWapAuditOperator` (task log and XCom), so
+:class:`~airflow_iceberg_provider.operators.wap_audit.IcebergWapAuditOperator` (task log and XCom), so
 both say the same thing: ``audit completed: 2 of 11 checks failed``. Importable without pyspark.
 """
 

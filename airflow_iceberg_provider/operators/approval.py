@@ -32,7 +32,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.operators.wap import optional_snapshot_id, resolve_branch
+from airflow_iceberg_provider.operators._wap_common import resolve_branch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -168,7 +168,7 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
         hook, table = self.catalog_hook, validate_table(self.table).dotted
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         tbl = hook.load_table(table)
-        snapshot = optional_snapshot_id(self.snapshot_id, "snapshot_id")
+        snapshot = param_rules.snapshot_id(self.snapshot_id, "snapshot_id")
         if snapshot is None:
             snapshot = hook.ref_snapshot_id(tbl, branch)
         if snapshot is None:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import _multi_publish_logic as mp
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
-from airflow_iceberg_provider._wap_plan import PublishState, audit_verdict, audited_snapshot, plan_publish
+from airflow_iceberg_provider._wap_refs import PublishState, audit_verdict, audited_snapshot, plan_publish
 from airflow_iceberg_provider.approval_records import steward_waivers
 from airflow_iceberg_provider.asset_partitions import (
     add_partition_keys,
@@ -35,7 +36,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks._multi_table import MultiTableCommitUnsupported, commit_ref_changes_together
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.operators.wap import optional_snapshot_id, refuse_unsupported_format, resolve_branch
+from airflow_iceberg_provider.operators._wap_common import refuse_unsupported_format, resolve_branch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -166,14 +167,14 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             tbl = hook.load_table(table)
             refuse_unsupported_format(tbl, table)
             refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
-            requested = optional_snapshot_id(spec.get("audited_snapshot_id"), "audited_snapshot_id")
+            requested = params.snapshot_id(spec.get("audited_snapshot_id"), "audited_snapshot_id")
             audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
             if self.require_audit:
                 rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
                 where = f"{hook.governance_namespace}.audit_results"
                 waived = steward_waivers(hook, table, audited)
                 audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
-            base = optional_snapshot_id(spec.get("base_snapshot_id"), "base_snapshot_id")
+            base = params.snapshot_id(spec.get("base_snapshot_id"), "base_snapshot_id")
             state = PublishState(table, branch, audited, refs, by_id, base)
             plan = plan_publish(state, on_conflict="fail", tag=tag, drop_branch=self.drop_branch)
             if plan.action not in ("noop", "fast_forward"):

@@ -1,7 +1,6 @@
-"""The publish step of write-audit-publish: move ``main`` to exactly the audited snapshot, once per interval.
+"""Write-audit-publish, step 4: move ``main`` to exactly the audited snapshot, once per interval.
 
-Also importable from :mod:`airflow_iceberg_provider.operators.wap`.
-``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider._wap_plan.plan_publish`,
+``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider._wap_refs.plan_publish`,
 pure) -> apply (one catalog commit) -> verify -> record.
 """
 
@@ -11,11 +10,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider._wap_plan import (
+from airflow_iceberg_provider._wap_refs import (
     ON_CONFLICT,
     PublishPlan,
     PublishState,
@@ -31,20 +30,18 @@ from airflow_iceberg_provider.asset_partitions import (
     interval_partition_key,
     touched_partition_keys,
 )
+from airflow_iceberg_provider.assets import iceberg_asset_uri
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
-from airflow_iceberg_provider.operators.wap import (
-    _refuse_wap_conf,
+from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
-    iceberg_asset_uri,
-    optional_snapshot_id,
     refuse_unsupported_format,
+    refuse_wap_conf,
     resolve_branch,
-    unset,
+    stop_for_rerun,
 )
-from airflow_iceberg_provider.operators.wap_write import stop_for_rerun
 from airflow_iceberg_provider.ui.links import GovernancePublishLink
 
 if TYPE_CHECKING:
@@ -78,7 +75,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     new ``main``) and ``"skip"`` skips.
 
     On success it emits an Asset event on its Asset outlets (``iceberg://<catalog>/<ns>/<table>``,
-    see :func:`~airflow_iceberg_provider.operators.wap.iceberg_asset`) whose ``extra``
+    see :func:`~airflow_iceberg_provider.assets.iceberg_asset`) whose ``extra``
     carries the published snapshot id.
 
     :param table: ``namespace.table`` (templated).
@@ -145,7 +142,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
                 f"on_conflict={self.on_conflict!r} is invalid; use one of {list(ON_CONFLICT)}."
             )
         if not params.is_templated(self.spark_conf):
-            _refuse_wap_conf(self.spark_conf)
+            refuse_wap_conf(self.spark_conf)
         check_partition_events(self.partition_events)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -191,7 +188,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
 
     def _tag_name(self) -> str | None:
         """The tag under ``IcebergCreateTagOperator``'s rules (a legal hold needs a case id: refused here)."""
-        return None if unset(self.tag) else check_tag_name(str(self.tag).strip(), "tag")
+        return None if params.is_unset(self.tag) else check_tag_name(str(self.tag).strip(), "tag")
 
     def _resolve(self, context: Context) -> tuple[Table, PublishState]:
         """One table load: refs and snapshots as values; the audited snapshot, gated by its audit record."""
@@ -200,9 +197,9 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         tbl = hook.load_table(table)
         refuse_unsupported_format(tbl, table)
         refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
-        requested = optional_snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
+        requested = params.snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
         audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         if self.require_audit:
             rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
             where = f"{hook.governance_namespace}.audit_results"
@@ -290,7 +287,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
                 return False
         tbl = hook.load_table(table)
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         metrics: dict[str, Any] = {}
         if base is not None and base != audited and hook.is_ancestor(tbl, base, audited):
             change = rerun.change_metrics(branch_snapshots(hook, tbl, audited, base))

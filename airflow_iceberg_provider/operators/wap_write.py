@@ -1,7 +1,4 @@
-"""The write step of write-audit-publish: Spark writes to the run's branch, stamped and re-run safe.
-
-Also importable from :mod:`airflow_iceberg_provider.operators.wap`.
-"""
+"""Write-audit-publish, step 2: Spark writes to the run's branch, stamped and re-run safe."""
 
 from __future__ import annotations
 
@@ -10,10 +7,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider._wap_plan import plan_branch_reset, write_base
+from airflow_iceberg_provider._wap_refs import plan_branch_reset, write_base
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefNotFoundError,
@@ -23,14 +20,14 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
-from airflow_iceberg_provider.operators.wap import (
-    _refuse_wap_conf,
+from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
     ensure_wap_enabled,
-    optional_snapshot_id,
     refuse_unsupported_format,
+    refuse_wap_conf,
     resolve_branch,
     snapshots_by_id,
+    stop_for_rerun,
     wap_write_conf,
 )
 from airflow_iceberg_provider.params import SNAPSHOT_OPERATIONS
@@ -49,7 +46,7 @@ def plan_rerun_from_catalog(
     mode: str,
     replace_where: str | None = None,
 ) -> tuple[Table, rerun.RerunPlan, float]:
-    """Load the table once and decide (``_wap_logic.plan_rerun``); the ledger only if history expired.
+    """Load the table once and decide (``_wap_rerun.plan_rerun``); the ledger only if history expired.
 
     :return: the loaded table, the plan and the check's cost in milliseconds.
     """
@@ -63,50 +60,6 @@ def plan_rerun_from_catalog(
             mode, identity, chain, by_id, table=table, replace_where=replace_where, ledger_rows=rows
         )
     return tbl, plan, (time.perf_counter() - started) * 1000
-
-
-def stop_for_rerun(
-    op: IcebergSparkBaseOperator,
-    context: Context,
-    tbl: Table,
-    branch: str,
-    plan: rerun.RerunPlan,
-    operation: str,
-    *,
-    drop_branch: bool = True,
-) -> None:
-    """``refuse``: raise, naming the earlier publish; ``skip``: ``noop`` ledger row, then skip the task.
-
-    Either way (with ``drop_branch``) the run's branch is dropped when it holds nothing
-    unpublished (it sits on ``main``'s history), so the table is left as it was before the run.
-    """
-    from airflow.sdk.exceptions import AirflowSkipException
-
-    hook, table = op.catalog_hook, op.ident.dotted
-    ref = hook.refs(tbl).get(branch)
-    main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-    if (
-        drop_branch
-        and ref is not None
-        and ref.type == "branch"
-        and main_head is not None
-        and hook.is_ancestor(tbl, ref.snapshot_id, main_head)
-    ):
-        hook.remove_ref(tbl, branch)
-    hook.record_ledger(
-        operation=operation,
-        table=table,
-        ref=branch,
-        status="noop" if plan.action == "skip" else "refused",
-        context=context,
-        snapshot_before=main_head,
-        snapshot_after=main_head,
-        details=with_string_ids({"on_rerun": plan.mode, "rerun": plan.to_dict(), "wap_interval": plan.interval_key}),
-    )
-    if plan.action == "skip":
-        op.log.info("%s", plan.message)
-        raise AirflowSkipException(plan.message)
-    raise IcebergRefusedError(plan.message)
 
 
 class IcebergWapWriteOperator(IcebergSparkBaseOperator):
@@ -126,7 +79,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
     apply them (``writer.option("snapshot-property." + k, v)``).
 
     Re-runs: before writing, one catalog read decides whether this interval was
-    already published to ``main`` (``_wap_logic.plan_rerun``). ``on_rerun="fail"`` (default)
+    already published to ``main`` (``_wap_rerun.plan_rerun``). ``on_rerun="fail"`` (default)
     refuses, naming the earlier publish's snapshot and run; ``"skip"`` records a ``noop``
     ledger row and skips (the audit and publish are skipped, no Asset event);
     ``"replace"`` first removes on the branch what the earlier publish added (the rows of
@@ -212,7 +165,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 f"{list(SNAPSHOT_OPERATIONS)}."
             )
         if not params.is_templated(self.spark_conf):
-            _refuse_wap_conf(self.spark_conf)
+            refuse_wap_conf(self.spark_conf)
         if self.replace_where is not None and self.application is not None:
             raise IcebergValidationError(
                 "replace_where applies to sql= writes (the provider's job deletes the rows before the statements); "
@@ -229,7 +182,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         return out
 
     def _validated_inputs(self) -> list[str] | None:
-        _refuse_wap_conf(self.spark_conf)
+        refuse_wap_conf(self.spark_conf)
         statements = self._statements() if self.sql is not None else None
         for name, value in (("params_for_job", self.params_for_job), ("sql_args", self.sql_args)):
             if value is not None and not isinstance(value, Mapping):
@@ -254,7 +207,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
         tbl, _ = ensure_wap_enabled(hook, tbl, table)
         main_before, existing = hook.ref_snapshot_id(tbl, MAIN_BRANCH), hook.refs(tbl).get(branch)
-        requested = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        requested = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         base = write_base(
             snapshots_by_id(hook, tbl), requested, existing.snapshot_id if existing else None, main_before
         )
@@ -405,7 +358,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             )
 
     def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
-        """Discard an earlier try's commits on the branch (``_wap_plan.plan_branch_reset``); the old head or ``None``."""
+        """Discard an earlier try's commits on the branch (``_wap_refs.plan_branch_reset``); the old head or ``None``."""
         hook, table = self.catalog_hook, self.ident.dotted
         changes = plan_branch_reset(table, branch, existing, base, snapshots_by_id(hook, tbl))
         if existing is not None and changes:
@@ -421,4 +374,4 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         return existing.snapshot_id if existing is not None and changes else None
 
 
-__all__ = ["IcebergWapWriteOperator", "plan_rerun_from_catalog", "stop_for_rerun"]
+__all__ = ["IcebergWapWriteOperator", "plan_rerun_from_catalog"]

@@ -1,6 +1,7 @@
 """The logical phase of an erasure: hide the subjects on every branch head, verify, record.
 
-Functions over an :class:`erasure.ErasureRun` (its session, table, subject views and timers):
+Functions over a :class:`LogicalRun` (what they use of :class:`erasure.ErasureRun`: its session,
+table, subject views, timers, catalog reads and evidence recording):
 one batched merge-on-read DELETE on ``main`` (copy-on-write on other branches that show the
 subjects), table properties restored and compared, then ONE read of every ref head through the
 catalog that verifies no subject row is visible and counts the rows hidden per request. No
@@ -9,8 +10,9 @@ rewrite, no expiry: the purge does the physical part.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import _fs
@@ -18,7 +20,47 @@ from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
 
 
-def shows_subjects(run: Any, snapshot_id: int) -> bool:
+class LogicalRun(Protocol):
+    """What the logical phase reads and calls on its erasure run (``erasure.ErasureRun`` provides it)."""
+
+    spark: Any
+    spec: dict[str, Any]
+    catalog: str
+    table: str
+    columns: list[str]
+    #: the quoted table reference for SQL
+    t: str
+    timings: dict[str, float]
+    metrics: dict[str, Any]
+    details: dict[str, Any]
+    status: str
+    snapshot_before: int | None
+    snapshot_after: int | None
+
+    def sql(self, query: str, **args: Any) -> Any: ...
+
+    def timed(self, phase: str) -> AbstractContextManager[Any]: ...
+
+    def refresh(self) -> None: ...
+
+    def refs(self) -> list[dict[str, Any]]: ...
+
+    def table_properties(self) -> dict[str, str]: ...
+
+    def set_properties(self, props: dict[str, str | None]) -> dict[str, str | None]: ...
+
+    def match_counts(self, snapshot_ids: list[int], include_hidden: bool = False) -> dict[str, Any]: ...
+
+    def per_request_frame(self, per_request: list[Any], snapshot_ids: list[int]) -> Any: ...
+
+    def delete_on_branches(self, branches: list[str]) -> None: ...
+
+    def record(
+        self, per_request: Any, started: datetime, outcome: str, dropped: Any, held: Any, verify: Any
+    ) -> None: ...
+
+
+def shows_subjects(run: LogicalRun, snapshot_id: int) -> bool:
     """Whether any subject row is visible on the snapshot (deletes applied). Spark stops at the
     first row found (a limit-1 collect scans one partition first), so this is cheap when the
     subjects are there, and a full scan only when they are not: then no DELETE runs, and a re-run
@@ -28,7 +70,7 @@ def shows_subjects(run: Any, snapshot_id: int) -> bool:
     return bool(run.sql(probe).collect())
 
 
-def run_logical(run: Any, started: datetime) -> dict[str, Any]:
+def run_logical(run: LogicalRun, started: datetime) -> dict[str, Any]:
     """The logical phase: on candidate files only (:func:`run_targeted`) when the session has a
     driver JVM and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
     if _fs.has_jvm(run.spark) and run.spec.get("logical_delete", "positions") != "sql":
@@ -36,7 +78,7 @@ def run_logical(run: Any, started: datetime) -> dict[str, Any]:
     return run_sql(run, started)
 
 
-def run_targeted(run: Any, started: datetime) -> dict[str, Any]:
+def run_targeted(run: LogicalRun, started: datetime) -> dict[str, Any]:
     """See :mod:`erasure_targeted`: candidates of every ref head, a position-delete commit on main
     built from the candidates' raw positions, copy-on-write on other branches showing the subjects,
     verification of every ref head's candidates with their deletes applied."""
@@ -110,7 +152,7 @@ def run_targeted(run: Any, started: datetime) -> dict[str, Any]:
     return run.metrics
 
 
-def run_sql(run: Any, started: datetime) -> dict[str, Any]:
+def run_sql(run: LogicalRun, started: datetime) -> dict[str, Any]:
     """One batched merge-on-read DELETE on main (copy-on-write on other branches showing the
     subjects, see below); verified by an independent count on every ref head; no rewrite of
     main, no expiry. Table properties restored exactly (checked).
@@ -174,7 +216,7 @@ def run_sql(run: Any, started: datetime) -> dict[str, Any]:
     return run.metrics
 
 
-def delete_logical(run: Any, targets: list[str]) -> None:
+def delete_logical(run: LogicalRun, targets: list[str]) -> None:
     """Merge-on-read DELETE on main; other branches: copy-on-write + manifest merge, as in the full
     phase (Iceberg rewrites data files on main only, so rows masked by delete files on a branch
     could never be purged).

@@ -23,7 +23,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from airflow_iceberg_provider.task_groups import wap_task_group

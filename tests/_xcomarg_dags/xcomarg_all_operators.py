@@ -30,7 +30,7 @@ from airflow_iceberg_provider.operators.refs import (
 )
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 from airflow_iceberg_provider.operators.table_changes import IcebergAlterTableOperator
-from airflow_iceberg_provider.operators.wap import IcebergWapCreateBranchOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor

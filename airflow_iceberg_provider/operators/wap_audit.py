@@ -1,19 +1,8 @@
-"""Branch write-audit-publish (WAP): no row reaches ``main`` unless it passed the audit.
+"""Write-audit-publish, step 3: audit the exact branch snapshot with declarative checks in one Spark job.
 
-Four operators, each usable alone and composed by
-:func:`airflow_iceberg_provider.task_groups.wap_task_group`:
-
-* :class:`IcebergWapCreateBranchOperator` cuts a branch (no JVM) and enables WAP on the table;
-* :class:`IcebergWapWriteOperator` runs the user's PySpark application or SQL statements with
-  ``spark.wap.branch`` set, then proves through the catalog that the branch advanced;
-* :class:`IcebergWapAuditOperator` evaluates common-sql style checks on the exact branch
-  snapshot in one Spark job (one aggregate scan, plus one for exact distinct counts),
-  records every verdict in ``governance.audit_results`` and fails (no retry) when a check fails;
-* :class:`IcebergWapPublishOperator` fast-forwards ``main`` to exactly the audited snapshot
-  with a compare-and-swap (no JVM), or cherry-picks append snapshots when asked, and emits an
-  Airflow Asset event for the table.
-
-Asset URI form: ``iceberg://<catalog>/<namespace>/<table>`` (see :func:`iceberg_asset`).
+Every check's verdict is recorded in ``governance.audit_results``; a failed check fails the task
+(no retry). The check grammar is :mod:`airflow_iceberg_provider.core.audit_checks`, the plan
+:func:`airflow_iceberg_provider._wap_refs.plan_audit`.
 """
 
 from __future__ import annotations
@@ -22,113 +11,36 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_plan, assets, params
-from airflow_iceberg_provider._validation import (
-    MAIN_BRANCH,
-    branch_name_for_run,
-    validate_name,
-    validate_ref,
-)
-from airflow_iceberg_provider._wap_plan import AuditPlan, BranchPlan, audit_target, plan_audit, plan_create_branch
+from airflow_iceberg_provider import _wap_refs, params
+from airflow_iceberg_provider import _wap_rerun as rerun
+from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_name
+from airflow_iceberg_provider._wap_refs import AuditPlan, audit_target, plan_audit
 from airflow_iceberg_provider.core import audit_checks, audit_report
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergCommitVerificationError,
-    IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._wap_common import resolve_branch, snapshots_by_id
 from airflow_iceberg_provider.ui.links import GovernanceAuditLink
 
 if TYPE_CHECKING:
-    from airflow.sdk import Asset, Context
+    from airflow.sdk import Context
     from pyiceberg.table import Table
 
-WAP_ENABLED = {"write.wap.enabled": "true"}
 #: the XCom key of a task's return value (a failed audit pushes its result under it before failing)
 XCOM_RETURN_KEY = "return_value"
-
-
-# --------------------------------------------------------------------- helpers
-def iceberg_asset_uri(table: str, catalog: str = "lakehouse") -> str:
-    """``iceberg://<catalog>/<namespace>/<table>``: the Asset URI this provider emits for a table.
-
-    One definition for the whole provider: :func:`airflow_iceberg_provider.assets.iceberg_asset_uri`.
-    """
-    return assets.iceberg_asset_uri(table, catalog)
-
-
-def iceberg_asset(table: str, catalog: str = "lakehouse") -> Asset:
-    """The Airflow Asset of a published table (use as ``outlets=[...]`` / a consumer's ``schedule``)."""
-    return assets.iceberg_asset(table, catalog)
-
-
-#: the provider's one rule for "unset" (``None``, blank, ``"None"``, ``"null"``): :func:`airflow_iceberg_provider.params.is_unset`
-unset = params.is_unset
-
-
-def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:
-    """The given branch name (validated, never ``main``) or the deterministic name for this DAG run."""
-    if unset(branch):
-        ident = airflow_identity(context)
-        if not ident["dag_id"] or not ident["run_id"]:
-            raise IcebergValidationError(
-                "branch is not set and there is no DAG run to derive it from; pass branch='...' explicitly."
-            )
-        return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
-    return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
-
-
-def optional_snapshot_id(value: Any, param: str) -> int | None:
-    """``None`` for unset values (templates render a missing XCom as ``"None"``), else a validated id."""
-    return params.snapshot_id(value, param)
-
-
-def refuse_unsupported_format(tbl: Table, table: str) -> None:
-    """pyiceberg 0.12 cannot write format-version 3 metadata, which branch, reset and publish need."""
-    version = int(tbl.metadata.format_version)
-    if version >= 3:
-        raise IcebergRefusedError(
-            f"Table {table} is format-version {version}; write-audit-publish moves refs through pyiceberg, which "
-            "cannot yet write v3 metadata. Use a format-version 2 table (or a REST catalog that commits the ref "
-            "updates server-side). Nothing was changed."
-        )
-
-
-def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:
-    """Every snapshot of the loaded table by id (plain values for the pure plans)."""
-    return {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
-
-
-def merge_base(hook: IcebergCatalogHook, tbl: Table, head: int | None, other: int | None) -> int | None:
-    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (:func:`_wap_plan.merge_base`)."""
-    return _wap_plan.merge_base(snapshots_by_id(hook, tbl), head, other)
-
-
-def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int | None) -> list[Any]:
-    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first (:func:`_wap_plan.branch_snapshots`)."""
-    return _wap_plan.branch_snapshots(snapshots_by_id(hook, tbl), head, base)
-
-
-def change_metrics(snapshots: Sequence[Any]) -> dict[str, int]:
-    """Added/deleted records and files summed over snapshot summaries, plus the net rows added.
-
-    One definition: :func:`airflow_iceberg_provider._wap_logic.change_metrics` (rows removed by an
-    ``on_rerun="replace"`` step are ``replaced_records``, not subtracted from ``net_added_records``).
-    """
-    from airflow_iceberg_provider._wap_logic import change_metrics as _change_metrics
-
-    return _change_metrics(snapshots)
 
 
 def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -> int | None:
     """Rows added by the last change published to ``main`` (ledger first, else ``main``'s head commit)."""
     rows = [
         r
-        for r in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table)
+        for r in hook.governance.read("ledger", operation="wap_publish", table_name=table)
         if r.get("status") == "succeeded"
     ]
     if rows:
@@ -142,122 +54,7 @@ def previous_published_added(hook: IcebergCatalogHook, tbl: Table, table: str) -
     snap = hook.snapshot(tbl, snapshot_id=main)
     if snap.operation not in ("append", "overwrite"):
         return None
-    return change_metrics([snap])["net_added_records"]
-
-
-def ensure_wap_enabled(hook: IcebergCatalogHook, tbl: Table, table: str) -> tuple[Table, bool]:
-    """Set ``write.wap.enabled=true`` (Iceberg silently ignores ``spark.wap.branch`` without it)."""
-    changed = hook.ensure_table_properties(tbl, WAP_ENABLED)
-    return (hook.load_table(table) if changed else tbl), changed
-
-
-#: Iceberg <= 1.10 decides whether a DELETE can be metadata-only by looking at ``main``'s files, not
-#: the WAP branch's (apache/iceberg#15512), then fails the commit on the branch with "Cannot delete
-#: file where some, but not all, rows match filter". Excluding Spark's metadata-only delete rule makes
-#: every DELETE a row-level rewrite, which resolves the WAP branch correctly.
-METADATA_DELETE_RULE = "org.apache.spark.sql.execution.datasources.v2.OptimizeMetadataOnlyDeleteFromTable"
-
-
-def wap_write_conf(branch: str, spark_conf: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Spark conf for a WAP write: the branch, and the metadata-only DELETE rule excluded."""
-    excluded = [r.strip() for r in str((spark_conf or {}).get("spark.sql.optimizer.excludedRules", "")).split(",")]
-    rules = ",".join(dict.fromkeys([r for r in excluded if r] + [METADATA_DELETE_RULE]))
-    return {"spark.wap.branch": branch, "spark.sql.optimizer.excludedRules": rules}
-
-
-def _refuse_wap_conf(spark_conf: Mapping[str, Any] | None) -> None:
-    for key in ("spark.wap.id", "spark.wap.branch"):
-        if key in (spark_conf or {}):
-            raise IcebergValidationError(
-                f"spark_conf sets {key!r}; the WAP operators set spark.wap.branch themselves, and Iceberg fails "
-                "when spark.wap.id and spark.wap.branch are both set. Remove it from spark_conf."
-            )
-
-
-# ------------------------------------------------------------------ operators
-class IcebergWapCreateBranchOperator(IcebergBaseOperator):
-    """
-    Cut a WAP branch from ``main`` (or another ref / snapshot) through the catalog; no JVM.
-
-    Also sets ``write.wap.enabled=true`` on the table (without it Iceberg ignores
-    ``spark.wap.branch`` and writes straight to ``main``) and refuses format-version 3
-    tables. Idempotent: a retry finds the branch it created and reports the same base.
-
-    :param table: ``namespace.table`` (templated).
-    :param branch: branch name (templated); default ``wap_<dag>__<run>_<hash>``, the same
-        on every retry of the run (:func:`~airflow_iceberg_provider._validation.branch_name_for_run`).
-    :param from_ref: ref to branch from (templated), default ``main``.
-    :param from_snapshot_id: snapshot to branch from instead of ``from_ref``'s head (templated).
-    :param branch_prefix: prefix of the derived branch name.
-    :return: ``{"table", "branch", "base_snapshot_id", "created", "wap_enabled_now"}``; for a
-        table without any snapshot the branch is created by the first WAP write and
-        ``base_snapshot_id`` is ``None``.
-    """
-
-    template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "branch", "from_ref", "from_snapshot_id")
-    ui_color = "#e3f1d4"
-
-    def __init__(
-        self,
-        *,
-        branch: str | None = None,
-        from_ref: str = MAIN_BRANCH,
-        from_snapshot_id: int | str | None = None,
-        branch_prefix: str = "wap",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.branch = branch
-        self.from_ref = from_ref
-        self.from_snapshot_id = from_snapshot_id
-        self.branch_prefix = branch_prefix
-        self.check_arguments()
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        branch = resolve_branch(self.branch, context, self.branch_prefix)
-        from_ref = validate_ref(self.from_ref, "from_ref")
-        from_sid = optional_snapshot_id(self.from_snapshot_id, "from_snapshot_id")
-        hook, table = self.catalog_hook, self.ident.dotted
-        tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
-        source = from_sid if from_sid is not None else hook.ref_snapshot_id(tbl, from_ref)
-        plan = plan_create_branch(table, branch, hook.refs(tbl), snapshots_by_id(hook, tbl), source)
-        tbl, enabled_now = ensure_wap_enabled(hook, tbl, table)
-        hook.apply_ref_changes(tbl, plan.changes)
-        self.log.info("Branch %s of %s: %s", branch, table, plan.message)
-        self._verify(plan)
-        if plan.action == "create" or enabled_now:
-            self._record(
-                context, plan, {"from_ref": from_ref, "from_snapshot_id": from_sid, "wap_enabled_now": enabled_now}
-            )
-        result = {
-            "table": table,
-            "branch": branch,
-            "base_snapshot_id": plan.base,
-            "created": plan.action == "create",
-            "wap_enabled_now": enabled_now,
-        }
-        return with_string_ids(result)
-
-    def _verify(self, plan: BranchPlan) -> None:
-        """A created branch is at its base (re-read through the catalog)."""
-        found = self.catalog_hook.refs(self.ident).get(plan.branch) if plan.action == "create" else None
-        if plan.action == "create" and (found is None or found.snapshot_id != plan.base):
-            raise IcebergCommitVerificationError(
-                f"After creating branch {plan.branch!r} of {self.ident}, it is {found}, not at snapshot {plan.base}."
-            )
-
-    def _record(self, context: Context, plan: BranchPlan, details: dict[str, Any]) -> None:
-        self.catalog_hook.record_ledger(
-            operation="wap_create_branch",
-            table=self.ident.dotted,
-            ref=plan.branch,
-            status="succeeded",
-            context=context,
-            snapshot_before=plan.base,
-            snapshot_after=plan.base,
-            details=with_string_ids(details),
-        )
+    return rerun.change_metrics([snap])["net_added_records"]
 
 
 class IcebergWapAuditOperator(IcebergSparkBaseOperator):
@@ -429,7 +226,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 self.incremental_min_rows,
             )
             return {}
-        rows = self.catalog_hook.read_governance_rows("audit_results", table_name=table, snapshot_id=base)
+        rows = self.catalog_hook.governance.read("audit_results", table_name=table, snapshot_id=base)
         values = audit_checks.reusable_base_values(checks, rows)
         self.log.info(
             "Incremental audit: %d of %d checks reuse values recorded for base snapshot %s.",
@@ -473,12 +270,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
         refs, by_id = hook.refs(tbl), snapshots_by_id(hook, tbl)
-        requested = optional_snapshot_id(self.snapshot_id, "snapshot_id")
+        requested = params.snapshot_id(self.snapshot_id, "snapshot_id")
         snapshot_id = audit_target(table, branch, refs, requested, by_id)
         main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
-        base = optional_snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        base = base if base is not None else _wap_plan.merge_base(by_id, snapshot_id, main_head)
-        snapshots = _wap_plan.branch_snapshots(by_id, snapshot_id, base)
+        base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
+        base = base if base is not None else _wap_refs.merge_base(by_id, snapshot_id, main_head)
+        snapshots = _wap_refs.branch_snapshots(by_id, snapshot_id, base)
         wants_ratio = any(c.check_type == "added_rows_ratio" for c in checks)
         baseline = previous_published_added(hook, tbl, table) if wants_ratio else None
         plan = plan_audit(snapshot_id, base, main_head, snapshots, wants_ratio=wants_ratio, baseline=baseline)
@@ -502,7 +299,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             checks=[c.to_dict() for c in checks],
             change_values=plan.change_values,
             skipped=plan.skipped,
-            audit_table=self.catalog_hook.governance_table("audit_results"),
+            audit_table=self.catalog_hook.governance.table("audit_results"),
             incremental_base=plan.base if base_values else None,
             base_values=base_values,
             driver_read=self.driver_read,
@@ -513,7 +310,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     ) -> list[dict[str, Any]]:
         """Every check's verdict as the job recorded it in ``audit_results`` (one row per check, or the task fails)."""
         table = self.ident.dotted
-        rows = self.catalog_hook.read_governance_rows("audit_results", event_id=job_run_id)
+        rows = self.catalog_hook.governance.read("audit_results", event_id=job_run_id)
         names = [c.name for c in checks]
         if sorted(r["check_name"] for r in rows) != sorted(names):
             raise IcebergCommitVerificationError(
@@ -592,22 +389,4 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         )
 
 
-def __getattr__(name: str) -> Any:
-    """The write and publish operators live in ``wap_write`` / ``wap_publish``; they are importable from here too."""
-    if name == "IcebergWapWriteOperator":
-        from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
-
-        return IcebergWapWriteOperator
-    if name == "IcebergWapPublishOperator":
-        from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
-
-        return IcebergWapPublishOperator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "IcebergWapAuditOperator",
-    "IcebergWapCreateBranchOperator",
-    "iceberg_asset",
-    "iceberg_asset_uri",
-]
+__all__ = ["IcebergWapAuditOperator"]

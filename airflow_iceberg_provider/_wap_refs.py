@@ -1,4 +1,4 @@
-"""Pure plans of the write-audit-publish steps (no catalog, no Airflow I/O; tested in milliseconds).
+"""Which snapshot each WAP ref moves to: the pure plans of branch, audit and publish (no I/O).
 
 Each WAP operator reads the catalog once (*resolve*: refs and snapshots as plain values), asks a
 function here what to do (*plan*), lets the hook do it (*apply*), checks the catalog (*verify*) and
@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_iceberg_provider import _wap_logic as rerun
+from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider._ref_logic import RefChange, plan_tag
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (

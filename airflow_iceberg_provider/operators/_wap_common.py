@@ -1,0 +1,142 @@
+"""What the write-audit-publish operators share: the run's branch, refusals, WAP conf, re-run stops.
+
+The operators themselves: :mod:`~airflow_iceberg_provider.operators.wap_branch` (create the
+branch), :mod:`~airflow_iceberg_provider.operators.wap_write`,
+:mod:`~airflow_iceberg_provider.operators.wap_audit` and
+:mod:`~airflow_iceberg_provider.operators.wap_publish`; their pure rules are
+:mod:`airflow_iceberg_provider._wap_refs` (which snapshot each ref moves to) and
+:mod:`airflow_iceberg_provider._wap_rerun` (interval identity and re-runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_iceberg_provider import _wap_refs, params
+from airflow_iceberg_provider import _wap_rerun as rerun
+from airflow_iceberg_provider._validation import MAIN_BRANCH, branch_name_for_run, validate_name
+from airflow_iceberg_provider.core.governance import airflow_identity
+from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.ids import with_string_ids
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pyiceberg.table import Table
+
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+
+WAP_ENABLED = {"write.wap.enabled": "true"}
+
+
+def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | None, prefix: str = "wap") -> str:
+    """The given branch name (validated, never ``main``) or the deterministic name for this DAG run."""
+    if params.is_unset(branch):
+        ident = airflow_identity(context)
+        if not ident["dag_id"] or not ident["run_id"]:
+            raise IcebergValidationError(
+                "branch is not set and there is no DAG run to derive it from; pass branch='...' explicitly."
+            )
+        return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
+    return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
+
+
+def refuse_unsupported_format(tbl: Table, table: str) -> None:
+    """pyiceberg 0.12 cannot write format-version 3 metadata, which branch, reset and publish need."""
+    version = int(tbl.metadata.format_version)
+    if version >= 3:
+        raise IcebergRefusedError(
+            f"Table {table} is format-version {version}; write-audit-publish moves refs through pyiceberg, which "
+            "cannot yet write v3 metadata. Use a format-version 2 table (or a REST catalog that commits the ref "
+            "updates server-side). Nothing was changed."
+        )
+
+
+def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:
+    """Every snapshot of the loaded table by id (plain values for the pure plans)."""
+    return {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
+
+
+def merge_base(hook: IcebergCatalogHook, tbl: Table, head: int | None, other: int | None) -> int | None:
+    """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (:func:`_wap_refs.merge_base`)."""
+    return _wap_refs.merge_base(snapshots_by_id(hook, tbl), head, other)
+
+
+def branch_snapshots(hook: IcebergCatalogHook, tbl: Table, head: int, base: int | None) -> list[Any]:
+    """Snapshots from ``base`` (exclusive) to ``head`` (inclusive), oldest first (:func:`_wap_refs.branch_snapshots`)."""
+    return _wap_refs.branch_snapshots(snapshots_by_id(hook, tbl), head, base)
+
+
+def ensure_wap_enabled(hook: IcebergCatalogHook, tbl: Table, table: str) -> tuple[Table, bool]:
+    """Set ``write.wap.enabled=true`` (Iceberg silently ignores ``spark.wap.branch`` without it)."""
+    changed = hook.ensure_table_properties(tbl, WAP_ENABLED)
+    return (hook.load_table(table) if changed else tbl), changed
+
+
+#: Iceberg <= 1.10 decides whether a DELETE can be metadata-only by looking at ``main``'s files, not
+#: the WAP branch's (apache/iceberg#15512), then fails the commit on the branch with "Cannot delete
+#: file where some, but not all, rows match filter". Excluding Spark's metadata-only delete rule makes
+#: every DELETE a row-level rewrite, which resolves the WAP branch correctly.
+METADATA_DELETE_RULE = "org.apache.spark.sql.execution.datasources.v2.OptimizeMetadataOnlyDeleteFromTable"
+
+
+def wap_write_conf(branch: str, spark_conf: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Spark conf for a WAP write: the branch, and the metadata-only DELETE rule excluded."""
+    excluded = [r.strip() for r in str((spark_conf or {}).get("spark.sql.optimizer.excludedRules", "")).split(",")]
+    rules = ",".join(dict.fromkeys([r for r in excluded if r] + [METADATA_DELETE_RULE]))
+    return {"spark.wap.branch": branch, "spark.sql.optimizer.excludedRules": rules}
+
+
+def refuse_wap_conf(spark_conf: Mapping[str, Any] | None) -> None:
+    """Refuse ``spark.wap.id`` / ``spark.wap.branch`` in a user's ``spark_conf`` (the WAP operators set the branch)."""
+    for key in ("spark.wap.id", "spark.wap.branch"):
+        if key in (spark_conf or {}):
+            raise IcebergValidationError(
+                f"spark_conf sets {key!r}; the WAP operators set spark.wap.branch themselves, and Iceberg fails "
+                "when spark.wap.id and spark.wap.branch are both set. Remove it from spark_conf."
+            )
+
+
+def stop_for_rerun(
+    op: IcebergBaseOperator,
+    context: Context,
+    tbl: Table,
+    branch: str,
+    plan: rerun.RerunPlan,
+    operation: str,
+    *,
+    drop_branch: bool = True,
+) -> None:
+    """``refuse``: raise, naming the earlier publish; ``skip``: ``noop`` ledger row, then skip the task.
+
+    Either way (with ``drop_branch``) the run's branch is dropped when it holds nothing
+    unpublished (it sits on ``main``'s history), so the table is left as it was before the run.
+    """
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    hook, table = op.catalog_hook, op.ident.dotted
+    ref = hook.refs(tbl).get(branch)
+    main_head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
+    if (
+        drop_branch
+        and ref is not None
+        and ref.type == "branch"
+        and main_head is not None
+        and hook.is_ancestor(tbl, ref.snapshot_id, main_head)
+    ):
+        hook.remove_ref(tbl, branch)
+    hook.governance.record_ledger(
+        operation=operation,
+        table=table,
+        ref=branch,
+        status="noop" if plan.action == "skip" else "refused",
+        context=context,
+        snapshot_before=main_head,
+        snapshot_after=main_head,
+        details=with_string_ids({"on_rerun": plan.mode, "rerun": plan.to_dict(), "wap_interval": plan.interval_key}),
+    )
+    if plan.action == "skip":
+        op.log.info("%s", plan.message)
+        raise AirflowSkipException(plan.message)
+    raise IcebergRefusedError(plan.message)

@@ -36,7 +36,17 @@ from hostile_inputs import (
 
 from airflow_iceberg_provider import exceptions as exc
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, job_path
-from airflow_iceberg_provider.operators import erasure, maintenance, refs, spark, table, wap
+from airflow_iceberg_provider.operators import (
+    erasure,
+    maintenance,
+    refs,
+    spark,
+    table,
+    wap_audit,
+    wap_branch,
+    wap_publish,
+    wap_write,
+)
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor
 
@@ -115,19 +125,23 @@ TABLE_ENTRIES: list[Entry] = [
     (
         "wap_branch",
         "table",
-        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=v, branch="b"), c),
+        lambda v, c, i: _ex(wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=v, branch="b"), c),
     ),
     (
         "wap_write",
         "table",
-        lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=v, branch="b", sql=SQL), c),
+        lambda v, c, i: _ex(wap_write.IcebergWapWriteOperator(task_id="t", table=v, branch="b", sql=SQL), c),
     ),
     (
         "wap_audit",
         "table",
-        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=v, branch="dev", **CHECKS), c),
+        lambda v, c, i: _ex(wap_audit.IcebergWapAuditOperator(task_id="t", table=v, branch="dev", **CHECKS), c),
     ),
-    ("wap_publish", "table", lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=v, branch="dev"), c)),
+    (
+        "wap_publish",
+        "table",
+        lambda v, c, i: _ex(wap_publish.IcebergWapPublishOperator(task_id="t", table=v, branch="dev"), c),
+    ),
     ("create_tag", "table", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=v, tag="x"), c)),
     (
         "create_branch",
@@ -225,32 +239,34 @@ REF_ENTRIES: list[Entry] = [
     (
         "wap_branch.branch",
         "branch",
-        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch=v), c),
+        lambda v, c, i: _ex(wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=T, branch=v), c),
     ),
     (
         "wap_branch.from_ref",
         "from_ref",
-        lambda v, c, i: _ex(wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="dev", from_ref=v), c),
+        lambda v, c, i: _ex(
+            wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="dev", from_ref=v), c
+        ),
     ),
     (
         "wap_write.branch",
         "branch",
-        lambda v, c, i: _ex(wap.IcebergWapWriteOperator(task_id="t", table=T, branch=v, sql=SQL), c),
+        lambda v, c, i: _ex(wap_write.IcebergWapWriteOperator(task_id="t", table=T, branch=v, sql=SQL), c),
     ),
     (
         "wap_audit.branch",
         "branch",
-        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch=v, **CHECKS), c),
+        lambda v, c, i: _ex(wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch=v, **CHECKS), c),
     ),
     (
         "wap_publish.branch",
         "branch",
-        lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch=v), c),
+        lambda v, c, i: _ex(wap_publish.IcebergWapPublishOperator(task_id="t", table=T, branch=v), c),
     ),
     (
         "wap_publish.tag",
         "tag",
-        lambda v, c, i: _ex(wap.IcebergWapPublishOperator(task_id="t", table=T, branch="dev", tag=v), c),
+        lambda v, c, i: _ex(wap_publish.IcebergWapPublishOperator(task_id="t", table=T, branch="dev", tag=v), c),
     ),
     ("create_tag.tag", "tag", lambda v, c, i: _ex(refs.IcebergCreateTagOperator(task_id="t", table=T, tag=v), c)),
     (
@@ -305,7 +321,7 @@ COLUMN_ENTRIES: list[Entry] = [
         "audit.column_mapping",
         "column_mapping",
         lambda v, c, i: _ex(
-            wap.IcebergWapAuditOperator(
+            wap_audit.IcebergWapAuditOperator(
                 task_id="t", table=T, branch="dev", column_mapping={v: {"null_check": {"equal_to": 0}}}
             ),
             c,
@@ -338,7 +354,9 @@ SQL_ENTRIES: list[Entry] = [
         "audit.check_statement",
         "check_statement",
         lambda v, c, i: _ex(
-            wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks={"c": {"check_statement": v}}),
+            wap_audit.IcebergWapAuditOperator(
+                task_id="t", table=T, branch="dev", table_checks={"c": {"check_statement": v}}
+            ),
             c,
         ),
     ),
@@ -346,7 +364,7 @@ SQL_ENTRIES: list[Entry] = [
         "audit.partition_clause",
         "partition_clause",
         lambda v, c, i: _ex(
-            wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause=v, **CHECKS), c
+            wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause=v, **CHECKS), c
         ),
     ),
     (
@@ -485,17 +503,17 @@ SPEC_ENTRIES: list[Entry] = [
     (
         "audit.column_mapping",
         "column_mapping",
-        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", column_mapping=v), c),
+        lambda v, c, i: _ex(wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", column_mapping=v), c),
     ),
     (
         "audit.table_checks",
         "table_checks",
-        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks=v), c),
+        lambda v, c, i: _ex(wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", table_checks=v), c),
     ),
     (
         "audit.change_checks",
         "change_checks",
-        lambda v, c, i: _ex(wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", change_checks=v), c),
+        lambda v, c, i: _ex(wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", change_checks=v), c),
     ),
     (
         "commit_check.summary",
@@ -587,13 +605,13 @@ def test_hostile_input_is_refused_before_any_change(hostile_lake, fn, param, val
 
 
 TEMPLATED = [
-    ("wap_branch.branch", lambda: wap.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="{{ hostile }}"), "branch", REFS),
+    ("wap_branch.branch", lambda: wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="{{ hostile }}"), "branch", REFS),
     ("create_tag.tag", lambda: refs.IcebergCreateTagOperator(task_id="t", table=T, tag="{{ hostile }}"), "tag", REFS),
     ("drop_branch.branch", lambda: refs.IcebergDropBranchOperator(task_id="t", table=T, branch="{{ hostile }}"), "branch", REFS),
     ("commit_check.table", lambda: refs.IcebergCommitCheckOperator(task_id="t", table="{{ hostile }}"), "table", TABLES),
-    ("publish.table", lambda: wap.IcebergWapPublishOperator(task_id="t", table="{{ hostile }}", branch="dev"), "table", TABLES),
+    ("publish.table", lambda: wap_publish.IcebergWapPublishOperator(task_id="t", table="{{ hostile }}", branch="dev"), "table", TABLES),
     ("erasure.requests_table", lambda: erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table="{{ hostile }}"), "requests_table", TABLES),
-    ("audit.partition_clause", lambda: wap.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause="{{ hostile }}", **CHECKS), "partition_clause", SQL_FRAGMENTS),
+    ("audit.partition_clause", lambda: wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause="{{ hostile }}", **CHECKS), "partition_clause", SQL_FRAGMENTS),
     ("rewrite.where", lambda: maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where="{{ hostile }}"), "where", SQL_FRAGMENTS),
 ]  # fmt: skip
 

@@ -16,12 +16,12 @@ import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
+from airflow_iceberg_provider.core import audit_checks
 from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, IcebergRefusedError
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
-from airflow_iceberg_provider.spark_jobs import audit_checks
 
 pytestmark = pytest.mark.spark
 

@@ -21,6 +21,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Parallel runs (pytest-xdist, ``scripts/test.sh``): each worker gets its own work directory, so
+# nothing a module leaves under $AIP_WORK is seen by a module running beside it.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("AIP_WORK"):
+    os.environ["AIP_WORK"] = str(Path(os.environ["AIP_WORK"]) / os.environ["PYTEST_XDIST_WORKER"])
+    Path(os.environ["AIP_WORK"]).mkdir(parents=True, exist_ok=True)
+
 
 def pristine_airflow_db() -> Path:
     """The migrated Airflow DB nothing ever ran against (``scripts/bootstrap.sh``): copy it for an

@@ -1,25 +1,25 @@
 """Spark + REST catalogs + an ``s3://`` warehouse, end to end, on two independent REST servers.
 
 Every provider job family runs through a REST catalog whose tables live in object storage
-(SeaweedFS's S3 API), on each of:
+(SeaweedFS's S3 API). The families are shared between two independent REST servers (each job
+costs a JVM start; running every family on both doubled the tier's time for no new path):
 
 * ``seaweedfs``: SeaweedFS's own Iceberg REST catalog (``weed mini``), OAuth2 client
-  credentials checked against its S3 key pair;
+  credentials checked against its S3 key pair, which vends the S3 credentials to S3FileIO:
+  the maintenance plan (compaction + manifest rewrite + expiry + orphan removal, for real, in
+  one job: the planted orphan goes, no live file does, objects listed through the S3 API); the
+  erasure's logical phase, then its purge (afterwards no object of the table holds a subject);
+  a user application through ``IcebergSparkSubmitOperator``, read back through pyiceberg;
 * ``iceberg-fixture``: Apache Iceberg's ``RESTCatalogServer`` (``iceberg-open-api``
-  test-fixtures, JDBC-backed), OAuth2 client-credentials flow, S3FileIO to the same SeaweedFS.
+  test-fixtures, JDBC-backed), OAuth2 client-credentials flow, S3FileIO to the same SeaweedFS:
+  WAP (branch -> Spark write -> Spark audit -> fast-forward publish -> rollback) and a
+  cherry-pick publish when ``main`` moved (a Spark job); ``tests/test_cluster.py`` runs the
+  user application, WAP, compaction and erasure over this server on a standalone cluster.
 
 Spark (the official ``iceberg-spark-runtime`` with its shaded HttpClient, ``iceberg-aws-bundle``
 for S3FileIO, ``hadoop-aws`` for raw reads) and pyiceberg name the same tables through one
-Airflow connection. Per server, seven spark-submits:
-
-* maintenance plan: compaction + manifest rewrite + expiry + orphan removal (for real) in one
-  job; the planted orphan goes, no live file does (objects listed through the S3 API);
-* WAP: branch -> Spark write -> Spark audit -> fast-forward publish -> rollback (metadata only);
-* cherry-pick publish when ``main`` moved (a Spark job);
-* erasure: logical phase, then purge; afterwards no object of the table holds a subject;
-* a user application through ``IcebergSparkSubmitOperator``, read back through pyiceberg;
-* no credential (S3 secret key, OAuth2 client secret) in any spark-submit argv, the Spark event
-  log, the task output, XCom or the ledger.
+Airflow connection. On each server, no credential (S3 secret key, OAuth2 client secret) is in
+any spark-submit argv, the Spark event log, the task output, XCom or the ledger.
 """
 
 from __future__ import annotations
@@ -60,7 +60,12 @@ CHECKS = {
     "column_mapping": {"amount": {"null_check": {"equal_to": 0}}, "order_id": {"unique_check": {"equal_to": 0}}},
     "table_checks": {"has_rows": {"check_statement": "COUNT(*) > 0"}},
 }
-SPARK_SUBMITS = 7
+#: spark-submits per server (seaweedfs: maintenance, erasure logical + purge, user application;
+#: iceberg-fixture: WAP write + audit, cherry-pick) and a ledger operation each server's jobs write
+SPARK_SUBMITS = {"seaweedfs": 4, "iceberg-fixture": 3}
+LEDGER_CONTROL = {"seaweedfs": "remove_orphan_files", "iceberg-fixture": "wap_publish"}
+ON_SEAWEEDFS = pytest.mark.server("seaweedfs")
+ON_FIXTURE = pytest.mark.server("iceberg-fixture")
 
 
 @dataclass
@@ -156,7 +161,10 @@ def lake(request, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _collect_logs(lake, capfd, caplog):
+def _collect_logs(request, lake, capfd, caplog):
+    only = request.node.get_closest_marker("server")
+    if only is not None and lake.server not in only.args:
+        pytest.skip(f"this job family runs on the {only.args[0]} REST server of the module")
     caplog.set_level("DEBUG")
     yield
     out, err = capfd.readouterr()
@@ -175,6 +183,7 @@ def live_files(hook: IcebergCatalogHook, table: str) -> set[str]:
     return {p.split("://", 1)[1] for p in out}
 
 
+@ON_SEAWEEDFS
 def test_maintenance_plan_removes_the_orphan_and_no_live_file(lake):
     import pyarrow.parquet as pq
 
@@ -233,9 +242,10 @@ def _record_base_values(lake: RestLake, audit_op: IcebergWapAuditOperator, base:
         for c in audit_op.parse_checks()
         if c.name in values
     ]
-    lake.hook.append_governance_rows("audit_results", rows)
+    lake.hook.governance.append("audit_results", rows)
 
 
+@ON_FIXTURE
 def test_wap_write_audit_fast_forward_then_rollback(lake):
     hook, t = lake.hook, lake.orders
     ctx = fake_context(dag_id="wap_rest", run_id=f"run_{lake.server}")
@@ -278,6 +288,7 @@ def test_wap_write_audit_fast_forward_then_rollback(lake):
     lake.xcom += [created, written, audit, published, rolled]
 
 
+@ON_FIXTURE
 def test_cherry_pick_when_main_moved(lake):
     hook, t = lake.hook, lake.orders
     for name in ("c1", "c2"):
@@ -301,6 +312,7 @@ def test_cherry_pick_when_main_moved(lake):
     assert len(ids) == lake.rows and set(range(8000, 8006)) <= set(ids)
 
 
+@ON_SEAWEEDFS
 def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake):
     hook = lake.hook
     before = rows_of(hook, lake.people)
@@ -330,6 +342,7 @@ def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake):
     lake.xcom += [logical, purge]
 
 
+@ON_SEAWEEDFS
 def test_user_application_through_spark_submit_operator(lake):
     hook, t = lake.hook, lake.orders
     op = IcebergSparkSubmitOperator(
@@ -349,17 +362,17 @@ def test_user_application_through_spark_submit_operator(lake):
 
 def test_no_credential_in_argv_event_log_logs_xcom_or_ledger(lake):
     argv = lake.argv_log.read_text()
-    assert argv.count("----") == SPARK_SUBMITS, argv.count("----")
+    assert argv.count("----") == SPARK_SUBMITS[lake.server], argv.count("----")
     assert "--properties-file" in argv
     events = "\n".join(p.read_text(errors="replace") for p in lake.events.rglob("*") if p.is_file())
-    assert events.count("SparkListenerApplicationStart") == SPARK_SUBMITS  # control: one event log per job
+    assert events.count("SparkListenerApplicationStart") == SPARK_SUBMITS[lake.server]  # control: one event log per job
     assert "spark.sql.catalog.lakehouse.credential" in events  # control: the conf was logged, redacted
     assert "spark.sql.catalog.lakehouse.s3.secret-access-key" in events
     logs = "\n".join(lake.logs)
     assert "Spark" in logs  # control: the task output was captured
     xcom = json.dumps(lake.xcom, default=str)
-    ledger = json.dumps(lake.hook.read_governance_rows("ledger"), default=str)
-    assert '"maintenance.remove_orphan_files"' in ledger or "remove_orphan_files" in ledger  # control
+    ledger = json.dumps(lake.hook.governance.read("ledger"), default=str)
+    assert LEDGER_CONTROL[lake.server] in ledger  # control
     for what, secret in lake.secrets.items():
         for where, text in {"argv": argv, "event log": events, "logs": logs, "XCom": xcom, "ledger": ledger}.items():
             assert secret not in text, f"the {what} leaked into the {where} ({lake.server})"

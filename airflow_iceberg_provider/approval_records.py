@@ -25,7 +25,7 @@ def approval_history(hook: IcebergCatalogHook, table: str | None = None) -> list
     if table is not None:
         filters["table_name"] = table
     out = []
-    for row in hook.read_governance_rows("ledger", **filters):
+    for row in hook.governance.read("ledger", **filters):
         decoded = decode_ledger_row(row)
         details = decoded["details"]
         out.append(

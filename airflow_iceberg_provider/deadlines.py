@@ -124,7 +124,7 @@ def _record(conn_id: str, details: dict[str, Any]) -> None:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
     try:
-        IcebergCatalogHook(conn_id).record_ledger(
+        IcebergCatalogHook(conn_id).governance.record_ledger(
             operation=MISSED_OPERATION,
             table=None,
             status="warned",

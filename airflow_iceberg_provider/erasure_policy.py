@@ -460,13 +460,13 @@ def lifecycle_lines(hook: Any, requests_table: str, table: str) -> list[str]:
     (request ids and hashes only; for demos and runbooks)."""
     if not hook.table_exists(requests_table):
         return []
-    evidence = {e["request_id"]: e for e in hook.read_governance_rows("erasure_evidence", table_name=table)}
+    evidence = {e["request_id"]: e for e in hook.governance.read("erasure_evidence", table_name=table)}
 
     def t(v: Any) -> str:
         return v.strftime("%Y-%m-%d %H:%M:%S") if v is not None else "-"
 
     lines = []
-    for r in sorted(hook.erasure_request_states(requests_table), key=lambda r: r["request_id"]):
+    for r in sorted(hook.governance.erasure_request_states(requests_table), key=lambda r: r["request_id"]):
         e = evidence.get(r["request_id"], {})
         flag = "  [matched no row: check the key]" if e and not e.get("rows_found") else ""
         lines.append(

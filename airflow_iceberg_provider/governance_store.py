@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider._validation import TableIdent, validate_table
@@ -252,49 +251,3 @@ def pa_table(rows: list[dict[str, Any]], tbl: Table) -> Any:
     import pyarrow as pa
 
     return pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow())
-
-
-class GovernanceVerbs:
-    """The catalog hook's governance verbs (mixed into ``IcebergCatalogHook``): a :class:`GovernanceStore`
-    per hook, and the public names that predate it, delegating to it."""
-
-    @cached_property
-    def governance(self) -> GovernanceStore:
-        """The governance tables (ledger, audit results, erasure evidence) of this connection."""
-        return GovernanceStore(cast("IcebergCatalogHook", self))  # mixed into the catalog hook
-
-    def governance_table(self, kind: str | GovernanceTable) -> str:
-        """Create the governance table if missing; return its ``namespace.table`` name."""
-        return self.governance.table(kind)
-
-    def append_governance_rows(self, kind: str, rows: list[dict[str, Any]]) -> None:
-        """Append rows to a governance table (:meth:`GovernanceStore.append`)."""
-        self.governance.append(kind, rows)
-
-    def read_governance_rows(self, kind: str, **filters: Any) -> list[dict[str, Any]]:
-        """Rows of a governance table (:meth:`GovernanceStore.read`: column equalities, ``since``/``until``)."""
-        return self.governance.read(kind, **filters)
-
-    def record_ledger(self, **entry: Any) -> str:
-        """Write one ledger row for a metadata-only operation (:meth:`GovernanceStore.record_ledger`)."""
-        return self.governance.record_ledger(**entry)
-
-    def legal_holds(self, table: str | TableIdent | Table, *, with_ledger: bool = True) -> list[dict[str, Any]]:
-        """Legal-hold tags of a table with their ledger details (:meth:`GovernanceStore.legal_holds`)."""
-        return self.governance.legal_holds(table, with_ledger=with_ledger)
-
-    def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
-        """Create an erasure requests table if missing (:meth:`GovernanceStore.ensure_erasure_requests_table`)."""
-        return self.governance.ensure_erasure_requests_table(table)
-
-    def erasure_request_states(
-        self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
-        return self.governance.erasure_request_states(table, statuses=statuses)
-
-    def submit_erasure_requests(
-        self, table: str | TableIdent, requests: Mapping[str, str], *, received_at: datetime | None = None
-    ) -> list[str]:
-        """Add pending erasure requests, idempotently (:meth:`GovernanceStore.submit_erasure_requests`)."""
-        return self.governance.submit_erasure_requests(table, requests, received_at=received_at)

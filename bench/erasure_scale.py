@@ -186,7 +186,7 @@ def main() -> int:
     result_path = work / "result.json"
     spec = {k: v for k, v in vars(args).items() if k not in ("driver_memory",)}
     spec.update(result_path=str(result_path), work_dir=str(work), salt="bench-salt-0123456789abcdef")
-    IcebergCatalogHook().governance_table("erasure_evidence")  # as the operator does before its job
+    IcebergCatalogHook().governance.table("erasure_evidence")  # as the operator does before its job
     plan = hook.plan(JOB, spec=spec, name="erasure-scale-bench")  # ships the spark_jobs package
     t0 = time.monotonic()
     hook.submit(plan)

@@ -5,8 +5,8 @@ a ledger to ``--rows`` rows in ``--commits`` commits (default 10,000 rows in 200
 commits, i.e. 200 snapshots and 200 one-commit data files), then measures, side by side
 in one run:
 
-1. writing one ledger row (``IcebergCatalogHook.record_ledger``, p50 of 7);
-2. reading one table's rows (``read_governance_rows("ledger", table_name=...)``, p50 of 7);
+1. writing one ledger row (``hook.governance.record_ledger``, p50 of 7);
+2. reading one table's rows (``hook.governance.read("ledger", table_name=...)``, p50 of 7);
 3. the maintenance plan on the ledger (one spark-submit: compaction, manifests, expiry);
 4. the same write and read again, and the ratios before/after.
 
@@ -54,12 +54,12 @@ def main() -> int:
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
     hook = IcebergCatalogHook()
-    ledger = hook.governance_table("ledger")
+    ledger = hook.governance.table("ledger")
     per_commit = args.rows // args.commits
     t0 = time.perf_counter()
     for c in range(args.commits):
         now = datetime.now(UTC)
-        hook.append_governance_rows(
+        hook.governance.append(
             "ledger",
             [
                 {
@@ -78,10 +78,10 @@ def main() -> int:
     )
 
     def write():
-        hook.record_ledger(operation="bench", table="sales.t1", status="succeeded")
+        hook.governance.record_ledger(operation="bench", table="sales.t1", status="succeeded")
 
     def read():
-        return hook.read_governance_rows("ledger", table_name="sales.t7")
+        return hook.governance.read("ledger", table_name="sales.t7")
 
     def measure(label: str) -> tuple[float, float]:
         h = hook.health(ledger)

@@ -80,7 +80,7 @@ def hook_side(hook, snaps: list[int], reps: int) -> dict[str, list[float]]:
     out["create tag (operator + ledger)"] = []
     ti = SimpleNamespace(dag_id="bench", run_id="r", task_id="tag", try_number=1, map_index=-1)
     ctx = {"ti": ti, "task_instance": ti, "run_id": "r"}
-    hook.governance_table("ledger")
+    hook.governance.table("ledger")
     for i in range(reps):
         out["create tag"].append(timed(lambda i=i: hook.create_tag(TABLE, f"h_tag_{i}", snapshot_id=head)))
         out["create branch"].append(

@@ -52,7 +52,7 @@ def main() -> int:
     hook = IcebergCatalogHook()
     hook.ensure_namespace("db")
     create_orders_table(hook, "db.orders")
-    hook.governance_table("ledger")
+    hook.governance.table("ledger")
 
     # The bare command: what an engineer would type, with the same conf, jars and spec.
     plan = IcebergSparkHook().plan(

@@ -40,7 +40,7 @@ def record_base_values(hook, audit_op, table: str, base: int, rows: int) -> None
     from datetime import UTC, datetime
 
     values = {"amount.null_check": 0.0, "order_id.unique_check": 0.0, "table.has_rows": float(rows)}
-    hook.append_governance_rows(
+    hook.governance.append(
         "audit_results",
         [
             {
@@ -150,7 +150,7 @@ def scenario(conn: dict, jars: str) -> Iterator[None]:
 
 def appended_read_seconds(hook, job_run_id: str) -> float:
     """Seconds the audit job spent reading the appended rows (driver: Parquet read + evaluation; Spark: its query)."""
-    row = hook.read_governance_rows("ledger", event_id=job_run_id)[0]
+    row = hook.governance.read("ledger", event_id=job_run_id)[0]
     details = json.loads(row["details"]) if isinstance(row["details"], str) else row["details"]
     steps = {**dict(details.get("planning") or []), **dict(details.get("queries") or [])}
     keys = ("read appended files", "evaluate on the driver", "appended", "register appended view")

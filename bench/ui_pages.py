@@ -120,7 +120,7 @@ def build(hook, *, snapshots: int, audits: int, requests: int) -> dict[str, floa
                 }
             )
     for i in range(0, len(rows), 2000):  # the audit job appends one file per audit; a maintained table has fewer
-        hook.append_governance_rows("audit_results", rows[i : i + 2000])
+        hook.governance.append("audit_results", rows[i : i + 2000])
     ledger = [
         {
             "event_id": uuid.uuid4().hex,
@@ -144,11 +144,11 @@ def build(hook, *, snapshots: int, audits: int, requests: int) -> dict[str, floa
         }
         for a in range(0, len(snaps), 2)
     ]
-    hook.append_governance_rows("ledger", ledger)
+    hook.governance.append("ledger", ledger)
     took["governance_rows"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    hook.ensure_erasure_requests_table("bench.requests")
+    hook.governance.ensure_erasure_requests_table("bench.requests")
     req = [
         {
             "request_id": f"REQ-{i:05d}",
@@ -187,7 +187,7 @@ def build(hook, *, snapshots: int, audits: int, requests: int) -> dict[str, floa
         }
         for r in req
     ]
-    hook.append_governance_rows("erasure_evidence", evidence)
+    hook.governance.append("erasure_evidence", evidence)
     took["requests"] = time.perf_counter() - t
     return took
 

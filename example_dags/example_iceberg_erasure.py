@@ -111,7 +111,9 @@ with DAG(
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
         received = datetime.now(UTC) - timedelta(days=2)
-        return len(IcebergCatalogHook().submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
+        return len(
+            IcebergCatalogHook().governance.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received)
+        )
 
     # [END howto_erasure_requests]
     deadline_before = IcebergErasureDeadlineSensor(
@@ -151,7 +153,7 @@ with DAG(
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
         hook = IcebergCatalogHook()
-        for row in hook.read_governance_rows("erasure_evidence"):
+        for row in hook.governance.read("erasure_evidence"):
             print(
                 f"evidence {row['request_id']} {row['table_name']}: subject_hash={row['subject_hash'][:16]}… "
                 f"rows_deleted={row['rows_deleted']} verification={row['verification']} "
@@ -193,12 +195,12 @@ with DAG(
 def summarize(hook) -> list[str]:
     """Demo summary: evidence per request (hashes only) and request statuses."""
     lines = []
-    for row in sorted(hook.read_governance_rows("erasure_evidence"), key=lambda r: (r["request_id"], r["table_name"])):
+    for row in sorted(hook.governance.read("erasure_evidence"), key=lambda r: (r["request_id"], r["table_name"])):
         lines.append(
             f"evidence {row['request_id']} {row['table_name']}: hash {row['subject_hash'][:12]}… "
             f"deleted {row['rows_deleted']} {row['verification']} runs={row['runs']}"
         )
-    states = hook.erasure_request_states(REQUESTS) if hook.table_exists(REQUESTS) else []
+    states = hook.governance.erasure_request_states(REQUESTS) if hook.table_exists(REQUESTS) else []
     lines.append("requests: " + ", ".join(f"{r['request_id']}={r['status']}" for r in states))
     return lines
 

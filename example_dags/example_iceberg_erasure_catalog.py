@@ -98,7 +98,7 @@ with DAG(
                 )
             )
         received = datetime.now(UTC) - timedelta(hours=2)
-        return len(hook.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
+        return len(hook.governance.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
     # [START howto_erasure_catalog_wide]
     discover = IcebergErasureDiscoveryOperator(task_id="discover_tables", subject_kind="customer_id", namespaces=[NS])

@@ -78,7 +78,7 @@ with DAG(
                 }
                 hook.load_table(ORDERS).append(pa.table(batch))
         received = datetime.now(UTC) - timedelta(hours=3)
-        return len(hook.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
+        return len(hook.governance.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received))
 
     # [START howto_erasure_logical]
     deadlines = IcebergErasureDeadlineSensor(

@@ -42,7 +42,7 @@ with DAG(
     def governance_tables() -> list[str]:
         """The governance tables of the catalog connection (created, with their properties, if missing)."""
         hook = IcebergCatalogHook()
-        return [hook.governance_table(kind) for kind in GOVERNANCE_TABLES]
+        return [hook.governance.table(kind) for kind in GOVERNANCE_TABLES]
 
     tables = governance_tables()
     health = IcebergTableHealthCheckOperator.partial(

@@ -105,9 +105,7 @@ def summarize(hook) -> list[str]:
     import json
 
     lines = []
-    rows = [
-        r for r in hook.read_governance_rows("ledger", table_name=TABLE) if r["operation"].startswith("maintenance")
-    ]
+    rows = [r for r in hook.governance.read("ledger", table_name=TABLE) if r["operation"].startswith("maintenance")]
     rows.sort(key=lambda r: (r["finished_at"], r["event_id"]))
     actions = [r for r in rows if r["operation"].startswith("maintenance.") and r["status"] != "dry_run"]
     if actions:

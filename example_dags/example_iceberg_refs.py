@@ -143,10 +143,10 @@ def summarize(hook) -> list[str]:
     lines = []
     refs = hook.refs(TABLE)
     lines.append("refs: " + ", ".join(f"{r.name}({r.type})->{r.snapshot_id}" for r in refs.values()))
-    for h in hook.legal_holds(TABLE):
+    for h in hook.governance.legal_holds(TABLE):
         case = (h["details"] or {}).get("case_id")
         lines.append(f"legal hold {h['name']} pins snapshot {h['snapshot_id']} (case {case})")
-    for row in hook.read_governance_rows("ledger", table_name=TABLE, operation="rollback"):
+    for row in hook.governance.read("ledger", table_name=TABLE, operation="rollback"):
         lines.append(
             f"rollback {row['status']}: {row['snapshot_before']} -> {row['snapshot_after']} (run {row['run_id']})"
         )

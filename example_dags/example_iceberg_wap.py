@@ -132,12 +132,12 @@ def summarize(hook) -> list[str]:
         if ref.name != "main":
             rows = len(tbl.scan(snapshot_id=ref.snapshot_id).to_arrow())
             lines.append(f"  {ref.type} {ref.name} -> {ref.snapshot_id} ({rows} rows)")
-    audits = hook.read_governance_rows("audit_results", table_name=TABLE)
+    audits = hook.governance.read("audit_results", table_name=TABLE)
     for event in sorted({r["event_id"] for r in audits}):
         rows = [r for r in audits if r["event_id"] == event]
         failed = [f"{r['check_name']}={r['observed_value']:g}" for r in rows if not r["passed"]]
         verdict = "PASSED" if not failed else "FAILED " + ", ".join(failed)
         lines.append(f"  audit of {rows[0]['ref']} @ {rows[0]['snapshot_id']}: {len(rows)} checks {verdict}")
-    publishes = [r for r in hook.read_governance_rows("ledger", operation="wap_publish", table_name=TABLE)]
+    publishes = [r for r in hook.governance.read("ledger", operation="wap_publish", table_name=TABLE)]
     lines.append(f"  publishes: {[(r['snapshot_before'], r['snapshot_after']) for r in publishes]}")
     return lines

@@ -167,7 +167,7 @@ def add_overdue_request(hook) -> str | None:
     if not hook.table_exists(OVERDUE_REQUESTS_TABLE):
         return None
     received = datetime.now(UTC) - timedelta(days=OVERDUE_DAYS)
-    hook.submit_erasure_requests(
+    hook.governance.submit_erasure_requests(
         OVERDUE_REQUESTS_TABLE, {OVERDUE_REQUEST_ID: "demo-subject-overdue-0000"}, received_at=received
     )
     return OVERDUE_NOTE
@@ -247,7 +247,7 @@ def main(argv: list[str]) -> int:
     note = add_overdue_request(IcebergCatalogHook()) if not only or "iceberg_erasure" in only else None
     if note:
         print(f"    {note}", flush=True)
-    ledger = IcebergCatalogHook().read_governance_rows("ledger")
+    ledger = IcebergCatalogHook().governance.read("ledger")
     print(
         f"governance ledger: {len(ledger)} rows; last: "
         + ", ".join(f"{r['operation']}:{r['status']}" for r in ledger[-5:])

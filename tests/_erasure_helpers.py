@@ -62,7 +62,7 @@ def append_people(hook, table: str, batches: int, rows: int = 60) -> list[int]:
 
 def add_requests(hook, table: str, requests: dict[str, str], *, received_days_ago: float = 1) -> None:
     when = datetime.now(UTC) - timedelta(days=received_days_ago)
-    hook.submit_erasure_requests(table, requests, received_at=when)
+    hook.governance.submit_erasure_requests(table, requests, received_at=when)
 
 
 def table_dir(hook, table: str) -> str:

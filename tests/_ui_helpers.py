@@ -2,11 +2,11 @@
 
 * ``db.orders``: created by ``IcebergCreateTableOperator``; appends through pyiceberg; a WAP branch
   created by ``IcebergWapCreateBranchOperator``, audited (rows written with the governance writer
-  ``append_governance_rows`` in the audit job's schema) and published by ``IcebergWapPublishOperator``
+  ``governance.append`` in the audit job's schema) and published by ``IcebergWapPublishOperator``
   (ledger row); a second branch whose audit failed (``min_rows``: observed 3, expected ``>= 100``);
   a release tag and a legal hold by ``IcebergCreateTagOperator``; a maintenance ledger row in the
   maintenance operator's shape with the hook's real health as "before".
-* ``db.requests``: erasure requests (``ensure_erasure_requests_table``) whose subject values must never
+* ``db.requests``: erasure requests (``governance.ensure_erasure_requests_table``) whose subject values must never
   appear in any page; evidence rows (salted hash only) of one erasure batch of two requests, R-100
   (4 rows found and removed) and R-400 (matched nothing), written by a logical run and a purge whose
   ledger rows name their Airflow tasks; a refused erasure run; an approval decision.
@@ -167,7 +167,7 @@ def fill_lake(hook) -> dict[str, Any]:
     IcebergWapCreateBranchOperator(task_id="branch", table=table, branch="wap_ok").execute(ctx)
     hook.load_table(table).append(orders_batch(100, 150), branch="wap_ok")
     audited = hook.ref_snapshot_id(table, "wap_ok")
-    hook.append_governance_rows(
+    hook.governance.append(
         "audit_results",
         audit_rows(
             table,
@@ -185,7 +185,7 @@ def fill_lake(hook) -> dict[str, Any]:
     IcebergWapCreateBranchOperator(task_id="branch", table=table, branch="wap_bad").execute(ctx)
     hook.load_table(table).append(orders_batch(900, 3), branch="wap_bad")
     bad = hook.ref_snapshot_id(table, "wap_bad")
-    hook.append_governance_rows(
+    hook.governance.append(
         "audit_results",
         audit_rows(
             table,
@@ -201,10 +201,10 @@ def fill_lake(hook) -> dict[str, Any]:
     IcebergCreateTagOperator(
         task_id="hold", table=table, tag="case-7", legal_hold=True, case_id="CASE-7", hold_reason="litigation"
     ).execute(fake_context())
-    hook.append_governance_rows("ledger", [maintenance_row(hook, table)])
+    hook.governance.append("ledger", [maintenance_row(hook, table)])
 
     requests = "db.requests"
-    hook.ensure_erasure_requests_table(requests)
+    hook.governance.ensure_erasure_requests_table(requests)
     import pyarrow as pa
 
     now = datetime.now(UTC)
@@ -220,7 +220,7 @@ def fill_lake(hook) -> dict[str, Any]:
             "request_id": rid,
             "subject_key": key,
             "received_at": received[rid],
-            "status": "done" if rid == "R-100" else "erased" if rid == "R-400" else "pending",
+            "status": "erased" if rid in erased else "pending",
             "updated_at": None,
             "completed_at": now - timedelta(days=1) if rid in erased else None,
         }
@@ -272,7 +272,7 @@ def fill_lake(hook) -> dict[str, Any]:
             schema=evidence_table(hook).schema().as_arrow(),
         )
     )
-    hook.append_governance_rows(
+    hook.governance.append(
         "ledger",
         [
             erasure_ledger_row(

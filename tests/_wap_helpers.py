@@ -33,4 +33,4 @@ def record_audit(
         "passed": passed,
         "evaluated_at": datetime.now(UTC),
     }
-    hook.append_governance_rows("audit_results", [row])
+    hook.governance.append("audit_results", [row])

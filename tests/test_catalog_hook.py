@@ -133,10 +133,10 @@ def test_health_counts(lake):
 
 
 def test_governance_ledger_roundtrip(lake, context):
-    event = lake.record_ledger(
+    event = lake.governance.record_ledger(
         operation="unit", table="db.orders", status="succeeded", context=context, metrics={"n": 1}
     )
-    rows = lake.read_governance_rows("ledger", event_id=event)
+    rows = lake.governance.read("ledger", event_id=event)
     assert len(rows) == 1
     assert rows[0]["dag_id"] == "test_dag" and rows[0]["try_number"] == 1
     assert json.loads(rows[0]["metrics"]) == {"n": 1}

@@ -71,8 +71,8 @@ def test_foundation_and_ref_verbs(catalog):
     assert hook.poll_commit(T, known_metadata_location=poll["metadata_location"])["loaded"] is False
     assert hook.remove_ref(T, "t1") and hook.remove_ref(T, "exp") and not hook.remove_ref(T, "exp")
     assert set(hook.refs(T)) == {"main"}
-    event = hook.record_ledger(operation="test", table=T, status="succeeded", context=fake_context())
-    assert hook.read_governance_rows("ledger", event_id=event)[0]["dag_id"] == "test_dag"
+    event = hook.governance.record_ledger(operation="test", table=T, status="succeeded", context=fake_context())
+    assert hook.governance.read("ledger", event_id=event)[0]["dag_id"] == "test_dag"
 
 
 def test_metadata_location_matches_load_table(orders):
@@ -187,7 +187,7 @@ def test_tag_branch_create_drop_and_rollback(orders):
     assert "eod" not in hook.refs(table)
     IcebergDropBranchOperator(task_id="db", table=table, branch="exp").execute(fake_context())
     assert set(hook.refs(table)) == {"main"}
-    ledger = hook.read_governance_rows("ledger", table_name=table)
+    ledger = hook.governance.read("ledger", table_name=table)
     assert {"create_tag", "create_branch", "rollback", "drop_tag", "drop_branch"} <= {r["operation"] for r in ledger}
 
 

@@ -91,7 +91,7 @@ def test_eight_wap_runs_publish_at_once_and_no_update_is_lost(lake):
     ids = Counter(hook.load_table(T).scan().to_arrow().column("order_id").to_pylist())
     expected = Counter(list(range(20)) + [r for i in range(RUNS) for r in run_rows(i)])
     assert ids == expected, "a published run's rows are missing or duplicated on main"
-    ledger = [r for r in hook.read_governance_rows("ledger", operation="wap_publish", table_name=T)]
+    ledger = [r for r in hook.governance.read("ledger", operation="wap_publish", table_name=T)]
     assert sorted(r["snapshot_after"] for r in ledger) == sorted(published.values())
     assert all(r["status"] == "succeeded" for r in ledger)
     # main's history is a single line through every published snapshot

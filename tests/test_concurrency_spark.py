@@ -113,9 +113,9 @@ def test_maintenance_publish_and_erasure_race_and_nothing_is_lost(module_lake, m
             tasks[name]().execute(fake_context(dag_id="race", run_id="r1", task_id=name, try_number=2))
 
     assert rows(hook) == expected, "a row was lost or duplicated by the race"
-    (published,) = hook.read_governance_rows("ledger", operation="wap_publish", table_name=T)
+    (published,) = hook.governance.read("ledger", operation="wap_publish", table_name=T)
     assert json.loads(published["details"])["method"] in ("cherrypick", "recovered"), published["details"]
-    evidence = hook.read_governance_rows("erasure_evidence", table_name=T)
+    evidence = hook.governance.read("erasure_evidence", table_name=T)
     assert sorted(e["request_id"] for e in evidence) == sorted(SUBJECTS)
     assert all(e["verification"] == "verified" for e in evidence)
     # No file the table references holds a subject. A loser that wrote files and then failed its

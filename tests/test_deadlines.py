@@ -63,6 +63,6 @@ def test_missed_deadline_callback_logs_and_records_it(lake, caplog):
     with caplog.at_level("ERROR"):
         out = asyncio.run(erasure_deadline_missed(context, statutory_deadline_hours=720.0, run_budget_hours=24.0))
     assert "did not finish within 24.0 h" in caplog.text and out["run_id"] == "scheduled__2026-01-02"
-    (row,) = [decode_ledger_row(r) for r in lake.read_governance_rows("ledger", operation=MISSED_OPERATION)]
+    (row,) = [decode_ledger_row(r) for r in lake.governance.read("ledger", operation=MISSED_OPERATION)]
     assert row["status"] == "warned" and row["details"]["deadline_time"] == "2026-01-03T02:00:00+00:00"
     assert row["details"]["dag_id"] == "iceberg_erasure_nightly"

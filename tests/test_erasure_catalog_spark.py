@@ -58,7 +58,7 @@ def catalog_lake(module_lake):
 
 
 def _statuses(hook):
-    return {r["request_id"]: r["status"] for r in hook.erasure_request_states(REQUESTS)}
+    return {r["request_id"]: r["status"] for r in hook.governance.erasure_request_states(REQUESTS)}
 
 
 def test_one_request_is_erased_from_every_declaring_table(catalog_lake, capfd):

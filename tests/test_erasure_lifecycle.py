@@ -32,7 +32,6 @@ V, INC, F = "verified", "incomplete", "failed"
         ("erased", "logical", V, "erased"),  # never moved back by a logical run
         ("erased", "purge", V, "erased"),
         ("erased", "full", V, "erased"),
-        ("done", "full", V, "erased"),  # pre-#13 name
         ("erased", "purge", F, "pending"),  # a failed physical re-verification reopens it
         ("logically_erased", "purge", None, "logically_erased"),
         ("erased", "logical", None, "erased"),
@@ -48,6 +47,7 @@ def test_transitions(current, phase, outcome, expected):
         ("pending", "purge", V, "run phase='logical' first"),
         ("pending", "compact", V, "unknown phase"),
         ("weird", "logical", V, "unknown request status"),
+        ("done", "full", V, "unknown request status"),
         ("pending", "logical", "maybe", "unknown verification outcome"),
     ],
 )
@@ -66,7 +66,7 @@ def test_combined_status_over_tables_in_scope():
     assert cs("logically_erased", {"db.a": ("purge", INC), "db.b": ("purge", V)}, scope) == "blocked"
     assert cs("erased", {"db.a": ("purge", F), "db.b": ("purge", V)}, scope) == "pending"
     assert cs("logically_erased", {}, scope) == "logically_erased"
-    assert cs("done", {}, scope) == "erased"
+    assert cs("erased", {}, scope) == "erased"
     with pytest.raises(lc.LifecycleRefusal):
         cs("nonsense", {}, scope)
 
@@ -126,7 +126,7 @@ def test_deadline_report_names_requests_at_risk_of_either_deadline():
         {"request_id": "near-physical", "status": "logically_erased", "received_at": now - timedelta(days=25)},
         {"request_id": "ok-physical", "status": "logically_erased", "received_at": now - timedelta(days=2)},
         {"request_id": "erased-old", "status": "erased", "received_at": now - timedelta(days=90)},
-        {"request_id": "done-old", "status": "done", "received_at": now - timedelta(days=90)},
+        {"request_id": "redacted-old", "status": "redacted", "received_at": now - timedelta(days=90)},
         {"request_id": "blocked-old", "status": "blocked", "received_at": now - timedelta(days=40)},
     ]
     r = ep.deadline_report(rows, now=now, logical=timedelta(hours=24), physical=timedelta(days=30))

@@ -207,7 +207,7 @@ def test_purge_removes_every_subject_file_and_leftover_and_keeps_history_without
     assert ev["R-1"]["files_raw_read"] <= ev["R-1"]["files_considered"] - 19
     _check_dictionary_proofs_on_disk(hook, on_disk)
     assert ev["R-1"]["leftovers_removed"] == 2
-    ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    ledger = hook.governance.read("ledger", event_id=result["job_run_id"])
     blob = json.dumps([result, list(ev.values()), ledger], default=str) + out.out + out.err
     assert not any(s in blob for s in [*SUBJECTS.values(), SALT])
 
@@ -246,13 +246,13 @@ def test_purge_redacts_erased_requests_and_purges_the_requests_tables_history(la
     assert len(hook.load_table("db.requests13").metadata.snapshots) == 1
     before = hook.metadata_location("db.requests13")
     with pytest.raises(IcebergValidationError, match=r"\['R-1'\] were erased .* never reopened"):
-        hook.submit_erasure_requests("db.requests13", {"R-1": person(900), "R-9": person(7)})
+        hook.governance.submit_erasure_requests("db.requests13", {"R-1": person(900), "R-9": person(7)})
     assert hook.metadata_location("db.requests13") == before
     sensor = IcebergErasureDeadlineSensor(task_id="d2", requests_table="db.requests13", logical_deadline_hours=72)
     assert sensor.poke(fake_context()) is True
     view = {
         r["request_id"]: r
-        for r in erasure_requests(hook.erasure_request_states("db.requests13"), [], now=datetime.now(UTC))
+        for r in erasure_requests(hook.governance.erasure_request_states("db.requests13"), [], now=datetime.now(UTC))
     }
     assert view["R-1"]["status"] == "redacted" and not view["R-1"]["open"] and view["R-4"]["open"]
 
@@ -298,7 +298,7 @@ def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13
     result = IcebergErasureOperator(task_id="im_full", phase="full", **args).execute(fake_context())
     assert result["verification"] == "verified" and result["rows_deleted"] > 0, result
     # the analysis found the subject in the imported file by its raw read (by name, the fallback)
-    (row,) = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    (row,) = hook.governance.read("ledger", event_id=result["job_run_id"])
     metrics = decode_ledger_row(row)["metrics"]
     assert metrics["files_with_subjects_before"] == 1 and metrics["rows_with_subjects_raw_before"] > 0
     assert person(7) not in strings_on_disk(hook, table)

@@ -116,7 +116,7 @@ def test_hook_facts_and_request_states_never_expose_subjects(erasure_lake):
     assert facts["schema_fields"]["customer_id"] == "string"
     assert ("order_ts", "day") in facts["partition_fields"]
     assert facts["equality_delete_files"] == 0 and facts["format_version"] == 2
-    states = erasure_lake.erasure_request_states("db.requests")
+    states = erasure_lake.governance.erasure_request_states("db.requests")
     assert states and set(states[0]) == {"request_id", "received_at", "status"}
     assert person(3) not in json.dumps(states, default=str)
 
@@ -155,16 +155,16 @@ def test_deadline_sensor_fails_on_overdue_request(erasure_lake):
         _sensor(deadline_days="soon").poke(fake_context())
 
 
-def test_deadline_sensor_ignores_done_requests(erasure_lake):
+def test_deadline_sensor_ignores_erased_requests(erasure_lake):
     import pyarrow as pa
 
     tbl = erasure_lake.load_table("db.requests")
     old = datetime.now(UTC) - timedelta(days=90)
     row = {
-        "request_id": "R-DONE",
+        "request_id": "R-ERASED",
         "subject_key": person(6),
         "received_at": old,
-        "status": "done",
+        "status": "erased",
         "updated_at": None,
         "completed_at": old,
     }

@@ -243,7 +243,7 @@ def test_overdue_requests():
 
     now = datetime(2026, 3, 1, tzinfo=UTC)
     rows = [
-        {"request_id": "old-done", "received_at": now - timedelta(days=60), "status": "done"},
+        {"request_id": "old-erased", "received_at": now - timedelta(days=60), "status": "erased"},
         {"request_id": "old-open", "received_at": now - timedelta(days=31), "status": "pending"},
         {"request_id": "old-blocked", "received_at": now - timedelta(days=40), "status": "blocked"},
         {"request_id": "new", "received_at": now - timedelta(days=3), "status": "pending"},

@@ -25,7 +25,7 @@ def _ev(rid, table, h=H1, phase="purge", verification="verified"):
 def test_redaction_takes_erased_requests_with_one_hash_only():
     requests = [
         {"request_id": "R-1", "status": "erased"},
-        {"request_id": "R-2", "status": "done"},  # the old name of erased
+        {"request_id": "R-2", "status": "erased"},
         {"request_id": "R-3", "status": "logically_erased"},
         {"request_id": "R-4", "status": "erased"},  # two hashes: the salt changed between runs
         {"request_id": "R-5", "status": "erased"},  # no evidence at all
@@ -83,7 +83,7 @@ def test_resubmitting_a_redacted_request_is_refused_naming_the_id_not_the_key():
 
 
 def test_resubmission_through_the_hook_is_refused_and_adds_nothing(lake):
-    lake.submit_erasure_requests("db.req", {"R-1": "alice@example.com"}, received_at=WHEN)
+    lake.governance.submit_erasure_requests("db.req", {"R-1": "alice@example.com"}, received_at=WHEN)
     tbl = lake.load_table("db.req")
     import pyarrow as pa
 
@@ -105,9 +105,9 @@ def test_resubmission_through_the_hook_is_refused_and_adds_nothing(lake):
     )
     before = lake.metadata_location("db.req")
     with pytest.raises(IcebergValidationError, match=r"\['R-1'\] were erased .*never reopened"):
-        lake.submit_erasure_requests("db.req", {"R-1": "alice@example.com", "R-2": "carol@example.com"})
+        lake.governance.submit_erasure_requests("db.req", {"R-1": "alice@example.com", "R-2": "carol@example.com"})
     assert lake.metadata_location("db.req") == before
-    assert [r["status"] for r in lake.erasure_request_states("db.req")] == ["redacted"]
+    assert [r["status"] for r in lake.governance.erasure_request_states("db.req")] == ["redacted"]
 
 
 # ------------------------------------------------------- declared subject columns
@@ -229,7 +229,7 @@ def test_discovery_operator_lists_declaring_tables_from_the_catalog(lake):
     create_people_table(lake, "sales.orders", **ep.erasure_ready_properties("customer_id", kind="customer_id"))
     create_people_table(lake, "crm.tickets", **{"erasure.subject-columns.customer_id": "customer_id"})
     create_people_table(lake, "crm.other")
-    lake.governance_table("erasure_evidence")
+    lake.governance.table("erasure_evidence")
     out = IcebergErasureDiscoveryOperator(task_id="d", subject_kind="customer_id").execute(fake_context())
     scope = ["crm.tickets", "sales.orders"]
     assert out == [

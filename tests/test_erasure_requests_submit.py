@@ -1,4 +1,4 @@
-"""Submitting erasure requests: ``IcebergCatalogHook.submit_erasure_requests`` (store) and
+"""Submitting erasure requests: ``GovernanceStore.submit_erasure_requests`` (``hook.governance``) and
 ``erasure_policy.new_request_rows`` (the pure rule). Pyiceberg + SQLite catalog, no Spark."""
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ def test_naive_received_at_is_refused():
 def test_submit_is_idempotent_and_never_logs_keys(lake, caplog):
     caplog.set_level(logging.DEBUG)
     secret = "subject-" + "x" * 20 + "@example.org"
-    added = lake.submit_erasure_requests("gov.requests", {"REQ-1": secret, "REQ-2": "bob"})
+    added = lake.governance.submit_erasure_requests("gov.requests", {"REQ-1": secret, "REQ-2": "bob"})
     assert added == ["REQ-1", "REQ-2"]
     before = lake.load_table("gov.requests").metadata_location
-    assert lake.submit_erasure_requests("gov.requests", {"REQ-1": secret}) == []  # re-run adds nothing
+    assert lake.governance.submit_erasure_requests("gov.requests", {"REQ-1": secret}) == []  # re-run adds nothing
     assert lake.load_table("gov.requests").metadata_location == before
-    states = {r["request_id"]: r["status"] for r in lake.erasure_request_states("gov.requests")}
+    states = {r["request_id"]: r["status"] for r in lake.governance.erasure_request_states("gov.requests")}
     assert states == {"REQ-1": "pending", "REQ-2": "pending"}
     rows = lake.load_table("gov.requests").scan().to_arrow().to_pylist()
     assert {r["request_id"]: r["subject_key"] for r in rows} == {"REQ-1": secret, "REQ-2": "bob"}
@@ -69,8 +69,8 @@ def test_submit_is_idempotent_and_never_logs_keys(lake, caplog):
 
 
 def test_bad_submit_changes_nothing(lake):
-    lake.submit_erasure_requests("gov.requests", {"REQ-1": "a"})
+    lake.governance.submit_erasure_requests("gov.requests", {"REQ-1": "a"})
     before = lake.load_table("gov.requests").metadata_location
     with pytest.raises(IcebergValidationError, match="has no subject key"):
-        lake.submit_erasure_requests("gov.requests", {"REQ-2": "b", "REQ-3": ""})
+        lake.governance.submit_erasure_requests("gov.requests", {"REQ-2": "b", "REQ-3": ""})
     assert lake.load_table("gov.requests").metadata_location == before

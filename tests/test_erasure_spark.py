@@ -108,7 +108,7 @@ def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
     assert statuses == {"R-1": "erased", "R-2": "erased", "R-3": "erased"}
 
     # no subject value (nor the salt) in XCom, evidence, ledger, or any log line
-    ledger = env.read_governance_rows("ledger", event_id=result["job_run_id"])
+    ledger = env.governance.read("ledger", event_id=result["job_run_id"])
     blob = json.dumps([result, evidence, ledger], default=str) + out.out + out.err
     for secret in [*SUBJECTS.values(), SALT]:
         assert secret not in blob

@@ -412,7 +412,7 @@ def test_health_recheck_interval_evaluates_without_a_commit(lake, tmp_path):
 
 # ------------------------------------------------------------------------------ deadline events
 def _requests(lake, rows):
-    table = lake.ensure_erasure_requests_table("gov.requests")
+    table = lake.governance.ensure_erasure_requests_table("gov.requests")
     tbl = lake.load_table(table)
     data = pa.Table.from_pylist(
         [{"subject_key": "x", "updated_at": None, "completed_at": None, **r} for r in rows],
@@ -428,7 +428,7 @@ def test_approaching_rule_per_kind():
         {"request_id": "r1", "received_at": now - timedelta(days=29, hours=1), "status": "pending"},
         {"request_id": "r2", "received_at": now - timedelta(days=29, hours=1), "status": "logically_erased"},
         {"request_id": "r3", "received_at": now - timedelta(hours=1), "status": "pending"},
-        {"request_id": "r4", "received_at": now - timedelta(days=40), "status": "done"},  # pre-#13 "erased"
+        {"request_id": "r4", "received_at": now - timedelta(days=40), "status": "redacted"},
         {"request_id": "r5", "received_at": None, "status": "pending"},
         {"request_id": "r6", "received_at": now - timedelta(days=3), "status": "blocked"},  # a hold: not deleted
         {"request_id": "r7", "received_at": now - timedelta(days=40), "status": "erased"},

@@ -43,7 +43,7 @@ def prepare(hook: IcebergCatalogHook) -> dict[str, int]:
     hook.set_ref(T, "dev", ids[-1])
     head = commit_to_branch(hook, T, "dev", 500, 5)
     record_audit(hook, T, "dev", head, event_id="audit-dev")
-    hook.governance_table("ledger")
+    hook.governance.table("ledger")
     return {"first": ids[0], "main": ids[-1], "dev": head}
 
 
@@ -76,7 +76,7 @@ def converge(hook: IcebergCatalogHook, name: str, ids: dict[str, int]) -> None:
     assert hook.ref_snapshot_id(T) == expected_main(name, ids)
     rows = [
         r
-        for r in hook.read_governance_rows("ledger", operation=LEDGER_OPERATION[name], table_name=T)
+        for r in hook.governance.read("ledger", operation=LEDGER_OPERATION[name], table_name=T)
         if r["status"] == "succeeded"
     ]
     assert len(rows) == 1, rows
@@ -116,13 +116,13 @@ def test_ledger_storage_fails_after_the_publish_moved_main(lake):
         with pytest.raises(Exception, match="(?i)directory|exists"):
             OPERATIONS["publish"](ids).execute(fake_context())
         assert lake.ref_snapshot_id(T) == ids["dev"], "the publish itself committed before the ledger failed"
-        assert not lake.read_governance_rows("ledger", operation="wap_publish")
+        assert not lake.governance.read("ledger", operation="wap_publish")
     finally:
         ledger_data.unlink()
         if aside.exists():
             aside.rename(ledger_data)
     converge(lake, "publish", ids)
-    (row,) = lake.read_governance_rows("ledger", operation="wap_publish")
+    (row,) = lake.governance.read("ledger", operation="wap_publish")
     details = json.loads(row["details"])
     assert details["method"] == "recovered" and details["audited_snapshot_id"] == str(ids["dev"])
     assert json.loads(row["metrics"])["published_added_records"] == 5

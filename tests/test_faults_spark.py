@@ -289,7 +289,7 @@ def test_disk_full_during_a_spark_write_names_the_cause_and_changes_nothing(lake
         assert "No space left on device" in first_line, first_line[:500]
         assert {t: hook.metadata_location(t) for t in ("db.full",)} == before, "a failed write changed the table"
         assert str(hook.ref_snapshot_id("db.full", "full_run")) == created["base_snapshot_id"]
-        (failed,) = [r for r in hook.read_governance_rows("ledger", operation="wap_write", table_name="db.full")]
+        (failed,) = [r for r in hook.governance.read("ledger", operation="wap_write", table_name="db.full")]
         assert failed["status"] == "failed" and "No space left on device" in failed["details"]
     finally:
         subprocess.run(["umount", "-l", str(full)], capture_output=True)
@@ -418,7 +418,7 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
     )  # fmt: skip
     assert record(publish.execute(ctx("publish")))["method"] == "fast_forward"
     assert record(publish.execute(ctx("publish", try_number=2)))["method"] == "noop"
-    rows = [r for r in hook.read_governance_rows("ledger", operation="wap_publish", table_name=T)]
+    rows = [r for r in hook.governance.read("ledger", operation="wap_publish", table_name=T)]
     assert len(rows) == 1 and rows[0]["snapshot_after"] == written
     assert hook.ref_snapshot_id(T) == written
     ids = Counter(i for i, _ in main_rows(hook).elements())
@@ -468,7 +468,7 @@ def test_maintenance_killed_during_compaction_then_rerun_reports_the_orphans(lak
     assert "rewrite_data_files" in actions and "expire_snapshots" in actions and actions[-1] == "remove_orphan_files"
     assert main_rows(hook) == rows_before
     assert missing_referenced_files(hook) == []
-    (row,) = hook.read_governance_rows("ledger", event_id=out["job_run_id"])
+    (row,) = hook.governance.read("ledger", event_id=out["job_run_id"])
     reported = {p.removeprefix("file:").replace("//", "/") for p in json.loads(row["details"])["orphan_files"]}
     still_orphans = {p for p in orphans if os.path.exists(p)}
     assert still_orphans, "the killed jobs' files vanished"
@@ -521,11 +521,11 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
     assert hook.ref_snapshot_id(T) != head_before
     assert main_rows(hook) == without_subjects, "main is not at the erased state after its delete committed"
     assert missing_referenced_files(hook) == []
-    assert not hook.read_governance_rows("erasure_evidence"), "a killed erasure wrote evidence"
+    assert not hook.governance.read("erasure_evidence"), "a killed erasure wrote evidence"
 
     out = record(erase.execute({**rendered_ctx, **ctx("erase", try_number=2)}))
     assert out["verification"] == "verified" and out["requests"] == len(SUBJECTS)
-    evidence = hook.read_governance_rows("erasure_evidence")
+    evidence = hook.governance.read("erasure_evidence")
     assert sorted(e["request_id"] for e in evidence) == sorted(SUBJECTS), "not exactly one evidence row per request"
     assert all(e["verification"] == "verified" for e in evidence)
     assert main_rows(hook) == without_subjects
@@ -551,7 +551,7 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
     assert [p for p in partial if p in files_before_erasure] == [], "a killed job's partial file survived"
     # test 4 proved its killed compaction left files (partial, or complete copies of subject rows)
     assert max(e["leftovers_removed"] or 0 for e in evidence) >= 1, "the erasure removed no leftover of a killed job"
-    statuses = {r["request_id"]: r["status"] for r in hook.erasure_request_states("db.requests")}
+    statuses = {r["request_id"]: r["status"] for r in hook.governance.erasure_request_states("db.requests")}
     assert statuses == dict.fromkeys(SUBJECTS, "erased")  # #13: the final state is named erased
 
 
@@ -565,7 +565,7 @@ def test_secrets_and_subject_values_never_leak(lake):
     xcom = json.dumps(STATE["xcom"], default=str)
     rendered = json.dumps(STATE["rendered"], default=str)
     governance = json.dumps(
-        {k: hook.read_governance_rows(k) for k in ("ledger", "audit_results", "erasure_evidence")}, default=str
+        {k: hook.governance.read(k) for k in ("ledger", "audit_results", "erasure_evidence")}, default=str
     )
     summaries = json.dumps(
         [s.summary for t in (T, "db.requests") for s in hook.list_snapshots(t)]
@@ -583,6 +583,6 @@ def test_secrets_and_subject_values_never_leak(lake):
     # the evidence has salted hashes of the subjects instead
     from airflow_iceberg_provider.erasure_policy import subject_hash
 
-    hashes = {e["subject_hash"] for e in hook.read_governance_rows("erasure_evidence")}
+    hashes = {e["subject_hash"] for e in hook.governance.read("erasure_evidence")}
     assert hashes == {subject_hash(SALT, v) for v in SUBJECTS.values()}
     assert re.search(r"--properties-file\n/", argv)  # secrets travelled in the 0600 properties file

@@ -107,7 +107,7 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
             "decided_at": datetime.now(UTC).isoformat(),
             "waived": waived,
         }
-        lake.record_ledger(
+        lake.governance.record_ledger(
             operation="approval", table=table, ref="b", status="succeeded", snapshot_after=snapshot, details=details
         )
 
@@ -217,8 +217,8 @@ def airflow_gates(tmp_path_factory):
         head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
         record_audit(hook, table, "b", head, passed=False)
         if table == "db.broken":  # a failed check that is not warn-level
-            rows = hook.read_governance_rows("audit_results", table_name=table)
-            hook.append_governance_rows("audit_results", [{**rows[0], "check_name": "no_nulls"}])
+            rows = hook.governance.read("audit_results", table_name=table)
+            hook.governance.append("audit_results", [{**rows[0], "check_name": "no_nulls"}])
         state[table] = (hook.ref_snapshot_id(table), head)
     create_orders_table(hook, "db.events").append(orders_batch(0, 10, day="2025-12-31"))
     hook.create_branch("db.events", "b", snapshot_id=hook.ref_snapshot_id("db.events"))

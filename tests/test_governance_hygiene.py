@@ -13,13 +13,13 @@ from tests.conftest import fake_context
 
 
 def test_governance_tables_get_bounded_metadata_properties(lake):
-    name = lake.governance_table("ledger")
+    name = lake.governance.table("ledger")
     props = lake.load_table(name).metadata.properties
     assert {k: props.get(k) for k in GOVERNANCE_TABLE_PROPERTIES if k != "format-version"} == {
         k: v for k, v in GOVERNANCE_TABLE_PROPERTIES.items() if k != "format-version"
     }
     for _ in range(30):  # one commit per operation, as in production
-        lake.record_ledger(operation="op", table="db.t", status="succeeded")
+        lake.governance.record_ledger(operation="op", table="db.t", status="succeeded")
     tbl = lake.load_table(name)
     assert len(tbl.metadata.metadata_log) <= 20  # write.metadata.previous-versions-max
     assert len(tbl.inspect.manifests()) < 30  # manifests merge as they accumulate
@@ -35,7 +35,7 @@ def test_an_existing_governance_table_gets_what_it_lacks_and_keeps_what_a_user_s
         properties={"format-version": "2", "write.metadata.previous-versions-max": "7"},
     )
     hook = IcebergCatalogHook()  # a fresh process: the governance tables are checked on first use
-    hook.record_ledger(operation="op", table="db.t", status="succeeded")
+    hook.governance.record_ledger(operation="op", table="db.t", status="succeeded")
     props = hook.load_table("governance.ledger").metadata.properties
     assert props["write.metadata.previous-versions-max"] == "7"
     assert props["write.metadata.delete-after-commit.enabled"] == "true"
@@ -51,12 +51,12 @@ def test_reads_filter_by_table_operation_and_time(lake):
          "started_at": old + timedelta(days=d), "finished_at": old + timedelta(days=d)}
         for d, (op, t) in enumerate([("a", "db.x"), ("b", "db.x"), ("a", "db.y"), ("a", "db.x")])
     ]  # fmt: skip
-    lake.append_governance_rows("ledger", rows)  # one commit for many rows
-    got = lake.read_governance_rows("ledger", operation="a", table_name="db.x")
+    lake.governance.append("ledger", rows)  # one commit for many rows
+    got = lake.governance.read("ledger", operation="a", table_name="db.x")
     assert sorted(r["finished_at"].day for r in got) == [1, 4]
-    got = lake.read_governance_rows("ledger", table_name="db.x", since=old + timedelta(days=1))
+    got = lake.governance.read("ledger", table_name="db.x", since=old + timedelta(days=1))
     assert sorted(r["operation"] for r in got) == ["a", "b"]
-    got = lake.read_governance_rows("ledger", since=old + timedelta(days=1), until=old + timedelta(days=2))
+    got = lake.governance.read("ledger", since=old + timedelta(days=1), until=old + timedelta(days=2))
     assert sorted((r["operation"], r["table_name"]) for r in got) == [("a", "db.y"), ("b", "db.x")]
 
 
@@ -65,10 +65,10 @@ def test_ledger_stays_under_thresholds_after_2000_operations_and_one_plan_run(la
     """2,000 ledger rows in 50 commits (40-row batches), then the maintenance plan on the ledger itself."""
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
-    name = lake.governance_table("ledger")
+    name = lake.governance.table("ledger")
     for batch in range(50):
         now = datetime.now(UTC)
-        lake.append_governance_rows(
+        lake.governance.append(
             "ledger",
             [
                 {
@@ -97,6 +97,6 @@ def test_ledger_stays_under_thresholds_after_2000_operations_and_one_plan_run(la
     assert {a["action"] for a in out["actions"]} >= {"rewrite_data_files", "expire_snapshots"}
     after = lake.health(name)
     assert breaches(after, policy) == [], after
-    rows = lake.read_governance_rows("ledger", operation="op")
+    rows = lake.governance.read("ledger", operation="op")
     assert len(rows) == 2000 and len({r["event_id"] for r in rows}) == 2000  # maintenance lost no row
-    assert lake.read_governance_rows("ledger", operation="maintenance_plan")  # the plan's own row is there
+    assert lake.governance.read("ledger", operation="maintenance_plan")  # the plan's own row is there

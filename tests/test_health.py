@@ -159,7 +159,7 @@ def test_health_check_fails_naming_each_breach_after_pushing_the_result(small_fi
     )  # create, 12 appends, 1 property
     assert pushed["health"]["metadata_bytes"] > 0
     assert hook.metadata_location("db.small") == before  # a check changes nothing
-    row = [r for r in hook.read_governance_rows("ledger", operation="health_check")][-1]
+    row = [r for r in hook.governance.read("ledger", operation="health_check")][-1]
     assert row["status"] == "failed" and len(json.loads(row["details"])["breaches"]) == 3
 
 

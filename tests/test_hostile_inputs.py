@@ -85,7 +85,7 @@ def hostile_lake(module_lake):
         record_audit(lake, T, "dev", ids[1])
         add_requests(lake, "db.requests", {"R-1": "someone@example.com"})
         lake.ensure_table_properties(T, {"write.wap.enabled": "true"})
-        lake.governance_table("ledger")
+        lake.governance.table("ledger")
         yield lake, ids
 
 
@@ -232,7 +232,7 @@ TABLE_ENTRIES: list[Entry] = [
     ("hook.load_table", "table", lambda v, c, i: c["hook"].load_table(v)),
     ("hook.metadata_location", "table", lambda v, c, i: c["hook"].metadata_location(v)),
     ("hook.poll_commit", "table", lambda v, c, i: c["hook"].poll_commit(v)),
-    ("hook.requests_table", "requests_table", lambda v, c, i: c["hook"].ensure_erasure_requests_table(v)),
+    ("hook.requests_table", "requests_table", lambda v, c, i: c["hook"].governance.ensure_erasure_requests_table(v)),
 ]
 
 REF_ENTRIES: list[Entry] = [

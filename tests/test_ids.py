@@ -113,7 +113,7 @@ def _snapshots(hook, table: str) -> set[int]:
 
 
 def _ledger_details(hook, operation: str) -> list[dict[str, Any]]:
-    return [json.loads(r["details"] or "{}") for r in hook.read_governance_rows("ledger", operation=operation)]
+    return [json.loads(r["details"] or "{}") for r in hook.governance.read("ledger", operation=operation)]
 
 
 def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
@@ -146,7 +146,7 @@ def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
     assert details[-1]["audited_snapshot_id"] == str(head)
     # a retried publish recognises its ledger row (ids compared as strings and ints alike): no second row
     op.execute({**fake_context(try_number=2), "outlet_events": OutletEventAccessors()})
-    assert len(lake.read_governance_rows("ledger", operation="wap_publish")) == 1
+    assert len(lake.governance.read("ledger", operation="wap_publish")) == 1
 
 
 def test_rollback_and_expiry_lists_of_ids_stay_exact(lake):

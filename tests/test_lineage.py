@@ -237,7 +237,7 @@ def test_read_only_provider_operators_report_inputs(lake):
     create_orders_table(lake, T)
     check = IcebergCommitCheckOperator(task_id="c", table=T).get_openlineage_facets_on_complete(None)
     assert [d.name.rsplit("/", 2)[-2:] for d in check.inputs] == [["db", "orders"]] and check.outputs == []
-    lake.governance_table("audit_results")
+    lake.governance.table("audit_results")
     audit = IcebergWapAuditOperator(task_id="a", table=T, branch="b", column_mapping={"amount": {"min": {"geq_to": 0}}})
     lineage = audit.get_openlineage_facets_on_complete(None)
     assert [d.name.rsplit("/", 1)[-1] for d in lineage.inputs] == ["orders"]

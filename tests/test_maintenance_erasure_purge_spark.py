@@ -63,7 +63,7 @@ def test_maintenance_with_erasure_purge_is_one_spark_application(logically_erase
     assert {r["status"] for r in rows_of(hook, REQUESTS)} <= {"erased", "redacted"}
     on_disk = set().union(*subjects_on_disk(hook, TABLE).values())
     assert not on_disk & ERASED
-    ledger = hook.read_governance_rows("ledger", table_name=TABLE)
+    ledger = hook.governance.read("ledger", table_name=TABLE)
     ops = sorted(r["operation"] for r in ledger if str(r["event_id"]).startswith(out["job_run_id"] + "-"))
     assert ops == ["maintenance.erasure_purge", "maintenance.rewrite_manifests"]
 

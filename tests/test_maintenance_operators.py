@@ -38,7 +38,7 @@ def orders(lake):
 
 
 def _ledger(hook, operation):
-    return [r for r in hook.read_governance_rows("ledger") if r["operation"] == operation]
+    return [r for r in hook.governance.read("ledger") if r["operation"] == operation]
 
 
 def test_expire_dry_run_lists_snapshots_and_holds_without_a_jvm(orders):

@@ -40,7 +40,7 @@ def fingerprint(hook, table: str) -> tuple[int, int, float]:
 
 
 def ledger(hook, prefix: str) -> list[dict]:
-    return [r for r in hook.read_governance_rows("ledger") if r["operation"].startswith(prefix)]
+    return [r for r in hook.governance.read("ledger") if r["operation"].startswith(prefix)]
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_plan_compacts_rewrites_expires_and_lists_orphans_in_one_job(plan_table)
     assert main.operation == "replace"
     # orphan dry run: the old orphan is listed (in the ledger, not deleted); the young one is not a candidate
     assert old_orphan.exists() and young_orphan.exists()
-    job_row = hook.read_governance_rows("ledger", event_id=out["job_run_id"])[0]
+    job_row = hook.governance.read("ledger", event_id=out["job_run_id"])[0]
     listed = json.loads(job_row["details"])["orphan_files"]
     assert [local(p).name for p in listed] == ["orphan-old.parquet"]
     orphan_action = out["actions"][-1]

@@ -109,7 +109,7 @@ def mains(hook: IcebergCatalogHook) -> dict[str, int | None]:
 
 
 def rows(hook: IcebergCatalogHook) -> list[dict]:
-    found = [decode_ledger_row(r) for r in hook.read_governance_rows("ledger", operation=mp.OPERATION)]
+    found = [decode_ledger_row(r) for r in hook.governance.read("ledger", operation=mp.OPERATION)]
     return sorted(found, key=lambda r: r["finished_at"])
 
 
@@ -329,7 +329,7 @@ def test_steward_waiver_and_partition_events_per_table(lake):
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
         publish().execute(fake_context())
     details = {"gate": "wap_publish", "decision": "publish", "decided_at": datetime.now(UTC).isoformat()}
-    lake.record_ledger(
+    lake.governance.record_ledger(
         operation="approval",
         table=B,
         ref="b",

@@ -104,7 +104,7 @@ def test_job_that_exits_zero_without_commit_fails_the_task(lake, context):
     with pytest.raises(IcebergCommitVerificationError, match="did not advance"):
         op.execute(context)
     assert lake.metadata_location("db.orders") == location
-    ledger = lake.read_governance_rows("ledger", operation="spark_submit")
+    ledger = lake.governance.read("ledger", operation="spark_submit")
     assert len(ledger) == 1 and ledger[0]["status"] == "succeeded"  # the job's own row; the task still failed
 
 
@@ -120,6 +120,6 @@ def test_application_write_ledger_row_once_unless_the_job_wrote_its_own(lake):
     kw = dict(operation="spark_submit", ref="main", before=None, after=42, metrics={"added_records": 3}, details={})
     assert op.record_application_write(fake_context(), run, **kw) is True
     assert op.record_application_write(fake_context(), run, **kw) is False  # a retry: no second row
-    (row,) = lake.read_governance_rows("ledger", event_id="run-123")
+    (row,) = lake.governance.read("ledger", event_id="run-123")
     assert (row["operation"], row["status"], row["snapshot_after"]) == ("spark_submit", "succeeded", 42)
     assert json.loads(row["details"])["application"] == str(APPEND)

@@ -43,7 +43,7 @@ def table(lake):
 
 
 def ledger(hook, **equals):
-    rows = hook.read_governance_rows("ledger", table_name=T, **equals)
+    rows = hook.governance.read("ledger", table_name=T, **equals)
     for r in rows:
         r["details"] = json.loads(r["details"] or "{}")
     return sorted(rows, key=lambda r: r["finished_at"])
@@ -155,7 +155,7 @@ def test_legal_hold_prefixes_records_case_and_is_listed(table):
     out = op.execute(ctx)
     assert (out["tag"], out["legal_hold"]) == ("legal-hold-case-20260101", True)
     IcebergCreateTagOperator(task_id="eod", table=T, tag="eod").execute(fake_context())  # not a hold
-    (hold,) = hook.legal_holds(T)
+    (hold,) = hook.governance.legal_holds(T)
     # #16: a hold carries its own never-expiring max-ref-age, so history.expire.max-ref-age-ms cannot drop it
     assert (hold["name"], hold["snapshot_id"], hold["max_ref_age_ms"], hold["never_expires"]) == (
         "legal-hold-case-20260101",
@@ -171,7 +171,7 @@ def test_legal_hold_prefixes_records_case_and_is_listed(table):
 def test_legal_hold_listed_without_ledger_record(table):
     hook, snaps = table
     hook.set_ref(T, "legal-hold-external", snaps[0], ref_type="tag")  # placed by another tool
-    (hold,) = hook.legal_holds(T)
+    (hold,) = hook.governance.legal_holds(T)
     assert (hold["name"], hold["snapshot_id"], hold["details"]) == ("legal-hold-external", snaps[0], None)
 
 
@@ -196,7 +196,7 @@ def test_hold_prefix_without_legal_hold_and_drop_of_hold_are_refused(table):
     out = IcebergDropTagOperator(
         task_id="d", table=T, tag="legal-hold-c1", release_legal_hold=True, release_reason="case closed"
     ).execute(fake_context())
-    assert out["dropped"] and hook.legal_holds(T) == []
+    assert out["dropped"] and hook.governance.legal_holds(T) == []
     row = ledger(hook, operation="drop_tag")[-1]
     assert (row["status"], row["details"]["legal_hold_released"], row["details"]["release_reason"]) == (
         "succeeded", True, "case closed",

@@ -139,7 +139,7 @@ def test_cleared_published_run_per_mode_ends_with_each_key_once(env):
     assert state == "success", out[-6000:]
     assert hook.ref_snapshot_id(TABLE) == published and main_rows(hook) == rows
     assert asset_events(env) == events
-    noop = [r for r in hook.read_governance_rows("ledger", operation="wap_write") if r["status"] == "noop"]
+    noop = [r for r in hook.governance.read("ledger", operation="wap_write") if r["status"] == "noop"]
     assert len(noop) == 1 and noop[0]["table_name"] == TABLE
     ms = check_ms(out)
 
@@ -156,7 +156,7 @@ def test_cleared_published_run_per_mode_ends_with_each_key_once(env):
     assert state == "success", out[-6000:]
     rows2 = main_rows(hook)
     assert len(rows2) == 15 and day1(rows2) == {1000 + i: 2.0 for i in range(5)}
-    audits = hook.read_governance_rows("audit_results", table_name=TABLE, check_name="change.added_rows")
+    audits = hook.governance.read("audit_results", table_name=TABLE, check_name="change.added_rows")
     assert sorted(r["observed_value"] for r in audits) == [5.0, 5.0]  # the re-load is judged as 5 rows, not 0
     ms += check_ms(out)
     replaced = hook.ref_snapshot_id(TABLE)
@@ -290,7 +290,7 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
         for day in range(2, 7):
             assert sorted(k for k in rows if day * 1000 <= k < day * 1000 + 1000) == [day * 1000 + i for i in range(5)]
         assert len(rows) == len(before) + 25
-        publishes = [r for r in hook.read_governance_rows("ledger", operation="wap_publish") if r["run_id"] in states]
+        publishes = [r for r in hook.governance.read("ledger", operation="wap_publish") if r["run_id"] in states]
         methods = sorted(json.loads(r["details"])["method"] for r in publishes)
         assert len(publishes) == 5 and set(methods) <= {"fast_forward", "cherrypick", "recovered"}
         # a "recovered" row is a retry's: an earlier try moved main, then died on a transient catalog error

@@ -63,7 +63,7 @@ def test_fail_refuses_before_any_spark_job_naming_the_earlier_publish(orders, mo
     assert f"snapshot {earlier}" in str(err.value) and "scheduled__2026-01-01" in str(err.value)
     assert "nothing was changed" in str(err.value)
     assert orders.metadata_location(T) == before
-    row = [r for r in orders.read_governance_rows("ledger", operation="wap_write") if r["status"] == "refused"]
+    row = [r for r in orders.governance.read("ledger", operation="wap_write") if r["status"] == "refused"]
     assert len(row) == 1 and json.loads(row[0]["details"])["rerun"]["earlier"]["published_snapshot_id"] == str(earlier)
 
 
@@ -75,7 +75,7 @@ def test_skip_records_a_noop_and_skips_dropping_the_empty_branch(orders, monkeyp
     with pytest.raises(AirflowSkipException, match="already published"):
         op.execute(ctx("scheduled__2026-01-01", try_number=2))
     assert "wap_b" not in orders.refs(T)
-    noop = [r for r in orders.read_governance_rows("ledger", operation="wap_write") if r["status"] == "noop"]
+    noop = [r for r in orders.governance.read("ledger", operation="wap_write") if r["status"] == "noop"]
     assert len(noop) == 1 and noop[0]["run_id"] == "scheduled__2026-01-01"
 
 
@@ -148,7 +148,7 @@ def test_publish_rerun_of_a_published_snapshot_emits_again_unless_skip(orders):
     with pytest.raises(AirflowSkipException):
         skip.execute({**ctx("r1", "load.publish", 3), "outlet_events": events})
     assert not events[asset].extra and orders.metadata_location(T) == before
-    assert [r["status"] for r in orders.read_governance_rows("ledger", operation="wap_publish")].count("noop") == 1
+    assert [r["status"] for r in orders.governance.read("ledger", operation="wap_publish")].count("noop") == 1
 
 
 def test_publish_refuses_a_branch_whose_interval_another_run_published_meanwhile(orders):

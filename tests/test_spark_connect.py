@@ -106,7 +106,7 @@ def test_wap_write_audit_publish_and_cherry_pick_through_connect(orders):
         task_id="audit", table=T, branch=branch, spark_conn_id=CONN, incremental_min_rows=0, **CHECKS
     ).execute(ctx)
     assert audit["passed"] is True and audit["checks"] == 3
-    recorded = hook.read_governance_rows("audit_results", event_id=audit["job_run_id"])
+    recorded = hook.governance.read("audit_results", event_id=audit["job_run_id"])
     assert len(recorded) == 3 and all(r["passed"] for r in recorded)
     # main moves meanwhile: the publish replays the branch's append on top (cherry-pick job)
     hook.load_table(T).append(orders_batch(9000, 5))
@@ -173,7 +173,7 @@ def test_secrets_reach_no_plan_no_server_log_and_no_other_session(orders, server
     plan = hook.plan(probe, spec={"job": "probe", "operation": "probe", "table": T, "job_run_id": "probe-1"})
     plan.secret_conf[f"spark.sql.catalog.{orders.catalog_name}.secret-probe"] = secret
     hook.submit(plan)
-    (row,) = orders.read_governance_rows("ledger", event_id="probe-1")
+    (row,) = orders.governance.read("ledger", event_id="probe-1")
     assert json.loads(row["metrics"])["rows"] > 0
     assert secret not in _server_log(server)
     other = subprocess.run(

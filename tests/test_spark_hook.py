@@ -144,5 +144,5 @@ def test_secret_reaches_spark_but_not_argv_or_logs(secret_lake, monkeypatch, cap
     assert "Spark-Submit cmd" in logs or "[iceberg-job]" in logs  # logs were captured
     assert SECRET not in logs
     assert SECRET not in json.dumps(result)
-    ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    ledger = hook.governance.read("ledger", event_id=result["job_run_id"])
     assert ledger and SECRET not in json.dumps(ledger, default=str)

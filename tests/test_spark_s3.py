@@ -202,7 +202,7 @@ def test_maintenance_plan_and_orphan_removal_on_s3_never_list_a_live_file(s3lake
     assert main.operation == "replace" and hook.health(T).data_files == 1  # compacted, verified via the catalog
     kept = {s.snapshot_id for s in hook.list_snapshots(T)}
     assert kept & snapshots_before == {tagged} and main.snapshot_id in kept  # older ones expired, the tag's kept
-    listed = json.loads(hook.read_governance_rows("ledger", event_id=out["job_run_id"])[0]["details"])["orphan_files"]
+    listed = json.loads(hook.governance.read("ledger", event_id=out["job_run_id"])[0]["details"])["orphan_files"]
     assert listed == [f"s3://{data_dir}/orphan-old.parquet"], listed  # exactly the orphan: no live file
     orphan = out["actions"][-1]
     assert orphan["orphan_files_count"] == 1 and orphan["orphan_bytes"] == orphan_bytes
@@ -250,7 +250,7 @@ def _record_base_values(hook, audit_op, base: int) -> None:
         if c.name in values
     ]
     assert len(rows) == 2
-    hook.append_governance_rows("audit_results", rows)
+    hook.governance.append("audit_results", rows)
 
 
 def test_wap_write_audit_publish_on_s3(s3lake):
@@ -350,7 +350,7 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
         with fs_.open_input_file(path) as f:
             data = f.read()
         assert not [s for s in ERASED if s.encode() in data], path
-    ledger = hook.read_governance_rows("ledger", event_id=result["job_run_id"])
+    ledger = hook.governance.read("ledger", event_id=result["job_run_id"])
     assert ledger
     STATE["ledger"] = ledger
 
@@ -367,7 +367,7 @@ def test_s3_secret_and_database_password_are_nowhere(s3lake):
     logs = "\n".join(STATE["logs"])
     assert "spark-submit" in logs or "Spark" in logs  # control: the task output was captured
     xcom = json.dumps(STATE["xcom"], default=str)
-    ledger = json.dumps(s3lake.read_governance_rows("ledger"), default=str)
+    ledger = json.dumps(s3lake.governance.read("ledger"), default=str)
     assert STATE.get("ledger") and '"maintenance.remove_orphan_files"' in ledger  # control: every family wrote
     for what, secret in secrets.items():
         for where, text in {"argv": argv, "event log": events, "logs": logs, "XCom": xcom, "ledger": ledger}.items():

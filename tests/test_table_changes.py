@@ -51,7 +51,7 @@ def alter(**kwargs):
 
 
 def ledger(hook, status=None):
-    out = [r for r in hook.read_governance_rows("ledger", table_name="db.items") if r["operation"] == "alter_table"]
+    out = [r for r in hook.governance.read("ledger", table_name="db.items") if r["operation"] == "alter_table"]
     return [r for r in out if status is None or r["status"] == status]
 
 
@@ -253,7 +253,7 @@ def test_create_existing_with_update_applies_then_is_a_noop(lake, context):
     location = lake.metadata_location("db.orders")
     assert op.execute(context) == {"table": "db.orders", "created": False}
     assert lake.metadata_location("db.orders") == location
-    rows_ = [r for r in lake.read_governance_rows("ledger", table_name="db.orders") if r["operation"] == "alter_table"]
+    rows_ = [r for r in lake.governance.read("ledger", table_name="db.orders") if r["operation"] == "alter_table"]
     assert len(rows_) == 1 and '"via": "create_table"' in rows_[0]["details"]
 
 

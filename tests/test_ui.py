@@ -243,7 +243,7 @@ def test_erasure_page_deadlines_and_evidence_report(ui):
     by_id = {r["request_id"]: r for r in data["requests"]}
     assert data["open"] == 2 and data["overdue"] == 1 and data["requests_tables"] == ["db.requests"]
     assert by_id["R-300"]["overdue"] is True and by_id["R-300"]["deadlines"][0]["left_text"].startswith("overdue")
-    assert by_id["R-200"]["overdue"] is False and by_id["R-100"]["status"] == "done"
+    assert by_id["R-200"]["overdue"] is False and by_id["R-100"]["status"] == "erased"
     assert by_id["R-100"]["tables"] == [{"table": "db.orders", "verification": "verified"}]
     # erased: "erased at" is set and the age stops there (received 3 days ago, erased 1 day ago)
     assert by_id["R-100"]["erased_at"] is not None and by_id["R-200"]["erased_at"] is None
@@ -465,7 +465,7 @@ def test_deadlines_and_open_requests_rules():
         {
             "request_id": "c",
             "received_at": now - timedelta(days=90),
-            "status": "done",
+            "status": "erased",
             "completed_at": now - timedelta(days=80),
         },
     ]

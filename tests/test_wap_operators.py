@@ -234,7 +234,7 @@ def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
     assert out["previous_main_snapshot_id"] == str(base) and out["added_records"] == 5
     assert main_of(orders) == head and orders.refs(T)["daily-1"].snapshot_id == head
     assert events[asset].extra["snapshot_id"] == str(head) and events[asset].extra["table"] == T
-    ledger = [r for r in orders.read_governance_rows("ledger", operation="wap_publish") if r["status"] == "succeeded"]
+    ledger = [r for r in orders.governance.read("ledger", operation="wap_publish") if r["status"] == "succeeded"]
     assert len(ledger) == 1 and ledger[0]["snapshot_after"] == head
     # a retried publish is a no-op, still emits the event, and writes no second ledger row
     before = orders.metadata_location(T)
@@ -243,7 +243,7 @@ def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
     assert again["method"] == "noop" and again["published_snapshot_id"] == str(head)
     assert events[asset].extra["snapshot_id"] == str(head)
     assert orders.metadata_location(T) == before
-    assert len(orders.read_governance_rows("ledger", operation="wap_publish")) == 1
+    assert len(orders.governance.read("ledger", operation="wap_publish")) == 1
 
 
 def test_publish_can_drop_the_branch_and_retry_stays_noop(orders):
@@ -402,7 +402,7 @@ def _record_base_values(hook, snapshot_id, checks):
         }
         for c in checks
     ]
-    hook.append_governance_rows("audit_results", rows)
+    hook.governance.append("audit_results", rows)
 
 
 AUDIT_SPEC = {

@@ -55,7 +55,7 @@ def test_publish_with_tag_and_drop_is_exactly_one_commit(audited):
     refs = hook.refs(T)
     assert refs["main"].snapshot_id == head and refs["release-1"].snapshot_id == head and "b" not in refs
     assert hook.load_table(T).current_snapshot().snapshot_id == head  # moving main moved the current snapshot
-    (row,) = hook.read_governance_rows("ledger", operation="wap_publish")
+    (row,) = hook.governance.read("ledger", operation="wap_publish")
     assert (row["snapshot_before"], row["snapshot_after"]) == (base, head)
 
 
@@ -80,7 +80,7 @@ def test_a_concurrent_move_of_main_fails_the_whole_commit(audited, monkeypatch):
     assert refs["main"].snapshot_id not in (base, head), "the other writer's commit stays"
     assert "release-1" not in refs, "no tag without the publish"
     assert refs["b"].snapshot_id == head, "the branch is still there"
-    assert not hook.read_governance_rows("ledger", operation="wap_publish")
+    assert not hook.governance.read("ledger", operation="wap_publish")
 
 
 def test_a_concurrent_move_of_the_dropped_branch_fails_the_whole_commit(audited, monkeypatch):

@@ -92,7 +92,7 @@ def test_happy_path_retried_write_audit_publish(orders):
     observed = {r["check"]: r["observed"] for r in audit["results"]}
     assert observed["amount.min"] == 1.0 and observed["order_id.unique_check"] == 0.0
     assert observed["change.added_rows"] == 99 == second["net_added_records"]  # 100 inserted, 1 deleted
-    recorded = hook.read_governance_rows("audit_results", event_id=audit["job_run_id"])
+    recorded = hook.governance.read("audit_results", event_id=audit["job_run_id"])
     assert len(recorded) == 6 and all(r["passed"] for r in recorded)
     assert {str(r["snapshot_id"]) for r in recorded} == {second["snapshot_id"]} and recorded[0]["ref"] == branch
 
@@ -112,7 +112,7 @@ def test_incremental_audit_reads_only_appended_rows_and_equals_a_full_audit(orde
     ctx = fake_context(dag_id="wap_test", run_id="run_incremental")
     base = hook.ref_snapshot_id(T)
     recorded = audit_checks.reusable_base_values(
-        audit_checks.parse_checks(**CHECKS), hook.read_governance_rows("audit_results", snapshot_id=base)
+        audit_checks.parse_checks(**CHECKS), hook.governance.read("audit_results", snapshot_id=base)
     )
     if len(recorded) < 5:  # run alone: audit main's head first, as its publish would have
         branch0 = IcebergWapCreateBranchOperator(task_id="create0", table=T, branch="wap_base_audit").execute(ctx)
@@ -147,9 +147,9 @@ def test_incremental_audit_reads_only_appended_rows_and_equals_a_full_audit(orde
                 **kwargs,
                 **CHECKS,
             ).execute(fake_context(dag_id="wap_test", run_id="run_incremental", task_id=f"audit_{way}"))
-        rows = [r for r in hook.read_governance_rows("audit_results", ref=branch) if r["task_id"] == f"audit_{way}"]
+        rows = [r for r in hook.governance.read("audit_results", ref=branch) if r["task_id"] == f"audit_{way}"]
         observed[way] = {r["check_name"]: r["observed_value"] for r in rows}
-        (ledger,) = hook.read_governance_rows("ledger", event_id=rows[0]["event_id"])
+        (ledger,) = hook.governance.read("ledger", event_id=rows[0]["event_id"])
         methods[way] = json.loads(ledger["metrics"])
     for way in ways:
         assert observed[way] == pytest.approx(expected), way
@@ -218,7 +218,7 @@ def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders, caplog, ca
     assert not [line for line in job_lines if "succeeded" in line]
     assert hook.ref_snapshot_id(T) == main_before
     assert str(hook.ref_snapshot_id(T, branch)) == written["snapshot_id"], "the branch is kept for inspection"
-    rows = hook.read_governance_rows("audit_results", ref=branch)
+    rows = hook.governance.read("audit_results", ref=branch)
     failed = sorted(r["check_name"] for r in rows if not r["passed"])
     assert failed == ["amount.min", "order_id.unique_check", "table.ca_positive"]
     with pytest.raises(IcebergRefusedError, match="failed checks"):

@@ -38,7 +38,7 @@ def test_warn_level_failures_wait_for_a_steward_and_others_still_fail(lake):
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['table.enough_rows'\]"):
         publish.execute(fake_context())
     details = {"gate": "wap_publish", "decision": "publish", "decided_at": datetime.now(UTC).isoformat()}
-    lake.record_ledger(
+    lake.governance.record_ledger(
         operation="approval",
         table=T,
         ref="b",

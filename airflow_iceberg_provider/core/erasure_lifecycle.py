@@ -21,16 +21,15 @@ REF_POLICIES = ("fail", "drop", "keep")
 #: Verification outcomes recorded in the evidence table.
 VERIFIED, INCOMPLETE, FAILED = "verified", "incomplete", "failed"
 #: Request statuses written back to the requests table (lifecycle: pending -> logically_erased -> erased;
-#: blocked when a hold keeps rows). ``done`` is the old name of ``erased``, still read as erased.
+#: blocked when a hold keeps rows).
 #: ``redacted``: erased on every table in scope, and the request's own subject key replaced by its salted
 #: hash (the requests table's history purged too); final, never reopened.
 STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED = "pending", "logically_erased", "erased", "blocked"
 STATUS_REDACTED = "redacted"
-LEGACY_DONE = "done"
-FINAL_STATUSES = (STATUS_ERASED, LEGACY_DONE, STATUS_REDACTED)
-STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, LEGACY_DONE, STATUS_REDACTED)
+FINAL_STATUSES = (STATUS_ERASED, STATUS_REDACTED)
+STATUSES = (STATUS_PENDING, STATUS_LOGICAL, STATUS_ERASED, STATUS_BLOCKED, STATUS_REDACTED)
 #: Erased requests whose key may be redacted (``redacted`` ones already are).
-REDACTABLE_STATUSES = (STATUS_ERASED, LEGACY_DONE)
+REDACTABLE_STATUSES = (STATUS_ERASED,)
 #: Prefix of a redacted ``subject_key``: ``hmac-sha256:<hex>``, the hash the evidence rows carry.
 REDACTED_PREFIX = "hmac-sha256:"
 #: Erasure phases: ``logical`` (merge-on-read delete, hours), ``purge`` (physical, batched), ``full`` (both).
@@ -287,8 +286,8 @@ def redaction_plan(
 ) -> dict[str, Any]:
     """Which requests' keys to redact, from their statuses and their evidence rows (no key read).
 
-    A request is redacted when its status is erased (``erased`` / ``done``: every table in scope
-    verified physically) and the evidence holds ONE salted hash for it; with ``scope``, every table
+    A request is redacted when its status is ``erased`` (every table in scope verified
+    physically) and the evidence holds ONE salted hash for it; with ``scope``, every table
     of it must have a physical, verified evidence row too (a defence against a status written by
     another scope). Requests with several hashes (the salt changed between runs) or none are left
     as they are and listed under ``unresolved``.

@@ -166,7 +166,7 @@ ERASURE_EVIDENCE = GovernanceTable(
 
 GOVERNANCE_TABLES = {t.name: t for t in (LEDGER, AUDIT_RESULTS, ERASURE_EVIDENCE)}
 
-#: The time column readers filter on (``read_governance_rows(..., since=, until=)``).
+#: The time column readers filter on (``GovernanceStore.read(..., since=, until=)``).
 TIME_COLUMNS = {"ledger": "finished_at", "audit_results": "evaluated_at", "erasure_evidence": "finished_at"}
 
 #: Properties every governance table gets (set at creation; added where missing on first use).

@@ -9,8 +9,9 @@ This module holds the connection (catalog config, SQLite tuning), the translatio
 pyiceberg/SQLAlchemy errors, table loads, refs and snapshots, and the compare-and-swap
 ref moves; the rules those moves follow are planned purely in
 :mod:`airflow_iceberg_provider._ref_logic`. The hook class also mixes in the table-file
-verbs (:mod:`~airflow_iceberg_provider.hooks._table_files`) and the governance-table verbs
-(:mod:`~airflow_iceberg_provider.governance_store`). It never imports an operator.
+verbs (:mod:`~airflow_iceberg_provider.hooks._table_files`); the governance tables are read and
+written through its ``governance`` property (a
+:class:`~airflow_iceberg_provider.governance_store.GovernanceStore`). It never imports an operator.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from airflow_iceberg_provider._validation import (
 from airflow_iceberg_provider.catalog_config import CatalogConfig
 from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
 from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE
-from airflow_iceberg_provider.core.governance import airflow_identity as airflow_identity  # re-export: operators use it
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergCommitConflictError,
@@ -44,11 +44,10 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance_store import GovernanceVerbs
+from airflow_iceberg_provider.governance_store import GovernanceStore
 from airflow_iceberg_provider.hooks._multi_table import stage_on
 from airflow_iceberg_provider.hooks._table_files import TableFilesMixin
-from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos
-from airflow_iceberg_provider.models import snapshot_info as snapshot_info  # re-export: operators use it
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos, snapshot_info
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -62,7 +61,7 @@ register_non_secret_terms()
 T = TypeVar("T")
 
 
-class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
+class IcebergCatalogHook(TableFilesMixin, BaseHook):
     """
     Interact with an Iceberg catalog through pyiceberg.
 
@@ -117,6 +116,13 @@ class IcebergCatalogHook(TableFilesMixin, GovernanceVerbs, BaseHook):
         conn = self.get_connection(self.iceberg_catalog_conn_id)
         value = conn.extra_dejson.get("governance_namespace") or DEFAULT_GOVERNANCE_NAMESPACE
         return validate_name(value, "governance_namespace")
+
+    @cached_property
+    def governance(self) -> GovernanceStore:
+        """The governance tables (ledger, audit results, erasure evidence, legal holds, erasure
+        requests) of this connection: ``hook.governance.read("ledger", table_name=...)``,
+        ``hook.governance.record_ledger(...)``, ``hook.governance.submit_erasure_requests(...)``."""
+        return GovernanceStore(self)
 
     @cached_property
     def catalog(self) -> Catalog:

@@ -389,7 +389,7 @@ class IcebergSparkHook(BaseHook):
             return self._submit_connect(plan, endpoint)
         self._check_runtime(plan)
         if plan.spec is not None:  # jobs under the protocol append their result to the ledger
-            self.catalog_hook.governance_table("ledger")
+            self.catalog_hook.governance.table("ledger")
         job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
         stale = sweep_stale_workdirs()
         if stale:
@@ -473,7 +473,7 @@ class IcebergSparkHook(BaseHook):
         if not Path(plan.application).is_file():
             raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
         if plan.spec is not None:
-            self.catalog_hook.governance_table("ledger")
+            self.catalog_hook.governance.table("ledger")
         check_reachable(endpoint)
         job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
         sweep_stale_workdirs()

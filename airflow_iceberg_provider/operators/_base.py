@@ -17,9 +17,9 @@ from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import TableIdent, validate_table
-from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
-from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook, airflow_identity
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
 from airflow_iceberg_provider.models import SnapshotInfo
 
@@ -244,9 +244,9 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         """The ledger row of a user application's commit, unless the application wrote its own
         (``iceberg_job_runtime.run_job`` does, under the same job run id). ``True`` if written."""
         hook = self.catalog_hook
-        if hook.read_governance_rows("ledger", event_id=run.job_run_id):
+        if hook.governance.read("ledger", event_id=run.job_run_id):
             return False
-        hook.record_ledger(
+        hook.governance.record_ledger(
             operation=operation,
             table=self.ident.dotted,
             ref=ref,
@@ -285,7 +285,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
                 run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
         except IcebergSparkJobError as err:
             raise self._named_job_failure(job, spec["job_run_id"], err) from err
-        rows = self.catalog_hook.read_governance_rows("ledger", event_id=run.job_run_id)
+        rows = self.catalog_hook.governance.read("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(
                 f"Spark job {job!r} exited 0 after {run.seconds:.1f}s but wrote no ledger row "
@@ -306,7 +306,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         denied, commit conflict...). A job killed by a signal writes no row: the exit code says so.
         """
         try:
-            rows = self.catalog_hook.read_governance_rows("ledger", event_id=job_run_id)
+            rows = self.catalog_hook.governance.read("ledger", event_id=job_run_id)
         except Exception as read_err:  # the catalog may be what failed
             self.log.warning("Could not read the ledger row of failed job %s: %s", job_run_id, read_err)
             rows = []

@@ -69,7 +69,7 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
     source = _source(hook, args, phase)
     _preflight(hook, args.table, columns, phase, log)
     salt = _salt(args.salt_conn_id)
-    hook.governance_table("erasure_evidence")
+    hook.governance.table("erasure_evidence")
     log.info(
         "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, args.table, columns, source["kind"], policy
     )
@@ -88,7 +88,7 @@ def nothing_to_purge(hook: IcebergCatalogHook, args: ErasureArgs) -> bool:
     """Whether no request of ``args.requests_table`` is logically erased (a purge would have nothing to do)."""
     req = validate_table(args.requests_table, "erasure_purge.requests_table").dotted
     try:
-        purge_candidates(hook.erasure_request_states(req), validate_request_ids(args.request_ids))
+        purge_candidates(hook.governance.erasure_request_states(req), validate_request_ids(args.request_ids))
     except IcebergValidationError:
         return True
     return False
@@ -102,14 +102,14 @@ def _source(hook: IcebergCatalogHook, args: ErasureArgs, phase: str) -> dict[str
         if missing:
             raise IcebergValidationError(
                 f"requests_table={req!r} lacks column(s) {missing}; create it with "
-                "IcebergCatalogHook.ensure_erasure_requests_table or add the columns."
+                "IcebergCatalogHook().governance.ensure_erasure_requests_table or add the columns."
             )
         statuses = list(args.request_statuses or PHASE_INPUT_STATUSES[phase])
         for i, s in enumerate(statuses):
             validate_name(s, f"request_statuses[{i}]")
         ids = validate_request_ids(args.request_ids)
         if phase == PHASE_PURGE:  # refuse before any JVM: nothing logically erased, nothing to purge
-            ids = purge_candidates(hook.erasure_request_states(req), ids)
+            ids = purge_candidates(hook.governance.erasure_request_states(req), ids)
         return {"kind": "requests_table", "table": req, "request_ids": ids, "statuses": statuses}
     if phase == PHASE_PURGE:
         raise IcebergValidationError(
@@ -187,7 +187,7 @@ def verify_evidence(
     log: _Log,
 ) -> None:
     """The job's evidence rows exist (one per request) and the refs it dropped are gone; adds them to ``summary``."""
-    evidence = hook.read_governance_rows("erasure_evidence", job_run_id=job_run_id)
+    evidence = hook.governance.read("erasure_evidence", job_run_id=job_run_id)
     if len(evidence) != int(metrics.get("requests", -1)):
         raise IcebergCommitVerificationError(
             f"The erasure job for {ident} reported {metrics.get('requests')} requests but "

@@ -29,6 +29,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     ExpiryPreview,
     PlannedAction,
 )
+from airflow_iceberg_provider.models import snapshot_info
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.ui.links import GovernanceHealthLink
 
@@ -119,8 +120,6 @@ def _commits_between(tbl: Table, before: int | None, after: int) -> list[Snapsho
     ``None`` when ``after`` does not descend from ``before``. ``before`` itself may
     have been expired since (its id survives as the parent id of its child).
     """
-    from airflow_iceberg_provider.hooks.catalog import snapshot_info
-
     by_id = {s.snapshot_id: s for s in tbl.metadata.snapshots}
     out: list[SnapshotInfo] = []
     current: int | None = after
@@ -324,6 +323,6 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
     def _record(self, context: Context | None, operation: str, status: str, **kwargs: Any) -> str:
         if kwargs.get("details") is not None:  # ids as strings: a UI parses details as JSON (float64)
             kwargs["details"] = with_string_ids(kwargs["details"])
-        return self.catalog_hook.record_ledger(
+        return self.catalog_hook.governance.record_ledger(
             operation=operation, table=self.ident.dotted, ref=MAIN_BRANCH, status=status, context=context, **kwargs
         )

@@ -73,7 +73,7 @@ class _GateMixin:
         snapshot_id: int | None,
         details: dict[str, Any],
     ) -> None:
-        self.catalog_hook.record_ledger(
+        self.catalog_hook.governance.record_ledger(
             operation=rules.OPERATION,
             table=table,
             ref=ref,
@@ -173,7 +173,7 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
             snapshot = hook.ref_snapshot_id(tbl, branch)
         if snapshot is None:
             raise IcebergRefNotFoundError(f"{table} has no snapshot on branch {branch!r} to decide on.")
-        rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=snapshot)
+        rows = hook.governance.read("audit_results", table_name=table, snapshot_id=snapshot)
         findings = rules.audit_findings(rows, rules.check_warn_checks(self.warn_checks))
         return table, branch, snapshot, hook.ref_snapshot_id(tbl, MAIN_BRANCH), findings
 
@@ -280,7 +280,7 @@ class IcebergRefApprovalOperator(_GateMixin, ApprovalOperator):
             )
         facts: dict[str, Any] = {"snapshot": found.snapshot_id}
         if self.gate == rules.LEGAL_HOLD_RELEASE:
-            hold = next((h for h in hook.legal_holds(tbl) if h["name"] == self.ref), None)
+            hold = next((h for h in hook.governance.legal_holds(tbl) if h["name"] == self.ref), None)
             if hold is None:
                 raise IcebergValidationError(f"Tag {self.ref!r} of {table} is not a legal hold; nothing to release.")
             recorded = hold.get("details") or {}

@@ -54,7 +54,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     Physically erase data subjects' rows from one table, verify it, and record evidence.
 
     Subjects come from an Iceberg *requests table* (``request_id``, ``subject_key``,
-    ``received_at``, ``status``; see :meth:`IcebergCatalogHook.ensure_erasure_requests_table`)
+    ``received_at``, ``status``; see :meth:`GovernanceStore.ensure_erasure_requests_table` (``hook.governance``))
     or from a *subjects file* (JSON lines / CSV / parquet with ``request_id`` and
     ``subject_key``, mode 0600). Spark reads them directly: they never pass through the
     Airflow worker's memory, argv, logs or XCom.
@@ -66,7 +66,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
 
     Evidence: one row per request in ``<governance>.erasure_evidence`` (salted
     HMAC-SHA256 of the subject key; the salt is the password of ``salt_conn_id`` and is
-    never stored). Request statuses become ``done`` when every table in
+    never stored). Request statuses become ``erased`` when every table in
     ``tables_in_scope`` has verified evidence, ``blocked`` when a hold keeps rows. A
     re-run for the same requests deletes nothing, re-verifies and updates the same
     evidence rows.
@@ -87,7 +87,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     :param subjects_file: alternative to ``requests_table``: path of a 0600 file (templated).
     :param ref_policy: ``fail`` (default), ``drop`` or ``keep`` (templated).
     :param tables_in_scope: every table the requests cover (templated); a request is
-        ``done`` only when all of them have verified evidence. Default: ``[table]``.
+        ``erased`` only when all of them have verified evidence. Default: ``[table]``.
     :param salt_conn_id: connection whose password is the HMAC salt (templated).
     :param redact_erased_requests: physical phases (``purge``, ``full``) with a ``requests_table``:
         once a request is ``erased`` on every table in scope, replace its ``subject_key`` by the

@@ -131,7 +131,7 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         )
 
     def _record(self, context: Context, health: TableHealth, result: dict[str, Any], status: str) -> None:
-        self.catalog_hook.record_ledger(
+        self.catalog_hook.governance.record_ledger(
             operation="health_check",
             table=self.ident.dotted,
             status=status,
@@ -249,7 +249,7 @@ def metadata_hygiene(
         "deleted": 0 if dry_run else len(leftovers),
         "dry_run": dry_run,
     }
-    hook.record_ledger(
+    hook.governance.record_ledger(
         operation="maintenance.metadata_hygiene",
         table=table,
         status="dry_run" if dry_run else ("noop" if not changes and not leftovers else "succeeded"),

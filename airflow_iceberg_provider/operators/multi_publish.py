@@ -170,7 +170,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             requested = params.snapshot_id(spec.get("audited_snapshot_id"), "audited_snapshot_id")
             audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
             if self.require_audit:
-                rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
+                rows = hook.governance.read("audit_results", table_name=table, snapshot_id=audited)
                 where = f"{hook.governance_namespace}.audit_results"
                 waived = steward_waivers(hook, table, audited)
                 audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
@@ -252,7 +252,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
     # ------------------------------------------------------------------- repair
     def _journal(self, pid: str) -> tuple[str, dict[str, Any]] | None:
         """The latest ledger row of this publish: (status, details), or ``None``."""
-        rows = self.catalog_hook.read_governance_rows("ledger", operation=mp.OPERATION)
+        rows = self.catalog_hook.governance.read("ledger", operation=mp.OPERATION)
         mine = [decode_ledger_row(r) for r in rows]
         mine = [r for r in mine if r["details"].get("publish_id") == pid]
         if not mine:
@@ -336,7 +336,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             "tables": len(steps),
             "published_added_records": sum(s.metrics.get("net_added_records", 0) for s in steps),
         }
-        self.catalog_hook.record_ledger(
+        self.catalog_hook.governance.record_ledger(
             operation=mp.OPERATION,
             table=None,
             ref=MAIN_BRANCH,

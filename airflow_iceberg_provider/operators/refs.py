@@ -51,7 +51,7 @@ class _RefOperator(IcebergBaseOperator):
     def _ledger(self, context: Context | None, operation: str, ref: str | None, status: str, **kw: Any) -> str:
         if kw.get("details") is not None:  # ids as strings: a UI parses details as JSON (float64)
             kw["details"] = with_string_ids(kw["details"])
-        return self.catalog_hook.record_ledger(
+        return self.catalog_hook.governance.record_ledger(
             operation=operation, table=self.ident.dotted, ref=ref, status=status, context=context, **kw
         )
 

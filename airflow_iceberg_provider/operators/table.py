@@ -79,7 +79,7 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         properties = self.table_properties()
         if hook.table_exists(ident) or not self._create(schema, spec, properties):
             return self._existing(context, schema, properties)
-        hook.record_ledger(
+        hook.governance.record_ledger(
             operation="create_table",
             table=ident.dotted,
             status="succeeded",
@@ -134,7 +134,7 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
             )
         changes = apply_table_changes(hook, ident, request) if mismatch else []
         if changes:
-            hook.record_ledger(
+            hook.governance.record_ledger(
                 operation="alter_table",
                 table=ident.dotted,
                 status="succeeded",

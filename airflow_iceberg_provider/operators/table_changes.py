@@ -236,7 +236,7 @@ class IcebergAlterTableOperator(IcebergBaseOperator):
     ) -> None:
         """One ledger row; a refusal's row is best effort (the refusal itself must surface)."""
         try:
-            self.catalog_hook.record_ledger(
+            self.catalog_hook.governance.record_ledger(
                 operation="alter_table",
                 table=self.ident.dotted,
                 status=status,

@@ -201,7 +201,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
         base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         if self.require_audit:
-            rows = hook.read_governance_rows("audit_results", table_name=table, snapshot_id=audited)
+            rows = hook.governance.read("audit_results", table_name=table, snapshot_id=audited)
             where = f"{hook.governance_namespace}.audit_results"
             waived = steward_waivers(hook, table, audited)
             audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
@@ -250,7 +250,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             "wap_interval": interval,
             "on_rerun": self.on_rerun,
         }
-        self.catalog_hook.record_ledger(
+        self.catalog_hook.governance.record_ledger(
             operation="wap_publish",
             table=plan.table,
             ref=MAIN_BRANCH,
@@ -282,7 +282,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         the missing row once, marked ``recovered``. Returns whether it had to.
         """
         hook, table, audited = self.catalog_hook, plan.table, plan.audited
-        for row in hook.read_governance_rows("ledger", operation="wap_publish", table_name=table):
+        for row in hook.governance.read("ledger", operation="wap_publish", table_name=table):
             details = decode_ledger_row(row)["details"]
             if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
                 return False
@@ -305,7 +305,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             "tag": plan.tag,
             "wap_interval": interval,
         }
-        hook.record_ledger(
+        hook.governance.record_ledger(
             operation="wap_publish",
             table=table,
             ref=MAIN_BRANCH,

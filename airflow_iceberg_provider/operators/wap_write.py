@@ -55,7 +55,7 @@ def plan_rerun_from_catalog(
     chain, by_id = hook.ref_chain(tbl, MAIN_BRANCH), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
     plan = rerun.plan_rerun(mode, identity, chain, by_id, table=table, replace_where=replace_where)
     if plan.action == "read_ledger":
-        rows = hook.read_governance_rows("ledger", operation="wap_publish", table_name=table)
+        rows = hook.governance.read("ledger", operation="wap_publish", table_name=table)
         plan = rerun.plan_rerun(
             mode, identity, chain, by_id, table=table, replace_where=replace_where, ledger_rows=rows
         )

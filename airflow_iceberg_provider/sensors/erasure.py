@@ -89,7 +89,7 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         table = validate_table(self.requests_table, "requests_table").dotted
         logical, physical = validate_deadlines(self.logical_deadline_hours, self.deadline_days)
-        rows = self.hook.erasure_request_states(table)
+        rows = self.hook.governance.erasure_request_states(table)
         report = deadline_report(
             rows, now=datetime.now(UTC), logical=logical, physical=physical, warn_fraction=self.warn_fraction
         )
@@ -125,8 +125,8 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
                     ", ".join(r["request_id"] for r in risk[:20]),
                 )
         found: dict[str, int] = {}
-        for e in self.hook.read_governance_rows("erasure_evidence"):
-            if e.get("rows_found") is not None:  # evidence of older versions has no count
+        for e in self.hook.governance.read("erasure_evidence"):
+            if e.get("rows_found") is not None:  # a nullable column
                 found[e["request_id"]] = found.get(e["request_id"], 0) + int(e["rows_found"])
         ids = {r["request_id"] for r in rows}
         unmatched = sorted(r for r, n in found.items() if n == 0 and r in ids)

@@ -140,10 +140,10 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     Deadline kinds (durations from ``received_at``), as in the erasure lifecycle and
     :class:`IcebergErasureDeadlineSensor`: ``logical`` — owed until the request is
     ``logically_erased`` (rows deleted, possibly still in old files); ``physical`` — owed until it
-    is ``erased`` (``done`` in older tables). Default ``{"logical": "24h", "physical": "30d"}``.
+    is ``erased``. Default ``{"logical": "24h", "physical": "30d"}``.
 
     Reads ``request_id``, ``received_at`` and ``status`` only (never the subject keys) through
-    :meth:`IcebergCatalogHook.erasure_request_states`, and only when the requests table's
+    :meth:`GovernanceStore.erasure_request_states` (``hook.governance``), and only when the requests table's
     metadata pointer moved; between commits, time alone is re-checked against the rows in
     memory. Which (request, kind) pairs were reported is kept per asset in the asset state
     store, so a restarted triggerer does not report them again; pairs whose request met the
@@ -200,7 +200,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         if location is None or location == known:
             return location, None
         try:
-            return location, hook.erasure_request_states(self.requests_table)
+            return location, hook.governance.erasure_request_states(self.requests_table)
         except IcebergTableNotFoundError:
             return None, None
 

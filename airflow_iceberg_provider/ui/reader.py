@@ -3,7 +3,7 @@
 Everything goes through :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook` (the
 connection, the pyiceberg catalog, ``metadata_location``, ``health``, ``refs``, ``list_snapshots``).
 Nothing here writes: governance tables that do not exist yet read as empty (the hook's
-``governance_table``/``read_governance_rows`` would *create* them, so they are not used), and a
+``governance.table``/``governance.read`` would *create* them, so they are not used), and a
 SQLite catalog is opened read-only (``mode=ro``) after checking that its file exists, so the view
 never creates a catalog file or the catalog's own tables.
 
@@ -32,7 +32,7 @@ CONN_TYPE = IcebergCatalogHook.conn_type
 #: The columns of an erasure requests table the view reads. ``subject_key`` is never among them.
 REQUEST_FIELDS = ("request_id", "received_at", "status", "updated_at", "completed_at")
 #: A table is recognised as an erasure requests table when it has these columns
-#: (the shape ``IcebergCatalogHook.ensure_erasure_requests_table`` creates).
+#: (the shape ``IcebergCatalogHook().governance.ensure_erasure_requests_table`` creates).
 REQUEST_SHAPE = ("request_id", "subject_key", "received_at", "status")
 #: Readers (one pyiceberg catalog each) are rebuilt after this many seconds (connection edits).
 READER_TTL_S = 300.0

@@ -486,7 +486,7 @@ def erasure_requests(
         rid = r.get("request_id")
         received = r.get("received_at")
         status = r.get("status") or "unknown"
-        is_open = status not in FINAL_STATUSES  # erased (or the legacy "done")
+        is_open = status not in FINAL_STATUSES  # erased or redacted
         ev = sorted(by_request.get(rid or "", []), key=lambda e: e.get("table_name") or "")
         deadlines = []
         if received is not None:

@@ -95,7 +95,7 @@ with DAG(
             tbl.append(pa.table({"order_id": pa.array([n], pa.int64()), "note": pa.array([f"n{n}"], pa.string())}))
             tbl = hook.load_table(TABLE)
             ids.append(str(tbl.metadata.current_snapshot_id))
-        hook.ensure_erasure_requests_table("xc.requests")
+        hook.governance.ensure_erasure_requests_table("xc.requests")
         return {"first": ids[0], "second": ids[1]}
 
     appended = append()

@@ -23,10 +23,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_iceberg_provider.operators.maintenance import (
-    IcebergExpireSnapshotsOperator,
-    IcebergMaintenancePlanOperator,
-)
+from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
+from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 

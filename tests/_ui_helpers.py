@@ -63,7 +63,7 @@ def audit_rows(table: str, ref: str, snapshot_id: int, base: int | None, checks,
 
 def maintenance_row(hook, table: str, *, action: str = "rewrite_data_files", after_files: int = 1) -> dict[str, Any]:
     """A ledger row in ``_IcebergMaintenanceOperator._ledger``'s shape; "before" is the table's real health."""
-    from airflow_iceberg_provider.operators.maintenance import health_summary
+    from airflow_iceberg_provider.operators._maintenance_base import health_summary
 
     before = health_summary(hook.health(table))
     after = {**before, "data_files": after_files, "small_files": 0, "delete_files": 0}

@@ -225,10 +225,8 @@ def test_commit_check_sensor_and_trigger(orders):
 
 
 def test_maintenance_dry_runs_start_no_jvm_and_change_nothing(orders):
-    from airflow_iceberg_provider.operators.maintenance import (
-        IcebergExpireSnapshotsOperator,
-        IcebergMaintenancePlanOperator,
-    )
+    from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 
     hook, table = orders.hook, orders.table
     append_batches(hook, table, 3)

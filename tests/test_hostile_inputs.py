@@ -38,6 +38,7 @@ from airflow_iceberg_provider import exceptions as exc
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, job_path
 from airflow_iceberg_provider.operators import (
     erasure,
+    expiry,
     maintenance,
     refs,
     spark,
@@ -165,7 +166,7 @@ TABLE_ENTRIES: list[Entry] = [
         "expire",
         "table",
         lambda v, c, i: _ex(
-            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=v, older_than="0s", older_than_floor="0s"), c
+            expiry.IcebergExpireSnapshotsOperator(task_id="t", table=v, older_than="0s", older_than_floor="0s"), c
         ),
     ),
     (
@@ -412,7 +413,7 @@ DURATION_ENTRIES: list[Entry] = [
         "expire.older_than_floor",
         "older_than_floor",
         lambda v, c, i: _ex(
-            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", older_than_floor=v), c
+            expiry.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", older_than_floor=v), c
         ),
     ),
     (
@@ -429,7 +430,7 @@ COUNT_ENTRIES: list[Entry] = [
         "expire.retain_last",
         "retain_last",
         lambda v, c, i: _ex(
-            maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", retain_last=v), c
+            expiry.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than="30d", retain_last=v), c
         ),
     ),
     (
@@ -479,7 +480,7 @@ TIMESTAMP_ENTRIES: list[Entry] = [
     (
         "expire.older_than",
         "older_than",
-        lambda v, c, i: _ex(maintenance.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than=v), c),
+        lambda v, c, i: _ex(expiry.IcebergExpireSnapshotsOperator(task_id="t", table=T, older_than=v), c),
     ),
     (
         "remove_orphans.older_than",

@@ -150,7 +150,7 @@ def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
 
 
 def test_rollback_and_expiry_lists_of_ids_stay_exact(lake):
-    from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
+    from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
     from airflow_iceberg_provider.operators.refs import IcebergRollbackOperator
 
     T = "db.orders"

@@ -195,7 +195,7 @@ def test_asset_events_carry_the_snapshot_id(lake):
     from airflow.sdk import Asset
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
-    from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
+    from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 
     create_orders_table(lake, T)
     ids = append_batches(lake, T, 2)

@@ -14,8 +14,8 @@ from datetime import timedelta
 import pytest
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 from airflow_iceberg_provider.operators.maintenance import (
-    IcebergExpireSnapshotsOperator,
     IcebergMaintenancePlanOperator,
     IcebergRemoveOrphanFilesOperator,
     IcebergRewriteDataFilesOperator,

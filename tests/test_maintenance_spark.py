@@ -16,8 +16,8 @@ from urllib.parse import urlparse
 import pyarrow.compute as pc
 import pytest
 
+from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 from airflow_iceberg_provider.operators.maintenance import (
-    IcebergExpireSnapshotsOperator,
     IcebergMaintenancePlanOperator,
     IcebergRemoveOrphanFilesOperator,
 )

@@ -25,7 +25,7 @@ from conftest import create_orders_table, fake_context, orders_batch
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 from airflow_iceberg_provider.hooks.spark_connect import session_conf
-from airflow_iceberg_provider.operators.maintenance import IcebergExpireSnapshotsOperator
+from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator

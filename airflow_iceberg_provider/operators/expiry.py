@@ -6,7 +6,6 @@ Owns the resolution of ``IcebergExpireSnapshotsOperator``'s arguments (cutoff, f
 snapshots expire is decided by :func:`~airflow_iceberg_provider.maintenance_policy.preview_table_expiry`
 (Iceberg's retention rules, pure); submitting, verifying and recording the job is
 :class:`~airflow_iceberg_provider.operators._maintenance_base._IcebergMaintenanceOperator`'s.
-Import path kept: ``airflow_iceberg_provider.operators.maintenance.IcebergExpireSnapshotsOperator``.
 """
 
 from __future__ import annotations

@@ -6,10 +6,8 @@ Decisions, previews and verification go through :class:`IcebergCatalogHook`
 actions. Safety is built in: every parameter is validated and every floor checked
 before a job is submitted, so a refused task changes nothing.
 
-Snapshot expiry lives in :mod:`.expiry` and the shared job/verify/ledger plumbing in
-:mod:`._maintenance_base`; both are re-exported here, so
-``airflow_iceberg_provider.operators.maintenance.IcebergExpireSnapshotsOperator`` (and
-``health_summary`` / ``expiry_floor``) keep importing from this module.
+Snapshot expiry (``IcebergExpireSnapshotsOperator``) lives in :mod:`.expiry`, the shared
+job/verify/ledger plumbing (``health_summary``, ``expiry_floor``) in :mod:`._maintenance_base`.
 """
 
 from __future__ import annotations
@@ -53,16 +51,12 @@ from airflow_iceberg_provider.operators._erasure_job import (
     verify_evidence,
 )
 from airflow_iceberg_provider.operators._maintenance_base import (
-    JOB,
     _check_sort_columns,
-    _commits_between,
     _IcebergMaintenanceOperator,
     _options_mapping,
-    _parse_ids,
     expiry_floor,
     health_summary,
 )
-from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
 
 #: The keys ``erasure_purge`` accepts (:class:`IcebergErasureOperator` arguments of the purge).
 _ERASURE_ARGS = {f.name for f in fields(ErasureArgs)} - {"table"} | {"evidence_in_xcom"}
@@ -73,20 +67,11 @@ if TYPE_CHECKING:
     from airflow_iceberg_provider.models import TableHealth
 
 __all__ = [
-    "JOB",
-    "IcebergExpireSnapshotsOperator",
     "IcebergMaintenancePlanOperator",
     "IcebergRemoveOrphanFilesOperator",
     "IcebergRewriteDataFilesOperator",
     "IcebergRewriteManifestsOperator",
     "IcebergRewritePositionDeleteFilesOperator",
-    "_IcebergMaintenanceOperator",
-    "_check_sort_columns",
-    "_commits_between",
-    "_options_mapping",
-    "_parse_ids",
-    "expiry_floor",
-    "health_summary",
 ]
 
 

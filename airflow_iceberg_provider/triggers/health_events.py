@@ -32,7 +32,7 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     :func:`~airflow_iceberg_provider.maintenance_state.read_maintenance_state`, then
     ``maintenance_policy.decide``.
     """
-    from airflow_iceberg_provider.operators.maintenance import expiry_floor, health_summary
+    from airflow_iceberg_provider.operators._maintenance_base import expiry_floor, health_summary
 
     tbl = hook.load_table(table)
     props = tbl.metadata.properties

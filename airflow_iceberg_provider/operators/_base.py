@@ -25,6 +25,7 @@ from airflow_iceberg_provider.models import SnapshotInfo
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from pyiceberg.table import Table
 
 
 _JAVA_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)(?=: )")
@@ -335,15 +336,18 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         before_snapshot_id: int | None,
         operations: Iterable[str] | None = None,
         summary: Mapping[str, str] | None = None,
+        tbl: Table | None = None,
     ) -> SnapshotInfo:
         """The newest snapshot committed on ``ref`` after ``before_snapshot_id``, checked.
 
         Fails with :class:`IcebergCommitVerificationError` when the ref did not
         advance, advanced to a snapshot that does not descend from the old head,
         or when no new snapshot has an accepted operation / summary.
+
+        :param tbl: the table as loaded after the job's commit (default: loaded here).
         """
         hook = self.catalog_hook
-        tbl = hook.load_table(self.ident)
+        tbl = hook.load_table(self.ident) if tbl is None else tbl
         head = hook.ref_snapshot_id(tbl, ref)
         if head is None or head == before_snapshot_id:
             raise IcebergCommitVerificationError(

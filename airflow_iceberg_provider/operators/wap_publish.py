@@ -163,21 +163,24 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         if plan.action == "noop":
             self._republish(context, tbl, plan, started)
         plan = self._apply(context, tbl, plan)
-        self._verify(plan)
+        published = self._verify(plan)
         self._record(context, plan, started)
         self._emit_asset_event(context, plan.published, plan.audited, plan.branch)  # type: ignore[arg-type]
         if self.partition_events:
-            return with_string_ids({**plan.result(), "partition_keys": self._emit_partitions(context, plan)})
+            keys = self._emit_partitions(context, plan, published)
+            return with_string_ids({**plan.result(), "partition_keys": keys})
         return with_string_ids(plan.result())
 
-    def _emit_partitions(self, context: Context, plan: PublishPlan) -> list[str]:
-        """Partition keys on the asset events (:mod:`airflow_iceberg_provider.asset_partitions`)."""
+    def _emit_partitions(self, context: Context, plan: PublishPlan, tbl: Table) -> list[str]:
+        """Partition keys on the asset events (:mod:`airflow_iceberg_provider.asset_partitions`).
+
+        :param tbl: the table as :meth:`_verify` loaded it after the publish (read only).
+        """
         hook, table = self.catalog_hook, plan.table
         if self.partition_events == "interval":
             key = interval_partition_key(context)
             keys = [key] if key else []
         else:
-            tbl = hook.load_table(table)
             chain = hook.ancestor_ids(tbl, plan.published)  # type: ignore[arg-type]
             if plan.main_head in chain:
                 chain = chain[: chain.index(plan.main_head)]
@@ -220,10 +223,14 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             self.log.info("Committed %s in one commit: %s", plan.table, [(c.ref, c.snapshot_id) for c in plan.changes])
         return plan
 
-    def _verify(self, plan: PublishPlan) -> None:
-        """Through the catalog: ``main`` at the published snapshot, the tag on it, the branch gone."""
+    def _verify(self, plan: PublishPlan) -> Table:
+        """Through the catalog: ``main`` at the published snapshot, the tag on it, the branch gone.
+
+        :return: the table as loaded after the publish (the partition keys are read from it).
+        """
         hook, table = self.catalog_hook, plan.table
-        refs = hook.refs(hook.load_table(table))
+        tbl = hook.load_table(table)
+        refs = hook.refs(tbl)
         head = refs[MAIN_BRANCH].snapshot_id if MAIN_BRANCH in refs else None
         if plan.moves_main and head != plan.published:
             raise IcebergCommitVerificationError(
@@ -236,6 +243,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             )
         if plan.drop_branch and plan.branch in refs:
             raise IcebergCommitVerificationError(f"After publishing, branch {plan.branch!r} of {table} still exists.")
+        return tbl
 
     def _record(self, context: Context, plan: PublishPlan, started: datetime) -> None:
         """The ``wap_publish`` ledger row of a publish that moved ``main``."""
@@ -266,27 +274,29 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     def _republish(self, context: Context, tbl: Table, plan: PublishPlan, started: datetime) -> None:
         """The audited snapshot is already on ``main``: complete a died try's ledger row, or skip (``skip``)."""
         interval = rerun.RunIdentity.from_context(context).interval_key
-        if self._recover_ledger_row(context, plan, started, interval):
+        if self._recover_ledger_row(context, tbl, plan, started, interval):
             return
         if self.on_rerun == "skip":
             message = f"snapshot {plan.audited} is already published on main; no second event"
             skip = rerun.RerunPlan("skip", "skip", interval, message=message)
             stop_for_rerun(self, context, tbl, plan.branch, skip, "wap_publish", drop_branch=False)
 
-    def _recover_ledger_row(self, context: Context, plan: PublishPlan, started: datetime, interval: str | None) -> bool:
+    def _recover_ledger_row(
+        self, context: Context, tbl: Table, plan: PublishPlan, started: datetime, interval: str | None
+    ) -> bool:
         """Write the ``wap_publish`` ledger row an earlier try could not write after moving ``main``.
 
         A try that fast-forwarded ``main`` and then died (worker killed, catalog or storage
         failure while appending the ledger row) leaves the publish without its audit-trail
         row, and every retry is a no-op. The retry therefore checks the ledger and writes
-        the missing row once, marked ``recovered``. Returns whether it had to.
+        the missing row once, marked ``recovered``. Returns whether it had to. ``tbl`` is the
+        table as the publish resolved it (nothing was committed since; only read here).
         """
         hook, table, audited = self.catalog_hook, plan.table, plan.audited
         for row in hook.governance.read("ledger", operation="wap_publish", table_name=table):
             details = decode_ledger_row(row)["details"]
             if row.get("status") == "succeeded" and str(details.get("audited_snapshot_id")) == str(audited):
                 return False
-        tbl = hook.load_table(table)
         base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         metrics: dict[str, Any] = {}
         if base is not None and base != audited and hook.is_ancestor(tbl, base, audited):

@@ -205,15 +205,20 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
+        # the table loaded by the re-run check serves every step up to the job; it is loaded again only
+        # after a commit whose result a later step needs (the property commit, the reset before a
+        # replacement's compare-and-swap, the job's commit)
         tbl, _ = ensure_wap_enabled(hook, tbl, table)
         main_before, existing = hook.ref_snapshot_id(tbl, MAIN_BRANCH), hook.refs(tbl).get(branch)
         requested = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
-        base = write_base(
-            snapshots_by_id(hook, tbl), requested, existing.snapshot_id if existing else None, main_before
+        by_id = snapshots_by_id(hook, tbl)
+        base = write_base(by_id, requested, existing.snapshot_id if existing else None, main_before)
+        reset_from = self._reset_to_base(tbl, branch, existing, base, by_id)
+        replaced, replace_tbl = (
+            self._replace_files(branch, base, plan, identity) if plan.action == "replace" else ({}, None)
         )
-        reset_from = self._reset_to_base(tbl, branch, existing, base)
-        replaced = self._replace_files(branch, base, plan, identity) if plan.action == "replace" else {}
-        run = self._submit(context, branch, base, statements, rerun.summary_properties(identity), plan, identity)
+        props = rerun.summary_properties(identity)
+        run = self._submit(context, branch, base, statements, props, plan, identity, replace_tbl)
         head, metrics = self._verified_change(branch, base, main_before)
         self._record(context, branch, base, head, metrics, run, plan)
         rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
@@ -245,8 +250,12 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
     def _replace_files(
         self, branch: str, base: int | None, plan: rerun.RerunPlan, identity: rerun.RunIdentity
-    ) -> dict[str, Any]:
-        """Check the branch holds the earlier publish; remove its files now (``files``) or list them for the job."""
+    ) -> tuple[dict[str, Any], Table]:
+        """Check the branch holds the earlier publish; remove its files now (``files``) or list them for the job.
+
+        Loads the table (after the reset's commit, before the removal's compare-and-swap commit);
+        returns it with the result so the job's file list is read from the same load.
+        """
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
         earlier = plan.earlier
@@ -258,11 +267,11 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 "cut again from main."
             )
         if plan.method != "files":
-            return {}  # the job checks and deletes the predicate's rows
+            return {}, tbl  # the job checks and deletes the predicate's rows
         props = rerun.summary_properties(identity, replaces=published)
         removed = hook.remove_files_on_branch(tbl, branch, plan.remove_snapshot_ids, props)
         self.log.info("Replace: removed %s from %s@%s (earlier publish %s)", removed, table, branch, published)
-        return {"replaced_files": removed["files"], "replaced_rows": removed["rows"]}
+        return {"replaced_files": removed["files"], "replaced_rows": removed["rows"]}, tbl
 
     def _submit(
         self,
@@ -273,6 +282,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         props: dict[str, str],
         plan: rerun.RerunPlan,
         identity: rerun.RunIdentity,
+        replace_tbl: Table | None = None,
     ) -> Any:
         spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
         conf = wap_write_conf(branch, self.spark_conf)
@@ -289,7 +299,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             spec["replace"] = {
                 "where": plan.replace_where,
                 "expected_rows": plan.expected_rows,
-                "files": self._replace_files_for_job(plan),
+                "files": self._replace_files_for_job(plan, replace_tbl),
                 "properties": rerun.summary_properties(identity, replaces=replaces),
             }
         try:
@@ -299,12 +309,17 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 raise IcebergRefusedError(f"on_rerun='replace' refused before any write: {err}") from err
             raise
 
-    def _replace_files_for_job(self, plan: rerun.RerunPlan) -> list[str]:
-        tbl = self.catalog_hook.load_table(self.ident.dotted)
+    def _replace_files_for_job(self, plan: rerun.RerunPlan, tbl: Table | None = None) -> list[str]:
+        """Paths of the data files the earlier publish added (read-only: ``tbl`` as loaded by the replace check)."""
+        tbl = self.catalog_hook.load_table(self.ident.dotted) if tbl is None else tbl
         return [f.file_path for f in self.catalog_hook.files_added_by(tbl, plan.remove_snapshot_ids)]
 
     def _verified_change(self, branch: str, base: int | None, main_before: int | None) -> tuple[int, dict[str, int]]:
-        """The branch head the write produced (checked through the catalog) and its change metrics."""
+        """The branch head the write produced (checked through the catalog) and its change metrics.
+
+        One load after the job's commit serves the check of ``main``, the commit verification and
+        the metrics.
+        """
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
         main_after = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
@@ -313,7 +328,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 "main of %s moved from %s to %s during the write (another writer?)", table, main_before, main_after
             )
         try:
-            head = self.verify_new_commit(ref=branch, before_snapshot_id=base, operations=self.expected_operations)
+            head = self.verify_new_commit(
+                ref=branch, before_snapshot_id=base, operations=self.expected_operations, tbl=tbl
+            )
         except (IcebergCommitVerificationError, IcebergRefNotFoundError) as err:
             hint = (
                 f" main moved from {main_before} to {main_after} meanwhile: did the job write to main explicitly "
@@ -357,10 +374,16 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 details={"wap_interval": plan.interval_key},
             )
 
-    def _reset_to_base(self, tbl: Table, branch: str, existing: Any, base: int | None) -> int | None:
-        """Discard an earlier try's commits on the branch (``_wap_refs.plan_branch_reset``); the old head or ``None``."""
+    def _reset_to_base(
+        self, tbl: Table, branch: str, existing: Any, base: int | None, by_id: dict[int, Any] | None = None
+    ) -> int | None:
+        """Discard an earlier try's commits on the branch (``_wap_refs.plan_branch_reset``); the old head or ``None``.
+
+        :param by_id: ``tbl``'s snapshots by id, when the caller already built them.
+        """
         hook, table = self.catalog_hook, self.ident.dotted
-        changes = plan_branch_reset(table, branch, existing, base, snapshots_by_id(hook, tbl))
+        by_id = snapshots_by_id(hook, tbl) if by_id is None else by_id
+        changes = plan_branch_reset(table, branch, existing, base, by_id)
         if existing is not None and changes:
             self.log.warning(
                 "Branch %s of %s carries commits of an earlier try (%s beyond base %s); resetting it to the base so "

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Run the whole test suite (all tiers, Spark included) after bootstrapping.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not spark"`.
+# Two pytest-xdist workers by default, one test module per worker at a time (module-scoped servers
+# and Spark fixtures stay shared within a module): a Spark job spends most of its wall time waiting
+# (JVM start, scheduling, catalog round trips), so two modules side by side use two cores.
+# AIP_TEST_WORKERS=0 runs everything in one process (e.g. to debug one test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/bootstrap.sh"
@@ -9,6 +13,10 @@ mkdir -p "$AIP_WORK"
 source "$ROOT/scripts/env.sh"
 cd "$ROOT"
 set +e
+workers="${AIP_TEST_WORKERS:-2}"
+if [ "$workers" != "0" ]; then
+  set -- -n "$workers" --dist loadfile "$@"
+fi
 python -m pytest "$@"
 rc=$?
 set -e

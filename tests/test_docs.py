@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scripts import check_history, docs_hooks
 
@@ -58,6 +60,49 @@ def test_example_markers_are_paired(example: Path) -> None:
     ends = re.findall(r"^\s*# \[END (\w+)\]\s*$", text, re.M)
     assert len(starts) == len(set(starts)), f"duplicate START markers in {example.name}"
     assert sorted(starts) == sorted(ends), f"unpaired markers in {example.name}: {set(starts) ^ set(ends)}"
+
+
+def test_every_example_marker_is_included_in_a_page() -> None:
+    defined = {
+        (str(example.relative_to(ROOT)), marker)
+        for example in sorted((ROOT / "example_dags").rglob("*.py"))
+        for marker in re.findall(r"^\s*# \[START (\w+)\]\s*$", example.read_text(), re.M)
+    }
+    included = {(path, marker) for _, path, marker in _directives()}
+    unused = sorted(defined - included)
+    assert not unused, f"example code marked for the docs but shown on no page: {unused}"
+
+
+def _nav_pages(node: object) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [page for value in node.values() for page in _nav_pages(value)]
+    if isinstance(node, list):
+        return [page for item in node for page in _nav_pages(item)]
+    return []
+
+
+def test_every_page_is_in_the_nav_once() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    nav = _nav_pages(config["nav"])
+    twice = sorted({page for page in nav if nav.count(page) > 1})
+    assert not twice, f"pages listed more than once in mkdocs.yml's nav: {twice}"
+    pages = {str(page.relative_to(DOCS)) for page in PAGES}
+    assert set(nav) == pages, f"not in the nav: {sorted(pages - set(nav))}; missing files: {sorted(set(nav) - pages)}"
+
+
+def test_the_documentation_url_is_the_docs_index_everywhere() -> None:
+    site_url = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+    project_urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    info = ast.parse((ROOT / "airflow_iceberg_provider/get_provider_info.py").read_text())
+    constant = next(
+        node.value.value
+        for node in info.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DOCUMENTATION_URL"
+    )
+    assert site_url == project_urls["Documentation"] == constant
+    assert site_url in (ROOT / "README.md").read_text(), "the README links to the docs site"
 
 
 @pytest.mark.parametrize("kind", ["operators", "sensors", "triggers", "hooks"])

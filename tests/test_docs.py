@@ -167,6 +167,18 @@ def test_history_lint_rules(line: str, rules: set[str]) -> None:
     assert found == rules
 
 
+def test_shipped_text_has_no_development_history() -> None:
+    """What ``make lint`` checks, also in ``make test`` (CI runs the test command)."""
+    problems = [
+        problem
+        for file in check_history.shipped_files(check_history.SHIPPED)
+        for problem in check_history.findings(
+            file.relative_to(ROOT), file.read_text(encoding="utf-8", errors="replace")
+        )
+    ]
+    assert not problems, "\n".join(problems)
+
+
 def test_history_lint_exempts_the_changelog() -> None:
     files = {p.name for p in check_history.shipped_files(["README.md", "CHANGELOG.md", "docs"])}
     assert "README.md" in files and "CHANGELOG.md" not in files

@@ -66,3 +66,55 @@ def test_missed_deadline_callback_logs_and_records_it(lake, caplog):
     (row,) = [decode_ledger_row(r) for r in lake.governance.read("ledger", operation=MISSED_OPERATION)]
     assert row["status"] == "warned" and row["details"]["deadline_time"] == "2026-01-03T02:00:00+00:00"
     assert row["details"]["dag_id"] == "iceberg_erasure_nightly"
+
+
+DEADLINE_DAG = """
+from datetime import timedelta
+import pendulum
+from airflow.sdk import DAG, task
+from airflow_iceberg_provider.deadlines import erasure_deadline_alert
+
+with DAG(dag_id="with_deadline", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+         deadline=erasure_deadline_alert(deadline=timedelta(hours=72), cadence=timedelta(0),
+                                         margin=timedelta(hours=48))):
+    @task
+    def done():
+        return 1
+
+    done()
+"""
+
+
+@pytest.mark.airflow
+def test_demo_dag_test_runs_a_dag_with_a_deadline_to_success(tmp_path):
+    """``scripts/dag_test.py`` (what ``make demo`` runs): a successful run of a DAG with the erasure
+    alert ends ``success``; plain ``airflow dags test`` 3.3.2 raises on the alert lookup there."""
+    import os
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import pristine_airflow_db
+
+    root = Path(__file__).resolve().parent.parent
+    home, dags = tmp_path / "airflow", tmp_path / "dags"
+    home.mkdir()
+    dags.mkdir()
+    shutil.copy(pristine_airflow_db(), home / "airflow.db")
+    (dags / "with_deadline.py").write_text(DEADLINE_DAG)
+    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "dag_test.py"), "with_deadline", "2026-01-02T00:00:00+00:00"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "state=success" in [line for line in out.splitlines() if "DagRun Finished:" in line][-1]
+    with sqlite3.connect(home / "airflow.db") as db:
+        (alerts,) = db.execute("SELECT count(*) FROM deadline_alert").fetchone()
+    assert alerts == 1  # the DAG's alert was stored with its serialized DAG, and the run still succeeded

@@ -162,6 +162,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="tasks per side and job (median reported)")
     parser.add_argument("--demo", action="store_true", help="also time make demo in both modes")
     parser.add_argument("--skip-erasure", action="store_true")
+    parser.add_argument("--demo-only", action="store_true", help="time make demo in both modes, no small tasks")
     parser.add_argument("--warmup", type=int, default=1, help="untimed Connect tasks first (a fresh server's JIT)")
     args = parser.parse_args()
 
@@ -185,11 +186,13 @@ def main() -> int:
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN.upper()}"] = server.conn_json(CONNECT_CONN)
     results: dict[str, dict[str, list[float]]] = {}
     try:
-        if args.warmup:  # a long-running server has loaded Iceberg's classes and catalog code already
+        if (
+            args.warmup and not args.demo_only
+        ):  # a long-running server has loaded Iceberg's classes and catalog code already
             print(
                 f"  warm-up task on the fresh server (not counted): {audit_task(hook, 'db.warmup', 100, 100, CONNECT_CONN):.1f}s"
             )
-        for i in range(args.repeat):
+        for i in range(0 if args.demo_only else args.repeat):
             for conn, side in ((CONNECT_CONN, "connect"), (SUBMIT_CONN, "submit")):
                 runs: list[tuple[str, object, tuple]] = [
                     ("audit 1k-row change set", audit_task, (f"db.audit_{side}_{i}", args.audit_rows, args.base_rows)),
@@ -204,7 +207,7 @@ def main() -> int:
                     print(f"  {name} via {side}: {seconds:.1f}s (load {load()})", flush=True)
     finally:
         connect_server.stop(server)
-    if args.demo:
+    if args.demo or args.demo_only:
         for side, mode in (("connect", "connect"), ("submit", "submit")):
             results.setdefault("make demo (wall)", {}).setdefault(side, []).append(demo_wall(mode))
     print(f"load averages after: {load()}")

@@ -106,6 +106,21 @@ def test_wap_write_audit_publish_and_cherry_pick_through_connect(orders):
         task_id="audit", table=T, branch=branch, spark_conn_id=CONN, incremental_min_rows=0, **CHECKS
     ).execute(ctx)
     assert audit["passed"] is True and audit["checks"] == 3
+    # incremental under Connect too: a branch that appended to the audited snapshot reuses its
+    # recorded values and reads the appended rows only (the appended files from the entries table)
+    hook.set_ref(hook.load_table(T), "inc", audit["snapshot_id"], ref_type="branch")
+    hook.load_table(T).append(orders_batch(7000, 5), branch="inc")
+    inc = IcebergWapAuditOperator(
+        task_id="audit_inc",
+        table=T,
+        branch="inc",
+        base_snapshot_id=audit["snapshot_id"],
+        spark_conn_id=CONN,
+        incremental_min_rows=0,
+        **CHECKS,
+    ).execute(ctx)
+    assert inc["passed"] is True and inc["base_snapshot_id"] == audit["snapshot_id"]
+    assert inc["incremental_checks"] == 3 and inc["appended_read_by"] in ("driver", "spark"), inc
     recorded = hook.governance.read("audit_results", event_id=audit["job_run_id"])
     assert len(recorded) == 3 and all(r["passed"] for r in recorded)
     # main moves meanwhile: the publish replays the branch's append on top (cherry-pick job)

@@ -467,9 +467,9 @@ class AuditEngine:
         and the appended rows' value of every check the metrics answer exactly
         (:func:`_metric_value`).
         """
-        if not _fs.has_jvm(self.spark):  # Spark Connect: the entries metadata table (no metrics)
-            if metrics:
-                raise NotImplementedError("appended files' metrics are read through the driver JVM")
+        if not _fs.has_jvm(self.spark):
+            # Spark Connect: the entries metadata table; no metrics, so Spark computes every check
+            # over the appended rows and the overlap joins read the base without a pruning range.
             return self._appended_files_sql(base_snapshot_id, snapshot_id)
         jtable = self._jtable()
         fields = _metric_fields(jtable.schema(), checks) if metrics else {}

@@ -13,7 +13,10 @@ Options (documented in ``get_provider_info()["config"]``):
 ``expiry_floor``
     the youngest snapshot age expiry may remove unless lowered per task (maintenance operators);
 ``sqlite_busy_timeout_ms``
-    how long a SQLite catalog waits for a lock (catalog hook), default 30000.
+    how long a SQLite catalog waits for a lock (catalog hook), default 30000;
+``governance_restricted_role``
+    the SimpleAuthManager role from which the governance view shows erasure requests, evidence
+    reports and approval history (governance view), default ``admin``.
 
 This module only reads settings; it does not validate their meaning (the callers do,
 naming the option in their messages).

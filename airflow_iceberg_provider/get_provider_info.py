@@ -165,6 +165,22 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "op",
                         "default": "admin",
                     },
+                    "expiry_floor": {
+                        "description": "The youngest snapshot age that snapshot expiry and the maintenance plan may "
+                        "remove unless a task lowers it with older_than_floor (a duration such as 1h, 30m or 2d).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "6h",
+                        "default": "1h",
+                    },
+                    "sqlite_busy_timeout_ms": {
+                        "description": "How long a SQLite catalog waits for a lock, in milliseconds, before the "
+                        "operation fails with a retryable IcebergCatalogUnavailableError.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "60000",
+                        "default": "30000",
+                    },
                 },
             }
         },

@@ -115,7 +115,7 @@ def key_probes(keys: Iterable[Any]) -> dict[int, tuple[list[int], frozenset[byte
             plain = [b for b in (pm.plain_bytes(k, ptype) for k in keys) if b is not None]
         except UnicodeEncodeError:  # a lone surrogate has no UTF-8 form: prove nothing
             return {}
-        out[ptype] = ([pm.xxhash64(b) for b in plain], frozenset(plain))
+        out[ptype] = (pm.KeyHashes(pm.xxhash64(b) for b in plain), frozenset(plain))
     return out
 
 
@@ -135,7 +135,7 @@ def chunk_proof(
     hashes, plain = probe[meta["type"]]
     if meta.get("bloom_offset") is not None:
         bitset = pm.bloom_bitset(read, int(meta["bloom_offset"]), meta.get("bloom_length"))
-        if bitset is not None and not any(pm.sbbf_might_contain_at(read, *bitset, h) for h in hashes):
+        if bitset is not None and not pm.sbbf_might_contain_any(read, *bitset, hashes):
             return PROOF_BLOOM
     if plain is not None and pm.dictionary_excludes(read, meta, plain):
         return PROOF_DICTIONARY

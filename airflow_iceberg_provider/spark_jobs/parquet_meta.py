@@ -4,7 +4,8 @@ FileSystem on object stores).
 
 Reads only what proves absence: the footer (Thrift compact protocol: row groups, column
 chunks with ``encoding_stats``, codec and page offsets, the schema's field ids), split-block
-bloom filters (xxHash64; only the 32-byte blocks the keys hash to) and dictionary pages
+bloom filters (xxHash64; the 32-byte blocks a few keys hash to, or the bitset once for many
+keys) and dictionary pages
 (decompressed with the stdlib or pyarrow, CRC checked when written, PLAIN values). The
 decisions built on them live in ``erasure_prune.py``. A damaged file raises one of
 :data:`DAMAGED` (or yields None); it never proves anything.
@@ -315,7 +316,8 @@ def parse_footer(footer: bytes) -> tuple[list[dict[tuple[str, ...], dict[str, An
 
 def bloom_bitset(read: Callable[[int, int], bytes], offset: int, length: int | None) -> tuple[int, int] | None:
     """Parse a BloomFilterHeader: (bitset offset, bitset bytes), or None unless split-block /
-    xxHash / uncompressed. Only the blocks the keys hash to are read afterwards."""
+    xxHash / uncompressed. The bitset is read afterwards: the blocks a few keys hash to, or all
+    of it for many keys (:func:`sbbf_might_contain_any`)."""
     t = _Thrift(read(offset, 64))
     num_bytes, kinds = None, {}
     for fid, ftype in t.fields():
@@ -343,6 +345,56 @@ def sbbf_might_contain_at(read: Callable[[int, int], bytes], base: int, num_byte
     key = h & 0xFFFFFFFF
     words = struct.unpack("<8I", read(base + block * 32, 32))
     return all(words[i] & (1 << (((key * _SALT[i]) & 0xFFFFFFFF) >> 27)) for i in range(8))
+
+
+#: Up to this many keys, each key's 32-byte block is read on its own; beyond it the bitset is read
+#: once and every key is checked against it (one ranged read instead of one per key on object
+#: stores, and a vectorized check instead of a Python loop per key).
+BLOOM_BLOCK_READS_MAX_KEYS = 8
+
+
+class KeyHashes(list):
+    """xxHash64 of the keys of one physical type (a list of ints), with the derived arrays the
+    vectorized bloom check needs, computed once per erasure rather than once per file."""
+
+    _vector: Any = None
+
+    def vector(self) -> Any:
+        """``(high 32 bits, bit masks per salt)`` as numpy arrays, or None without numpy."""
+        if self._vector is None:
+            try:
+                import numpy as np
+            except ImportError:  # the per-key check still works
+                self._vector = False
+                return None
+            h = np.array(self, dtype=np.uint64)
+            salt = np.array(_SALT, dtype=np.uint64)
+            key = h & np.uint64(0xFFFFFFFF)
+            shifts = (((key[:, None] * salt[None, :]) & np.uint64(0xFFFFFFFF)) >> np.uint64(27)).astype(np.uint32)
+            self._vector = (h >> np.uint64(32), np.uint32(1) << shifts)
+        return self._vector or None
+
+
+def sbbf_might_contain_any(read: Callable[[int, int], bytes], base: int, num_bytes: int, hashes: Sequence[int]) -> bool:
+    """Whether any of ``hashes`` may be in the split-block bloom filter at ``base`` (``num_bytes``):
+    exactly ``any(sbbf_might_contain_at(read, base, num_bytes, h) for h in hashes)``, reading the
+    bitset once and checking all keys at once when there are more than
+    :data:`BLOOM_BLOCK_READS_MAX_KEYS` of them."""
+    vector = hashes.vector() if isinstance(hashes, KeyHashes) and len(hashes) > BLOOM_BLOCK_READS_MAX_KEYS else None
+    if vector is None:
+        return any(sbbf_might_contain_at(read, base, num_bytes, h) for h in hashes)
+    import numpy as np
+
+    high, masks = vector
+    blocks = num_bytes // 32
+    if blocks == 0:
+        return True
+    bitset = read(base, num_bytes)
+    if len(bitset) != num_bytes:
+        raise ValueError(f"bloom filter bitset cut short: {len(bitset)} of {num_bytes} bytes")
+    index = ((high * np.uint64(blocks)) >> np.uint64(32)).astype(np.intp)
+    words = np.frombuffer(bitset, dtype="<u4").reshape(blocks, 8)[index]
+    return bool(((words & masks) == masks).all(axis=1).any())
 
 
 def read_footer(read: Callable[[int, int], bytes], size: int) -> bytes | None:

@@ -367,3 +367,83 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
                 proc.wait(30)
         for f in files:
             f.close()
+
+
+_DURABLE_TASK = """
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+
+class FileStore:  # the task_state_store contract (get / set of JSON), kept in a file that outlives the task
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def get(self, key, default=None):
+        return json.loads(self.path.read_text()).get(key, default) if self.path.exists() else default
+
+    def set(self, key, value, **_):
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.path.write_text(json.dumps({**data, key: value}))
+
+
+def context(store):
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="durable_write", try_number=1, map_index=-1, max_tries=1)
+    return {"ti": ti, "task_instance": ti, "run_id": "r", "task_state_store": FileStore(store)}
+
+
+def operator(conn):
+    return IcebergWapWriteOperator(
+        task_id="durable_write",
+        table="db.durable_c",
+        branch="b",
+        spark_conn_id=conn,
+        sql="INSERT INTO {table} SELECT id, CAST(id AS STRING), 'ca', 1.0, TIMESTAMP '2026-01-05 00:00:00' "
+        "FROM range(5000, 5100)",
+    )
+
+
+if __name__ == "__main__":
+    operator(sys.argv[2]).execute(context(sys.argv[1]))
+"""
+
+
+def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_one_commit(orders, server, tmp_path):
+    """The durable path in Connect mode: the runner is the detached job; the task process is SIGKILLed."""
+    import importlib.util
+    import signal
+
+    from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
+    from airflow_iceberg_provider.hooks import _detached
+
+    hook, table = orders, "db.durable_c"
+    create_orders_table(hook, table).append(orders_batch(0, 10))
+    base = hook.ref_snapshot_id(table)
+    hook.create_branch(table, "b", snapshot_id=base)
+    script, store = tmp_path / "durable_task.py", tmp_path / "state.json"
+    script.write_text(_DURABLE_TASK)
+    task = subprocess.Popen([sys.executable, str(script), str(store), CONN], env=dict(os.environ))
+    deadline = time.monotonic() + 120
+    while not store.exists() and time.monotonic() < deadline and task.poll() is None:
+        time.sleep(0.1)
+    assert store.exists(), "the task recorded no job"
+    task.send_signal(signal.SIGKILL)  # the task process only, as the OOM killer would
+    task.wait()
+    record = JobRecord.from_json(json.loads(store.read_text())["iceberg_spark_job"])
+    assert record is not None and record.mode == "spark_connect"
+    seen = _detached.liveness(record)  # the runner did not die with its task (it may have finished already)
+    assert seen is Liveness.ALIVE or hook.governance.read("ledger", event_id=record.job_run_id)
+
+    spec = importlib.util.spec_from_file_location("durable_task", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.operator(CONN).execute(module.context(store))  # the retry, in this process
+
+    assert out["job_run_id"] == record.job_run_id  # its result, no second job
+    snaps = [s for s in hook.load_table(table).snapshots() if s.snapshot_id != base]
+    assert [str(s.snapshot_id) for s in snaps] == [out["snapshot_id"]], snaps  # exactly one commit
+    rows = [r for r in hook.governance.read("ledger", table_name=table) if r["operation"] == "wap_write"]
+    assert [r["event_id"] for r in rows] == [record.job_run_id]
+    assert not Path(record.workdir).exists()  # the finished job's directory (secrets, log) is gone

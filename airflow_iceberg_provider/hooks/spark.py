@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -44,10 +45,13 @@ from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
+from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
-from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
+from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
     ConnectEndpoint,
     ConnectJobProcess,
@@ -277,6 +281,7 @@ class IcebergSparkHook(BaseHook):
         self._catalog_hook = catalog_hook
         self._submit_hook: Any = None
         self._connect_process: ConnectJobProcess | None = None
+        self._detached: JobRecord | None = None
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:
@@ -374,6 +379,27 @@ class IcebergSparkHook(BaseHook):
             )
         )
 
+    def job_plan(
+        self,
+        job: str,
+        spec: Mapping[str, Any],
+        *,
+        extra_conf: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        extra_py_files: Sequence[str | Path] = (),
+    ) -> SubmitPlan:
+        """The plan of a registered built-in job (:data:`SPARK_JOBS`) with its spec."""
+        entry = spark_job(job)
+        return self.plan(
+            entry.path,
+            spec=spec,
+            extra_conf=extra_conf,
+            name=name,
+            extra_py_files=extra_py_files,
+            extra_jars=entry.extra_jars,
+            ship_package=entry.needs_package,
+        )
+
     def submit(self, plan: SubmitPlan) -> JobRun:
         """Run spark-submit for a plan; raise :class:`IcebergSparkJobError` on failure.
 
@@ -382,8 +408,6 @@ class IcebergSparkHook(BaseHook):
         directories left by submissions whose task process was killed (SIGKILL skips
         the ``finally``) are removed (:func:`~airflow_iceberg_provider.hooks._workdir.sweep_stale_workdirs`).
         """
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         endpoint = self.connect_endpoint()
         if endpoint is not None:
             return self._submit_connect(plan, endpoint)
@@ -400,38 +424,7 @@ class IcebergSparkHook(BaseHook):
             )
         workdir = create_workdir()
         try:
-            args = list(plan.application_args)
-            # Everything the driver reads travels with the submission (never a path it must share
-            # with this host): the spec by --files (the job falls back to SparkFiles), the package
-            # by --py-files, the log4j configuration by --files, the secrets in the properties file.
-            files = [str(LOG4J_CONFIG)]
-            if plan.spec is not None:
-                spec_path = workdir / "job_spec.json"
-                _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
-                args = ["--spec", str(spec_path), *args]
-                files.insert(0, str(spec_path))
-            props_path = workdir / "spark.properties"
-            _write_private(props_path, self._properties_text(plan.secret_conf))
-            _mask(plan.secret_conf.values())
-            self._submit_hook = SparkSubmitHook(
-                conn_id=self.spark_conn_id,
-                conf=plan.conf,
-                jars=",".join(plan.jars) or None,
-                packages=",".join(plan.packages) or None,
-                py_files=",".join(plan.py_files) or None,
-                files=",".join(files),
-                properties_file=str(props_path),
-                env_vars=plan.env_vars or None,
-                name=plan.name,
-                application_args=args,
-                driver_memory=self.driver_memory,
-                executor_memory=self.executor_memory,
-                executor_cores=self.executor_cores,
-                num_executors=self.num_executors,
-                spark_binary=self.spark_binary,
-                deploy_mode=self.deploy_mode,
-                verbose=self.verbose,
-            )
+            self._submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
             started = datetime.now(UTC)
             t0 = time.monotonic()
             try:
@@ -448,11 +441,166 @@ class IcebergSparkHook(BaseHook):
             _close_output(self._submit_hook)
             self._submit_hook = None
 
+    def _spark_submit_hook(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Any:
+        """The Spark provider's hook for ``plan``, its spec and properties files written to ``workdir``."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        args = list(plan.application_args)
+        # Everything the driver reads travels with the submission (never a path it must share
+        # with this host): the spec by --files (the job falls back to SparkFiles), the package
+        # by --py-files, the log4j configuration by --files, the secrets in the properties file.
+        files = [str(LOG4J_CONFIG)]
+        if plan.spec is not None:
+            spec_path = workdir / "job_spec.json"
+            _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+            args = ["--spec", str(spec_path), *args]
+            files.insert(0, str(spec_path))
+        props_path = workdir / "spark.properties"
+        _write_private(props_path, self._properties_text(plan.secret_conf))
+        _mask(plan.secret_conf.values())
+        return SparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf=plan.conf,
+            jars=",".join(plan.jars) or None,
+            packages=",".join(plan.packages) or None,
+            py_files=",".join(plan.py_files) or None,
+            files=",".join(files),
+            properties_file=str(props_path),
+            env_vars=plan.env_vars or None,
+            name=plan.name,
+            application_args=args,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            executor_cores=self.executor_cores,
+            num_executors=self.num_executors,
+            spark_binary=self.spark_binary,
+            deploy_mode=self.deploy_mode,
+            verbose=self.verbose,
+        )
+
     def on_kill(self) -> None:
         if self._submit_hook is not None:
             self._submit_hook.on_kill()
         if self._connect_process is not None:
             self._connect_process.terminate()
+        if self._detached is not None:
+            self.log.info("Killing detached Spark job %s (pid %s)", self._detached.job_run_id, self._detached.pid)
+            _detached.terminate(self._detached)
+
+    # ------------------------------------------------------- durable jobs
+    def start_detached(
+        self, plan: SubmitPlan, job: str, *, resume: Mapping[str, Any] | None = None, max_tries: int | None = None
+    ) -> tuple[JobRecord, subprocess.Popen[bytes]]:
+        """Start ``plan`` as a detached job (its own session, no parent-death signal); return at once.
+
+        spark-submit (client mode: its JVM is the driver) or the Spark Connect client process runs
+        with its output in ``job.log`` of its private working directory, which it owns from now on
+        (the sweep keeps it while it runs). The returned :class:`JobRecord` names it for a retry.
+
+        :param resume: what the operator needs after the job (stored with the record).
+        """
+        endpoint = self.connect_endpoint()
+        if endpoint is None:
+            self._check_runtime(plan)
+            if not self.can_detach():
+                raise IcebergConnectionError(
+                    "A durable Spark job runs its driver as a process of this host (client deploy mode); "
+                    f"connection {self.spark_conn_id!r} asks for cluster mode. Use client mode or durable=False."
+                )
+        elif not Path(plan.application).is_file():
+            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
+        if plan.spec is not None:
+            self.catalog_hook.governance.table("ledger")
+        job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
+        sweep_stale_workdirs()
+        workdir = create_workdir()
+        log_path = workdir / "job.log"
+        try:
+            if endpoint is None:
+                submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
+                cmd = submit_hook._build_spark_submit_command(plan.application)
+                env = {**os.environ, **(submit_hook._env or {})}
+                mode = "spark_submit"
+            else:
+                check_reachable(endpoint)
+                cmd, env = self._connect_command(plan, endpoint, workdir, job_run_id)
+                mode = "spark_connect"
+            proc = _detached.launch(cmd, env, log_path)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        _detached.hand_workdir_to(workdir, proc.pid)
+        record = JobRecord(
+            job_run_id=job_run_id,
+            job=job,
+            mode=mode,
+            **_detached.identity(proc.pid),
+            workdir=str(workdir),
+            log_path=str(log_path),
+            started_at=datetime.now(UTC).isoformat(),
+            resume=dict(resume or {}),
+            max_tries=max_tries,
+        )
+        self._detached = record
+        self.log.info(
+            "Started durable Spark job %s (%s, job_run_id=%s, pid %s): it outlives this task process; a retry "
+            "reconnects to it",
+            plan.name,
+            mode,
+            job_run_id,
+            proc.pid,
+        )
+        return record, proc
+
+    def can_detach(self) -> bool:
+        """Whether jobs of this connection can run detached: Spark Connect, or spark-submit in client mode
+        (whose driver is the process this host starts and can find again)."""
+        return self.connect_endpoint() is not None or self._deploy_mode() != "cluster"
+
+    def wait_detached(self, record: JobRecord, proc: subprocess.Popen[bytes] | None = None) -> JobRun:
+        """Follow a detached job's log into the task log until it exits; fail on a non-zero exit code.
+
+        :param proc: the job's ``Popen`` when this process started it; for a job of an earlier try
+            the exit code is unknown (its ledger row is the verdict).
+        """
+        follower = _detached.LogFollower(Path(record.log_path), lambda line: self.log.info("%s", line))
+        endpoint = self.connect_endpoint() if record.mode == "spark_connect" else None
+        self._detached = record
+        t0 = time.monotonic()
+        try:
+            code = _detached.wait(
+                record,
+                follower,
+                proc=proc,
+                timeout_s=endpoint.timeout_s if endpoint is not None else None,
+                on_timeout=lambda: _detached.terminate(record),
+            )
+        finally:
+            self._detached = None
+        self.discard_detached(record)
+        if code not in (None, 0):
+            raise IcebergSparkJobError(
+                f"Spark job {record.job!r} (job_run_id={record.job_run_id}, {record.mode}) failed after "
+                f"{time.monotonic() - t0:.1f}s. Error code is: {code}. Last spark-submit output:\n"
+                + "\n".join(follower.tail[-15:])
+            )
+        return JobRun(
+            record.job_run_id, f"airflow-iceberg-{record.job}", _parse_time(record.started_at), datetime.now(UTC)
+        )
+
+    @staticmethod
+    def detached_liveness(record: JobRecord) -> Liveness:
+        return _detached.liveness(record)
+
+    @staticmethod
+    def discard_detached(record: JobRecord) -> None:
+        """Remove a finished job's working directory (its secrets and its log)."""
+        if _detached.liveness(record) is not Liveness.ALIVE and Path(record.workdir).name.startswith(WORKDIR_PREFIX):
+            shutil.rmtree(record.workdir, ignore_errors=True)
+
+    @staticmethod
+    def terminate_detached(record: JobRecord) -> bool:
+        return _detached.terminate(record)
 
     # ------------------------------------------------------- Spark Connect
     def connect_endpoint(self) -> ConnectEndpoint | None:
@@ -479,25 +627,7 @@ class IcebergSparkHook(BaseHook):
         sweep_stale_workdirs()
         workdir = create_workdir()
         try:
-            args = list(plan.application_args)
-            if plan.spec is not None:
-                spec_path = workdir / "job_spec.json"
-                _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
-                args = ["--spec", str(spec_path), *args]
-            _mask(plan.secret_conf.values())
-            session_file = workdir / "session.json"
-            write_session_file(
-                session_file,
-                session_document(
-                    endpoint,
-                    application=plan.application,
-                    application_args=args,
-                    conf=plan.conf,
-                    secret_conf=plan.secret_conf,
-                    py_files=plan.py_files,
-                    job_name=plan.name,
-                ),
-            )
+            session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
             python = endpoint.python or self.pyspark_python or sys.executable
             self._connect_process = ConnectJobProcess(endpoint, python, self.log)
             started = datetime.now(UTC)
@@ -507,6 +637,44 @@ class IcebergSparkHook(BaseHook):
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
             self._connect_process = None
+
+    def _connect_session(self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str) -> Path:
+        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
+        args = list(plan.application_args)
+        if plan.spec is not None:
+            spec_path = workdir / "job_spec.json"
+            _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+            args = ["--spec", str(spec_path), *args]
+        _mask(plan.secret_conf.values())
+        session_file = workdir / "session.json"
+        write_session_file(
+            session_file,
+            session_document(
+                endpoint,
+                application=plan.application,
+                application_args=args,
+                conf=plan.conf,
+                secret_conf=plan.secret_conf,
+                py_files=plan.py_files,
+                job_name=plan.name,
+            ),
+        )
+        return session_file
+
+    def _connect_command(
+        self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str
+    ) -> tuple[list[str], dict[str, str]]:
+        """The Connect runner's command line and environment (a detached run of :class:`ConnectJobProcess`)."""
+        python = endpoint.python or self.pyspark_python or sys.executable
+        if not Path(python).is_file():
+            raise IcebergConnectionError(
+                f"Spark runtime Python {python!r} does not exist; set [iceberg_provider] pyspark_python "
+                f"(or the extra python of connection {endpoint.conn_id!r})."
+            )
+        session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
+        env = {**os.environ, **plan.env_vars, "PYTHONUNBUFFERED": "1"}
+        env.pop("SPARK_REMOTE", None)
+        return [python, str(CONNECT_RUNNER), "--session", str(session_file)], env
 
     # -------------------------------------------------------------- checks
     def _deploy_mode(self) -> str:
@@ -573,6 +741,13 @@ def _spark_defaults_files() -> list[Path]:
         if d and (Path(d) / "spark-defaults.conf").is_file():
             return [Path(d) / "spark-defaults.conf"]
     return []
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return datetime.now(UTC)
 
 
 def _as_list(value: Sequence[str] | str | None) -> list[str]:

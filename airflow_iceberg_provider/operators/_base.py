@@ -8,16 +8,20 @@ small XCom-safe dict.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
+from airflow_iceberg_provider.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
@@ -50,6 +54,20 @@ def root_cause(error: str) -> str:
     )
     matches = list(_JAVA_EXCEPTION.finditer(line))
     return line[matches[-1].start() :] if matches else line
+
+
+@dataclass(frozen=True)
+class ResumedJob:
+    """The finished job of an earlier try of this task, whose result this try takes."""
+
+    record: JobRecord
+    run: JobRun
+    row: dict[str, Any]
+
+    @property
+    def resume(self) -> dict[str, Any]:
+        """What the operator stored before the job, to verify and report it."""
+        return self.record.resume
 
 
 class IcebergBaseOperator(BaseOperator):
@@ -173,6 +191,19 @@ class IcebergBaseOperator(BaseOperator):
         )
 
 
+def _max_tries(context: Any) -> int | None:
+    ti = context.get("ti") if context is not None and hasattr(context, "get") else None
+    value = getattr(ti, "max_tries", None)
+    return value if isinstance(value, int) else None
+
+
+def _when(value: str | None) -> datetime:
+    try:
+        return datetime.fromisoformat(value) if value else datetime.now(UTC)
+    except ValueError:
+        return datetime.now(UTC)
+
+
 class IcebergSparkBaseOperator(IcebergBaseOperator):
     """
     Base for operators that run a Spark job and then verify it through the catalog.
@@ -184,9 +215,18 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
     :param spark_conf: extra Spark configuration (public; never put secrets here) (templated).
     :param driver_memory: e.g. ``"2g"``.
     :param executor_memory: e.g. ``"4g"``.
+    :param durable: on operators that support it (:attr:`supports_durable_jobs`: WAP write, the
+        maintenance operators and their erasure purge), run the Spark job detached from the task
+        process and record it in ``task_state_store``, so that a retry after the task process died
+        reconnects to the job, or takes its committed result, instead of starting a second one
+        (:mod:`airflow_iceberg_provider.durable_jobs`). ``False``: the job dies with the task
+        process (the behaviour without ``task_state_store``, e.g. outside a scheduler, and with a
+        spark-submit connection in cluster deploy mode).
     """
 
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "spark_conn_id", "spark_conf")
+    #: whether ``execute()`` resumes an earlier try's job (:meth:`resume_spark_job`) before planning
+    supports_durable_jobs: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -197,6 +237,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         spark_conf: Mapping[str, Any] | None = None,
         driver_memory: str | None = None,
         executor_memory: str | None = None,
+        durable: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -206,6 +247,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self.spark_conf = spark_conf
         self.driver_memory = driver_memory
         self.executor_memory = executor_memory
+        self.durable = durable
 
     @cached_property
     def spark_hook(self) -> IcebergSparkHook:
@@ -270,22 +312,164 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         *,
         extra_conf: Mapping[str, Any] | None = None,
         application: str | None = None,
+        resume: Mapping[str, Any] | None = None,
     ) -> tuple[JobRun, dict[str, Any]]:
         """Submit a job, then read the ledger row it wrote; fail clearly if there is none.
 
         :param job: a registered built-in job (``hooks.spark.SPARK_JOBS``: the hook knows its entry
             script and what it ships) unless ``application`` is given.
+        :param resume: JSON-safe values the operator needs after the job (its before-state): a
+            durable job stores them with its record, and :meth:`resume_spark_job` hands them back
+            to a retry that takes the job's result.
         :return: the job run and its ledger row (``metrics``/``details`` decoded).
         """
         hook = self.spark_hook
         spec = {**spec, "job_run_id": spec.get("job_run_id") or uuid.uuid4().hex}
+        store = self._durable_store(context) if application is None else None
         try:
-            if application is None:
+            if store is not None:
+                run = self._run_durable(context, store, job, spec, extra_conf, resume)
+            elif application is None:
                 run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
             else:
                 run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
         except IcebergSparkJobError as err:
             raise self._named_job_failure(job, spec["job_run_id"], err) from err
+        return run, self._job_row(job, run)
+
+    # ------------------------------------------------------------ durable jobs
+    def _durable_store(self, context: Context | None) -> Any:
+        """The task's ``task_state_store`` when this run is durable, else ``None``."""
+        if not (self.supports_durable_jobs and self.durable) or context is None or not hasattr(context, "get"):
+            return None
+        store = context.get("task_state_store")
+        if store is not None and not self.spark_hook.can_detach():
+            self.log.info("Cluster deploy mode: the Spark job runs with the task (not durable)")
+            return None
+        return store
+
+    def _run_durable(
+        self,
+        context: Context | None,
+        store: Any,
+        job: str,
+        spec: Mapping[str, Any],
+        extra_conf: Mapping[str, Any] | None,
+        resume: Mapping[str, Any] | None,
+    ) -> JobRun:
+        """Start the job detached, record it in ``task_state_store`` before waiting, wait for it."""
+        hook = self.spark_hook
+        record, proc = hook.start_detached(
+            hook.job_plan(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}"),
+            job,
+            resume=resume,
+            max_tries=_max_tries(context),
+        )
+        try:
+            store.set(STATE_KEY, record.to_json())
+        except BaseException:  # unrecorded, no retry could find it: it must not outlive this task
+            hook.terminate_detached(record)
+            hook.discard_detached(record)
+            raise
+        return hook.wait_detached(record, proc)
+
+    def resume_spark_job(self, context: Context | None) -> ResumedJob | None:
+        """The finished job of an earlier try of this task, or ``None``: then plan and run a fresh job.
+
+        Called first in ``execute()`` (before any planning or write): reconnects to the recorded job
+        while it runs (its log follows in this task's log), takes its result when its ledger row says
+        it finished, and returns ``None`` when there is no record, the job failed or died without a
+        verdict, or the task was cleared since (:func:`airflow_iceberg_provider.durable_jobs.decide`).
+        """
+        store = self._durable_store(context)
+        if store is None:
+            return None
+        record = JobRecord.from_json(store.get(STATE_KEY))
+        if record is None:
+            return None
+        hook = self.spark_hook
+        alive = hook.detached_liveness(record)  # before the ledger: a job writes its row before it exits
+        status = self._ledger_status(record.job_run_id)
+        decision = decide(record, status, alive, max_tries=_max_tries(context))
+        self.log.info(
+            "Durable Spark job of an earlier try: %s (job_run_id=%s, pid %s on %s): process %s, ledger row %s -> %s",
+            record.job,
+            record.job_run_id,
+            record.pid,
+            record.host,
+            alive.value,
+            status or "none",
+            decision.value,
+        )
+        if decision is Decision.FRESH:
+            if not record.taken and alive is Liveness.ALIVE:  # a cleared task: the old job must not race the new
+                self.log.warning("The task was cleared: stopping its earlier job %s first", record.job_run_id)
+                hook.terminate_detached(record)
+            hook.discard_detached(record)
+            return None
+        run: JobRun | None = None
+        if decision is Decision.RECONNECT:
+            self.log.info("Reconnected to running Spark job %s; following its log", record.job_run_id)
+            run = hook.wait_detached(record)
+            status = self._ledger_status(record.job_run_id)
+        elif decision is Decision.AWAIT_LEDGER:
+            status = self._await_ledger(record)
+        if status is None or status == "failed":
+            self.log.warning(
+                "Spark job %s of an earlier try %s; starting a new job",
+                record.job_run_id,
+                "failed" if status == "failed" else "ended without a ledger row (killed before its verdict)",
+            )
+            hook.terminate_detached(record)  # a failed job still on its way out must not race the new one
+            hook.discard_detached(record)
+            return None
+        hook.discard_detached(record)
+        self.log.info(
+            "Spark job %s of an earlier try finished (%s): taking its result, no new job", record.job_run_id, status
+        )
+        if run is None:
+            run = JobRun(record.job_run_id, f"airflow-iceberg-{record.job}", _when(record.started_at), _when(None))
+        return ResumedJob(record, run, self._job_row(record.job, run))
+
+    def durable_job_taken(self, context: Context | None) -> None:
+        """Mark the recorded job's result as taken (a cleared task then starts a fresh job)."""
+        store = self._durable_store(context)
+        if store is None:
+            return
+        try:
+            record = JobRecord.from_json(store.get(STATE_KEY))
+            if record is not None and not record.taken:
+                store.set(STATE_KEY, record.as_taken().to_json())
+        except Exception as err:  # the task succeeded; the record is bookkeeping
+            self.log.warning("Could not mark the durable job record as taken: %s", err)
+
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        super().post_execute(context, result)
+        self.durable_job_taken(context)
+
+    def _ledger_status(self, job_run_id: str) -> str | None:
+        rows = self.catalog_hook.governance.read("ledger", event_id=job_run_id)
+        return str(rows[0].get("status")) if rows else None
+
+    def _await_ledger(self, record: JobRecord) -> str | None:
+        """A job on another host: wait for its ledger row (never start a second job beside it)."""
+        from airflow_iceberg_provider.config import int_setting
+
+        limit = int_setting("durable_remote_wait_seconds", 6 * 3600, minimum=1)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit:
+            status = self._ledger_status(record.job_run_id)
+            if status is not None:
+                return status
+            time.sleep(10)
+        raise IcebergSparkJobError(
+            f"Spark job {record.job_run_id} was started by an earlier try on host {record.host!r} (pid {record.pid}) "
+            f"and has written no ledger row after {limit:.0f}s; this host cannot see that process. Check it there, "
+            "then clear the task to start a new job."
+        )
+
+    def _job_row(self, job: str, run: JobRun) -> dict[str, Any]:
+        """The job's own ledger row, decoded; fail when there is none or it records a failure."""
         rows = self.catalog_hook.governance.read("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(
@@ -296,7 +480,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         row = decode_ledger_row(rows[0])
         if row.get("status") == "failed":
             raise IcebergSparkJobError(f"Spark job {job!r} recorded failure: {row['details'].get('error')}")
-        return run, row
+        return row
 
     def _named_job_failure(self, job: str, job_run_id: str, err: Exception) -> IcebergSparkJobError:
         """The failure with its cause first: the job's own ``failed`` ledger row, when it could write one.

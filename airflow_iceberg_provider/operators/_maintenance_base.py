@@ -10,7 +10,9 @@ arguments and call :meth:`_IcebergMaintenanceOperator.run_actions`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
+    from airflow_iceberg_provider.hooks.spark import JobRun
     from airflow_iceberg_provider.models import SnapshotInfo, TableHealth
 
 JOB = "maintenance"
@@ -149,10 +152,13 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         expiry: ExpiryPreview | None = None,
         operation: str = JOB,
         extra_spec: Mapping[str, Any] | None = None,
+        report: Mapping[str, Any] | None = None,
     ) -> tuple[list[dict[str, Any]], TableHealth, dict[str, Any]]:
         """Run ``actions`` in one spark-submit; verify them through the catalog; ledger one row per action.
 
         :param extra_spec: more job parameters (the ``erasure`` parameters of an ``erasure_purge`` action).
+        :param report: JSON-safe values the operator's own result needs, kept with a durable job's
+            record for a retry that takes the job's result (:meth:`resume_actions`).
         :return: the per-action results (procedure output, seconds, main before/after),
             the health after, and the job's ledger row.
         """
@@ -163,7 +169,47 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
             "Submitting one Spark job for %s: %s", self.ident, ", ".join(f"{a.action} ({a.reason})" for a in actions)
         )
         refs_before = sorted(self.catalog_hook.refs(self.ident))
-        run, row = self.run_spark_job(context, JOB, spec)
+        before = {
+            "actions": [a.to_dict() for a in actions],
+            "health_before": health_summary(health_before),
+            "expiry": None if expiry is None else asdict(expiry),
+            "refs_before": refs_before,
+            "report": dict(report or {}),
+        }
+        before = json.loads(json.dumps(before, default=str))  # task_state_store keeps JSON
+        run, row = self.run_spark_job(context, JOB, spec, resume=before)
+        return self._after_job(context, run, row, actions, health_summary(health_before), expiry, refs_before)
+
+    def resume_actions(
+        self, context: Context
+    ) -> tuple[list[dict[str, Any]], TableHealth, dict[str, Any], dict[str, Any]] | None:
+        """The verified results of an earlier try's durable maintenance job (reconnected to, or finished).
+
+        ``None`` when this try plans and runs a fresh job (:meth:`resume_spark_job`); else what
+        :meth:`run_actions` returns, plus the ``report`` the first try stored.
+        """
+        resumed = self.resume_spark_job(context)
+        if resumed is None:
+            return None
+        before = resumed.resume
+        actions = [PlannedAction(**a) for a in before["actions"]]
+        expiry = None if before.get("expiry") is None else ExpiryPreview(**before["expiry"])
+        results, health_after, row = self._after_job(
+            context, resumed.run, resumed.row, actions, before["health_before"], expiry, before["refs_before"]
+        )
+        return results, health_after, row, dict(before.get("report") or {})
+
+    def _after_job(
+        self,
+        context: Context,
+        run: JobRun,
+        row: dict[str, Any],
+        actions: Sequence[PlannedAction],
+        health_before: Mapping[str, Any],
+        expiry: ExpiryPreview | None,
+        refs_before: Sequence[str],
+    ) -> tuple[list[dict[str, Any]], TableHealth, dict[str, Any]]:
+        """Check the job's reported actions against the plan and the catalog, then ledger them."""
         if row["status"] == "refused":
             raise IcebergRefusedError(
                 f"Maintenance of {self.ident} refused, nothing was changed: {row['details'].get('refused')}"
@@ -280,7 +326,7 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         job_run_id: str,
         actions: Sequence[PlannedAction],
         results: Sequence[Mapping[str, Any]],
-        health_before: TableHealth,
+        health_before: Mapping[str, Any],
         health_after: TableHealth,
         expiry: ExpiryPreview | None,
         job_row: Mapping[str, Any],
@@ -311,7 +357,7 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
                     metrics={
                         **result["output"],
                         "seconds": result.get("seconds"),
-                        "health_before": health_summary(health_before),
+                        "health_before": dict(health_before),
                         "health_after": health_summary(health_after),
                     },
                     details=with_string_ids(details),

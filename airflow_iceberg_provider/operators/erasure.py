@@ -110,6 +110,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         "salt_conn_id",
     )
     ui_color = "#f6d5d5"
+    supports_durable_jobs = True
     operator_extra_links = (GovernanceEvidenceLink(),)
 
     def __init__(
@@ -168,8 +169,11 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     # ----------------------------------------------------------------- execute
     def execute(self, context: Context) -> dict[str, Any]:
         ident, phase = self.ident, validate_phase(self.phase)
-        spec = self._plan_job(context, phase)
-        run, row = self.run_spark_job(context, "erasure", spec)
+        resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
+        if resumed is not None:
+            run, row = resumed.run, resumed.row
+        else:
+            run, row = self.run_spark_job(context, "erasure", self._plan_job(context, phase))
         if row["status"] == "refused":
             raise IcebergRefusedError(
                 f"Erasure of {ident} refused, nothing was changed: {row['details'].get('refused')}"

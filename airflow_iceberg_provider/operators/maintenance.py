@@ -99,6 +99,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         "options",
         "branch",
     )
+    supports_durable_jobs = True
 
     def __init__(
         self,
@@ -127,6 +128,10 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        resumed = self.resume_actions(context)  # an earlier try's durable job: reconnect or take its result
+        if resumed is not None:
+            results, after, _, report = resumed
+            return self._result(report["args"], report["data_files_before"], results, after)
         check_main_branch(self.branch, "rewrite_data_files")
         where, options = validate_where(self.where), _options_mapping(self.options)
         tbl = self.catalog_hook.load_table(self.ident)
@@ -136,7 +141,13 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
             self.log.info("%s has no snapshot on main: nothing to compact, no Spark job started", self.ident)
             return {"table": self.ident.dotted, "rewritten_data_files": 0, "spark_job": False}
         action = PlannedAction("rewrite_data_files", args, f"{args['strategy']} compaction requested")
-        results, after, _ = self.run_actions(context, [action], health_before=before)
+        report = {"args": args, "data_files_before": before.data_files}
+        results, after, _ = self.run_actions(context, [action], health_before=before, report=report)
+        return self._result(args, before.data_files, results, after)
+
+    def _result(
+        self, args: Mapping[str, Any], data_files_before: int, results: list[dict[str, Any]], after: TableHealth
+    ) -> dict[str, Any]:
         out, res = results[0]["output"], results[0]
         result = {
             "table": self.ident.dotted,
@@ -146,7 +157,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
             "added_data_files": out.get("added_data_files_count", 0),
             "rewritten_bytes": out.get("rewritten_bytes_count", 0),
             "removed_delete_files": out.get("removed_delete_files_count", 0),
-            "data_files_before": before.data_files,
+            "data_files_before": data_files_before,
             "data_files_after": after.data_files,
             "snapshot_id": res.get("snapshot_after"),
             "previous_snapshot_id": res.get("snapshot_before"),
@@ -386,6 +397,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         "retain_last",
         "force",
     )
+    supports_durable_jobs = True
 
     def __init__(
         self,
@@ -467,6 +479,10 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         return decision, health, expiry
 
     def execute(self, context: Context) -> dict[str, Any]:
+        resumed = self.resume_actions(context)  # an earlier try's durable job: reconnect or take its result
+        if resumed is not None:
+            results, after, row, report = resumed
+            return self._report(report, results, after, row)
         hygiene = self._metadata_hygiene(context)
         purge, erasure_spec = self._erasure_purge(context)
         decision, health, expiry = self.plan()
@@ -485,19 +501,38 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         for a in actions:
             self.log.info("Plan for %s: %s because %s", self.ident, a.action, a.reason)
         extra = {"erasure": erasure_spec} if purge else None
+        report = {
+            "base": base,
+            "healthy": decision.healthy,
+            "purge": bool(purge),
+            "reasons": [a.reason for a in decision.actions],
+        }
         results, after, row = self.run_actions(
-            context, actions, health_before=health, expiry=expiry, operation="maintenance_plan", extra_spec=extra
+            context,
+            actions,
+            health_before=health,
+            expiry=expiry,
+            operation="maintenance_plan",
+            extra_spec=extra,
+            report=report,
         )
-        if purge:
+        return self._report(report, results, after, row)
+
+    def _report(
+        self, report: Mapping[str, Any], results: list[dict[str, Any]], after: TableHealth, row: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The task's result: the planned ``report`` (as stored for a durable retry) and the verified results."""
+        base = dict(report["base"])
+        if report["purge"]:
             base["erasure_purge"] = self._purge_summary(row, results.pop(0))
         return {
             **base,
-            "healthy": decision.healthy,
+            "healthy": report["healthy"],
             "spark_job": True,
             "job_run_id": row["event_id"],
             "actions": [
-                {"action": r["action"], "reason": a.reason, "seconds": r["seconds"], **r["output"]}
-                for a, r in zip(decision.actions, results, strict=True)
+                {"action": r["action"], "reason": reason, "seconds": r["seconds"], **r["output"]}
+                for reason, r in zip(report["reasons"], results, strict=True)
             ],
             "health_after": health_summary(after),
         }

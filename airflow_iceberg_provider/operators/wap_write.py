@@ -88,7 +88,10 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
     Retry safety: if the branch already carries commits beyond its base (an earlier
     try of this run), it is reset to the base first (compare-and-swap, no JVM), so a
-    retried write never duplicates rows.
+    retried write never duplicates rows. A durable SQL write (``durable=True``, the default, under
+    a scheduler) goes further: its job outlives a killed task process, and the retry reconnects to
+    it, or takes its verified commit, before any of the above (``durable_jobs``); an application
+    write keeps dying with its task (its ledger row is written by the task, not by the job).
 
     :param table: ``namespace.table`` (templated).
     :param branch: the WAP branch (templated); default derived from the DAG run.
@@ -123,6 +126,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
     )
     template_ext: Sequence[str] = (".sql",)
     ui_color = "#cfe8fc"
+    supports_durable_jobs = True
 
     def __init__(
         self,
@@ -195,6 +199,13 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         return statements
 
     def execute(self, context: Context) -> dict[str, Any]:
+        resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
+        if resumed is not None:
+            before = resumed.resume
+            head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"])
+            return self._result(
+                before["branch"], before["base"], head, before["reset_from"], resumed.run, before["rerun"], metrics
+            )
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         statements = self._validated_inputs()
         where = rerun.validate_replace_where(self.replace_where)
@@ -218,10 +229,22 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             self._replace_files(branch, base, plan, identity) if plan.action == "replace" else ({}, None)
         )
         props = rerun.summary_properties(identity)
-        run = self._submit(context, branch, base, statements, props, plan, identity, replace_tbl)
+        rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
+        # what a retry that takes this job's result needs to verify and report it (durable jobs)
+        before = {"branch": branch, "base": base, "main_before": main_before, "reset_from": reset_from}
+        run = self._submit(
+            context,
+            branch,
+            base,
+            statements,
+            props,
+            plan,
+            identity,
+            replace_tbl,
+            resume={**before, "rerun": rerun_info},
+        )
         head, metrics = self._verified_change(branch, base, main_before)
         self._record(context, branch, base, head, metrics, run, plan)
-        rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
         return self._result(branch, base, head, reset_from, run, rerun_info, metrics)
 
     def _result(
@@ -283,6 +306,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         plan: rerun.RerunPlan,
         identity: rerun.RunIdentity,
         replace_tbl: Table | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> Any:
         spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
         conf = wap_write_conf(branch, self.spark_conf)
@@ -303,7 +327,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 "properties": rerun.summary_properties(identity, replaces=replaces),
             }
         try:
-            return self.run_spark_job(context, "wap_write", spec, extra_conf=conf)[0]
+            return self.run_spark_job(context, "wap_write", spec, extra_conf=conf, resume=resume)[0]
         except IcebergSparkJobError as err:
             if "ReplaceRefused" in str(err):
                 raise IcebergRefusedError(f"on_rerun='replace' refused before any write: {err}") from err

@@ -1,0 +1,160 @@
+"""Detached job processes: start one that outlives the task process, find it again, wait for it, kill it.
+
+A durable Spark job (spark-submit's JVM in client mode, or the Spark Connect client process) runs in
+a session of its own (``start_new_session``), with no parent-death signal, its output appended to a
+private log file in its working directory. A process is named by pid **and** start time (``/proc``
+field 22) on one boot of one host: pids are reused, so a pid alone would reconnect a retry to a
+stranger.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
+from airflow_iceberg_provider.hooks._workdir import OWNER_FILE, _boot_id, owner_record, process_start_ticks
+
+#: Seconds between two looks at a detached job (its log, its process).
+POLL_SECONDS = 1.0
+#: SIGTERM first (a Connect runner interrupts its session's operations), SIGKILL after this.
+KILL_GRACE_S = 15.0
+
+
+def launch(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in its own session, stdout and stderr appended to ``log_path`` (0600)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+
+
+def hand_workdir_to(workdir: Path, pid: int) -> None:
+    """The job process owns its working directory from now on: the sweep keeps it while the job runs."""
+    import json
+
+    tmp = workdir / (OWNER_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(owner_record(pid), fh)
+    os.replace(tmp, workdir / OWNER_FILE)
+
+
+def identity(pid: int) -> dict[str, Any]:
+    return {"pid": pid, "start_ticks": process_start_ticks(pid), "host": socket.gethostname(), "boot_id": _boot_id()}
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :].split()[0] in ("Z", "X")
+
+
+def liveness(record: JobRecord) -> Liveness:
+    """Whether the recorded process still runs, as seen from this host."""
+    if record.host != socket.gethostname():
+        return Liveness.OTHER_HOST
+    boot = _boot_id()
+    if boot is not None and record.boot_id not in (None, boot):
+        return Liveness.GONE
+    started = process_start_ticks(record.pid)
+    if started is None or (record.start_ticks is not None and started != record.start_ticks):
+        return Liveness.GONE
+    return Liveness.GONE if _is_zombie(record.pid) else Liveness.ALIVE
+
+
+class LogFollower:
+    """New complete lines of a job's log file, from where the last read stopped."""
+
+    def __init__(self, path: Path, emit: Callable[[str], None], *, keep: int = 40) -> None:
+        self.path = path
+        self.emit = emit
+        self.offset = 0
+        self.tail: list[str] = []
+        self.keep = keep
+        self._partial = b""
+
+    def read(self, *, final: bool = False) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = b"" if final else lines.pop()
+        for raw in lines:
+            if not raw and final:
+                continue
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            self.tail = [*self.tail[-(self.keep - 1) :], line]
+            self.emit(line)
+
+
+def wait(
+    record: JobRecord,
+    follower: LogFollower,
+    *,
+    proc: subprocess.Popen[bytes] | None = None,
+    timeout_s: float | None = None,
+    on_timeout: Callable[[], object] | None = None,
+) -> int | None:
+    """Follow the log until the job process exits; its exit code when this process is its parent.
+
+    :param proc: the ``Popen`` of a job this process started (reaped here); ``None`` for a job an
+        earlier try started, whose exit code nobody can read any more (its ledger row is the verdict).
+    """
+    t0 = time.monotonic()
+    while True:
+        follower.read()
+        if proc is not None:
+            code = proc.poll()
+            if code is not None:
+                follower.read(final=True)
+                return code
+        elif liveness(record) is not Liveness.ALIVE:
+            follower.read(final=True)
+            return None
+        if timeout_s is not None and on_timeout is not None and time.monotonic() - t0 > timeout_s:
+            on_timeout()
+            timeout_s = None
+        time.sleep(POLL_SECONDS)
+
+
+def terminate(record: JobRecord, *, grace_s: float = KILL_GRACE_S) -> bool:
+    """SIGTERM the job's process group (its own session), SIGKILL after ``grace_s``; ``True`` if it ran."""
+    if liveness(record) is not Liveness.ALIVE:
+        return False
+    try:
+        os.killpg(record.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if liveness(record) is not Liveness.ALIVE:
+            return True
+        time.sleep(0.2)
+    try:
+        os.killpg(record.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True

@@ -14,6 +14,9 @@ Options (documented in ``get_provider_info()["config"]``):
     the youngest snapshot age expiry may remove unless lowered per task (maintenance operators);
 ``sqlite_busy_timeout_ms``
     how long a SQLite catalog waits for a lock (catalog hook), default 30000;
+``durable_remote_wait_seconds``
+    how long a retried durable Spark task waits for the ledger row of a job started on another
+    host (operators' durable jobs), default 21600;
 ``governance_restricted_role``
     the SimpleAuthManager role from which the governance view shows erasure requests, evidence
     reports and approval history (governance view), default ``admin``.

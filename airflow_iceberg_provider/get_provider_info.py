@@ -181,6 +181,15 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "60000",
                         "default": "30000",
                     },
+                    "durable_remote_wait_seconds": {
+                        "description": "How long a retried durable Spark task waits for the ledger row of the job "
+                        "an earlier try started on another host (it never starts a second job beside one it "
+                        "cannot see), in seconds.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "3600",
+                        "default": "21600",
+                    },
                 },
             }
         },

@@ -8,7 +8,9 @@ costs a JVM start; running every family on both doubled the tier's time for no n
   credentials checked against its S3 key pair, which vends the S3 credentials to S3FileIO:
   the maintenance plan (compaction + manifest rewrite + expiry + orphan removal, for real, in
   one job: the planted orphan goes, no live file does, objects listed through the S3 API); the
-  erasure's logical phase, then its purge (afterwards no object of the table holds a subject);
+  erasure of the table catalog-wide discovery finds (its declared subject column), logical
+  phase then purge with the requests redacted (afterwards no object of the table or of the
+  requests table holds a subject);
   a user application through ``IcebergSparkSubmitOperator``, read back through pyiceberg;
 * ``iceberg-fixture``: Apache Iceberg's ``RESTCatalogServer`` (``iceberg-open-api``
   test-fixtures, JDBC-backed), OAuth2 client-credentials flow, S3FileIO to the same SeaweedFS:
@@ -42,6 +44,7 @@ from conftest import append_batches, create_orders_table, fake_context, orders_b
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.refs import IcebergRollbackOperator
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
@@ -317,7 +320,14 @@ def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake):
     hook = lake.hook
     before = rows_of(hook, lake.people)
     assert ERASED <= {r["customer_id"] for r in before}  # control
-    args = {"table": lake.people, "subject_columns": "customer_id", "requests_table": lake.requests}
+    # catalog-wide: the table declares its subject column; discovery through the REST catalog finds it
+    with hook.load_table(lake.people).transaction() as tx:
+        tx.set_properties({"erasure.subject-columns.customer_id": "customer_id"})
+    (found,) = IcebergErasureDiscoveryOperator(
+        task_id="discover", subject_kind="customer_id", namespaces=[lake.ns]
+    ).execute(fake_context())
+    assert found == {"table": lake.people, "subject_columns": ["customer_id"], "tables_in_scope": [lake.people]}
+    args = {**found, "requests_table": lake.requests}
     logical = lake.timed(
         "erasure logical",
         lambda: IcebergErasureOperator(task_id="logical", phase="logical", **args).execute(fake_context()),
@@ -326,16 +336,23 @@ def test_erasure_logical_then_purge_leaves_no_subject_in_any_object(lake):
     assert {r["status"] for r in rows_of(hook, lake.requests)} == {"logically_erased"}
     purge = lake.timed(
         "erasure purge",
-        lambda: IcebergErasureOperator(task_id="purge", phase="purge", **args).execute(fake_context()),
+        lambda: IcebergErasureOperator(task_id="purge", phase="purge", redact_erased_requests=True, **args).execute(
+            fake_context()
+        ),
     )
     assert purge["verification"] == "verified", purge
-    assert {r["status"] for r in rows_of(hook, lake.requests)} == {"erased"}
+    # the erased requests' keys are replaced by their evidence hash, and the requests table's history purged
+    assert purge["redaction_verification"] == "verified", purge
+    assert {r["status"] for r in rows_of(hook, lake.requests)} == {"redacted"}
+    assert not {r["subject_key"] for r in rows_of(hook, lake.requests)} & ERASED
     after = rows_of(hook, lake.people)
     assert len(after) == len([r for r in before if r["customer_id"] not in ERASED])
     fs_ = s3fs(lake.s3)
     objects = lake.objects(lake.people)
     assert any(p.endswith(".parquet") for p in objects)  # control
-    for path in objects:  # data, delete files, manifests, metadata: through the S3 API
+    requests_objects = lake.objects(lake.requests)
+    assert any(p.endswith(".parquet") for p in requests_objects)  # control
+    for path in [*objects, *requests_objects]:  # data, delete files, manifests, metadata: through the S3 API
         with fs_.open_input_file(path) as f:
             data = f.read()
         assert not [s for s in ERASED if s.encode() in data], path

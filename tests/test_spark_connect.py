@@ -435,6 +435,12 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     assert record is not None and record.mode == "spark_connect"
     seen = _detached.liveness(record)  # the runner did not die with its task (it may have finished already)
     assert seen is Liveness.ALIVE or hook.governance.read("ledger", event_id=record.job_run_id)
+    # the retry comes after the job finished: it must take the committed result, not start a job
+    deadline = time.monotonic() + 300
+    while _detached.liveness(record) is Liveness.ALIVE and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _detached.liveness(record) is Liveness.GONE
+    assert [r["status"] for r in hook.governance.read("ledger", event_id=record.job_run_id)] == ["succeeded"]
 
     spec = importlib.util.spec_from_file_location("durable_task", script)
     module = importlib.util.module_from_spec(spec)

@@ -366,18 +366,7 @@ class IcebergSparkHook(BaseHook):
         extra_py_files: Sequence[str | Path] = (),
     ) -> JobRun:
         """Submit a registered built-in job (:data:`SPARK_JOBS`) with its spec."""
-        entry = spark_job(job)
-        return self.submit(
-            self.plan(
-                entry.path,
-                spec=spec,
-                extra_conf=extra_conf,
-                name=name,
-                extra_py_files=extra_py_files,
-                extra_jars=entry.extra_jars,
-                ship_package=entry.needs_package,
-            )
-        )
+        return self.submit(self.job_plan(job, spec, extra_conf=extra_conf, name=name, extra_py_files=extra_py_files))
 
     def job_plan(
         self,

@@ -209,3 +209,22 @@ def catalog(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     engine = getattr(hook.catalog, "engine", None)
     if engine is not None:  # SQL catalogs: close the pool (PostgreSQL connections)
         engine.dispose()
+
+
+# Where the suite's wall time goes: the terminal summary lists the slowest test modules (setup,
+# call and teardown summed per module; with xdist the controller receives every worker's reports).
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    slow = sorted(_MODULE_SECONDS.items(), key=lambda item: item[1], reverse=True)[:25]
+    if not slow or slow[0][1] < 60:
+        return
+    terminalreporter.write_sep("=", "slowest test modules (seconds, summed over setup, call and teardown)")
+    for module, seconds in slow:
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")

@@ -37,6 +37,9 @@ KEY_START, KEY_END = "airflow.data-interval-start", "airflow.data-interval-end"
 KEY_INTERVAL = "airflow.wap-interval"
 #: set on the snapshot that removed an earlier publish's rows (its value: that publish's snapshot id)
 KEY_REPLACES = "airflow.wap-replaces"
+#: the job run id of the Spark job that made the commit (its ledger row's ``event_id``): a durable
+#: application write's witness (``durable_jobs``)
+KEY_JOB_RUN = "airflow.job-run-id"
 SOURCE_SNAPSHOT = "source-snapshot-id"  # set by Iceberg's cherry-pick on the replayed snapshot
 SUMMARY_KEYS = {
     "added_records": "added-records",
@@ -133,8 +136,14 @@ class RunIdentity:
         return f"{self.dag_id}/{self.group}/{self.interval}"
 
 
-def summary_properties(identity: RunIdentity, *, replaces: int | None = None) -> dict[str, str]:
-    """Snapshot summary properties a WAP write stamps on every commit (strings only)."""
+def summary_properties(
+    identity: RunIdentity, *, replaces: int | None = None, job_run_id: str | None = None
+) -> dict[str, str]:
+    """Snapshot summary properties a WAP write stamps on every commit (strings only).
+
+    :param replaces: the earlier publish whose rows the commit removes.
+    :param job_run_id: the Spark job that commits them.
+    """
     values = {
         KEY_DAG: identity.dag_id,
         KEY_RUN: identity.run_id,
@@ -145,6 +154,7 @@ def summary_properties(identity: RunIdentity, *, replaces: int | None = None) ->
         KEY_END: identity.interval_end,
         KEY_INTERVAL: identity.interval_key,
         KEY_REPLACES: replaces,
+        KEY_JOB_RUN: job_run_id,
     }
     return {k: str(v) for k, v in values.items() if v is not None}
 

@@ -87,7 +87,13 @@ with DAG(
     )
     # [END howto_expiry_dry_run]
     # [START howto_maintenance_plan]
-    heal = IcebergMaintenancePlanOperator(task_id="maintenance_plan", table=TABLE, remove_orphans=True, **POLICY)
+    heal = IcebergMaintenancePlanOperator(
+        task_id="maintenance_plan",
+        table=TABLE,
+        remove_orphans=True,
+        durable=True,  # the default: the job outlives a killed worker; the retry reconnects to it or takes its result
+        **POLICY,
+    )
     # [END howto_maintenance_plan]
     check = IcebergMaintenancePlanOperator(
         task_id="plan_again_is_noop",

@@ -1,18 +1,25 @@
-"""Durable Spark jobs, without Spark: the retry's decision (pure) and the detached process it names.
+"""Durable Spark jobs: the retry's decision (pure), the detached process it names, and the WAP write's retry.
 
-The decision is a table of (the job's ledger row, its process) -> reconnect / take the result /
-start a new job; the process helpers start a real detached child (``sleep``), find it again by pid
-and start time, follow its log and kill its group. The end-to-end test (a real scheduler, a
-SIGKILLed task process, a retry) is ``tests/test_durable_jobs_airflow.py``.
+The decision is a table of (the job's ledger row, an application's commit, its process) -> reconnect /
+take the result / start a new job; the process helpers start a real detached child (``sleep``), find
+it again by pid and start time, follow its log and kill its group. The WAP write's retry is checked on
+a real ledger without Spark (a job on another host, an application taken from its stamped commit or
+started again) and, ``spark``-marked, end to end: the task process is SIGKILLed while its SQL or
+application job runs, and the retry takes that job's one commit. The test under a real scheduler is
+``tests/test_durable_jobs_airflow.py``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -59,6 +66,32 @@ def test_decision_follows_the_ledger_row_then_the_process(status, liveness, expe
     assert decide(record(), status, liveness, max_tries=1) is expected
 
 
+@pytest.mark.parametrize(
+    ("status", "committed", "liveness", "expected"),
+    [
+        (None, True, Liveness.GONE, Decision.TAKE_RESULT),  # its commit is its result; the retry writes its row
+        (None, True, Liveness.OTHER_HOST, Decision.TAKE_RESULT),
+        (None, True, Liveness.ALIVE, Decision.RECONNECT),  # still running: wait for it to exit
+        (None, False, Liveness.GONE, Decision.RESUBMIT),  # died before committing: reset the branch, run again
+        (None, False, Liveness.ALIVE, Decision.RECONNECT),
+        (None, False, Liveness.OTHER_HOST, Decision.AWAIT_LEDGER),  # its row or its commit may still come
+        ("succeeded", False, Liveness.GONE, Decision.TAKE_RESULT),  # an application under run_job wrote its row
+        ("failed", True, Liveness.GONE, Decision.RESUBMIT),  # a commit then a failure: the branch reset drops it
+    ],
+)
+def test_an_application_job_is_witnessed_by_its_commit_when_it_wrote_no_ledger_row(
+    status, committed, liveness, expected
+):
+    app = record(commit_ref="wap_b", commit_base=7)
+    assert decide(app, status, liveness, max_tries=1, committed=committed) is expected
+
+
+def test_a_built_in_jobs_decision_ignores_commits():
+    # only its own ledger row witnesses a built-in job (its commits may precede a failure it records)
+    assert decide(record(), None, Liveness.GONE, committed=True) is Decision.RESUBMIT
+    assert decide(record(), None, Liveness.OTHER_HOST, committed=True) is Decision.AWAIT_LEDGER
+
+
 def test_no_record_a_taken_result_or_a_cleared_task_start_fresh():
     assert decide(None, None, Liveness.GONE) is Decision.FRESH
     assert decide(record().as_taken(), "succeeded", Liveness.GONE, max_tries=1) is Decision.FRESH
@@ -69,11 +102,13 @@ def test_no_record_a_taken_result_or_a_cleared_task_start_fresh():
 
 
 def test_record_round_trips_through_json_and_refuses_foreign_values():
-    import json
-
     rec = record()
     back = JobRecord.from_json(json.loads(json.dumps(rec.to_json())))
     assert back == rec and STATE_KEY == "iceberg_spark_job"
+    app = record(commit_ref="wap_b", commit_base=2**62)
+    assert JobRecord.from_json(json.loads(json.dumps(app.to_json()))) == app
+    older = {k: v for k, v in rec.to_json().items() if k not in ("commit_ref", "commit_base")}
+    assert JobRecord.from_json(older) == rec  # a record written before applications were durable
     assert back.as_taken().taken and not back.taken
     for foreign in (None, "job-123", 42, {}, {**rec.to_json(), "version": 99}, {**rec.to_json(), "pid": "x"}):
         assert JobRecord.from_json(foreign) is None
@@ -155,3 +190,278 @@ def test_the_job_owns_its_working_directory_so_the_sweep_keeps_it_while_it_runs(
         proc.kill()
         proc.wait()
     assert workdir in sweep_stale_workdirs(tmp_path)
+
+
+# ------------------------------------------------- the WAP write's retry, without Spark (real ledger)
+T = "db.orders"
+ONE_HOST_TO_ANOTHER = socket.gethostname() + "-elsewhere"
+
+
+class DictStore:
+    """The ``task_state_store`` contract (get / set of JSON values)."""
+
+    def __init__(self, value: dict | None = None) -> None:
+        self.data = {STATE_KEY: value} if value is not None else {}
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    def set(self, key, value, **_):
+        self.data[key] = value
+
+
+def retry_context(store: DictStore) -> dict:
+    from conftest import fake_context
+
+    ctx = fake_context(run_id="manual__durable", task_id="write", try_number=2)
+    ctx["ti"].max_tries = 1
+    return {**ctx, "task_state_store": store}
+
+
+@pytest.fixture
+def branch_lake(lake, monkeypatch):
+    """``db.orders`` with ``main`` at a base snapshot and branch ``b`` cut there; no Spark job may start."""
+    from conftest import create_orders_table, orders_batch
+
+    from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
+    for verb in ("start_detached", "submit"):
+        monkeypatch.setattr(IcebergSparkHook, verb, lambda *a, **k: pytest.fail("a second Spark job was started"))
+    create_orders_table(lake, T).append(orders_batch(0, 10))
+    base = lake.ref_snapshot_id(T)
+    lake.create_branch(T, "b", snapshot_id=base)
+    return lake, base
+
+
+def earlier_try(base: int, **over) -> dict:
+    """The record of the killed try's job: its before-state as the WAP write stores it."""
+    resume = {"branch": "b", "base": base, "main_before": base, "reset_from": None, "rerun": {"action": "write"}}
+    values = dict(job_run_id=uuid.uuid4().hex, resume={**resume, "interval": "d/g/2026-01-01"}, max_tries=1)
+    return record(**{**values, **over}).to_json()
+
+
+def job_commit(hook, job_run_id: str | None, start: int = 100) -> int:
+    """What the killed try's job committed on the branch (stamped with its job run id, if given)."""
+    from conftest import orders_batch
+
+    from airflow_iceberg_provider import _wap_rerun as rerun
+
+    props = {rerun.KEY_INTERVAL: "d/g/2026-01-01", **({rerun.KEY_JOB_RUN: job_run_id} if job_run_id else {})}
+    hook.load_table(T).append(orders_batch(start, 5), snapshot_properties=props, branch="b")
+    return hook.ref_snapshot_id(T, "b")
+
+
+def write_op(**kw):
+    from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+    return IcebergWapWriteOperator(task_id="write", table=T, branch="b", **kw)
+
+
+def gone_pid() -> dict:
+    """The identity of a process of this host that has exited."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    who = _detached.identity(proc.pid)
+    proc.kill()
+    proc.wait()
+    return who
+
+
+def test_a_job_on_another_host_is_awaited_through_its_ledger_row_never_started_twice(branch_lake):
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+    hook, base = branch_lake
+    rec = earlier_try(base, host=ONE_HOST_TO_ANOTHER)
+    head = job_commit(hook, rec["job_run_id"])
+
+    def the_job_finishes():  # its row arrives while the retry waits (another hook: another process's view)
+        time.sleep(1.5)
+        IcebergCatalogHook().governance.record_ledger(
+            operation="wap_write",
+            table=T,
+            ref="b",
+            status="succeeded",
+            snapshot_before=base,
+            snapshot_after=head,
+            event_id=rec["job_run_id"],
+        )
+
+    writer = threading.Thread(target=the_job_finishes)
+    writer.start()
+    t0 = time.monotonic()
+    try:
+        out = write_op(sql="INSERT INTO {table} SELECT 1").execute(retry_context(DictStore(rec)))
+    finally:
+        writer.join()
+    assert 1.0 < time.monotonic() - t0 < 30
+    assert out["job_run_id"] == rec["job_run_id"] and out["snapshot_id"] == str(head) and out["added_records"] == 5
+    rows = hook.governance.read("ledger", table_name=T)
+    assert [r["event_id"] for r in rows] == [rec["job_run_id"]]  # the job's row, no other
+    assert hook.ref_snapshot_id(T, "b") == head
+
+
+def test_a_job_on_another_host_that_never_reports_fails_naming_the_wait_option(branch_lake, monkeypatch):
+    from airflow_iceberg_provider.exceptions import IcebergSparkJobError
+
+    hook, base = branch_lake
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__DURABLE_REMOTE_WAIT_SECONDS", "1")
+    rec = earlier_try(base, host=ONE_HOST_TO_ANOTHER)
+    before = hook.metadata_location(T)
+    t0 = time.monotonic()
+    with pytest.raises(IcebergSparkJobError) as err:
+        write_op(sql="INSERT INTO {table} SELECT 1").execute(retry_context(DictStore(rec)))
+    assert time.monotonic() - t0 < 10
+    message = str(err.value)
+    assert rec["job_run_id"] in message and ONE_HOST_TO_ANOTHER in message
+    assert "durable_remote_wait_seconds" in message and "after waiting 1s" in message
+    assert hook.metadata_location(T) == before and hook.governance.read("ledger", table_name=T) == []
+
+
+def test_an_application_killed_after_its_commit_is_taken_from_the_catalog_and_recorded_once(branch_lake):
+    hook, base = branch_lake
+    rec = earlier_try(base, **gone_pid(), commit_ref="b", commit_base=base)
+    head = job_commit(hook, rec["job_run_id"])
+    store = DictStore(rec)
+    for _ in range(2):  # a second retry (the record was not marked taken) takes the same result
+        out = write_op(application="/nonexistent/app.py").execute(retry_context(store))
+        assert out["job_run_id"] == rec["job_run_id"] and out["snapshot_id"] == str(head)
+        assert out["added_records"] == 5 and out["rerun"] == {"action": "write"}
+    (row,) = hook.governance.read("ledger", table_name=T)  # the row the killed task never wrote, once
+    assert (row["event_id"], row["status"], row["operation"]) == (rec["job_run_id"], "succeeded", "wap_write")
+    assert (row["snapshot_before"], row["snapshot_after"]) == (base, head)
+    assert json.loads(row["details"])["wap_interval"] == "d/g/2026-01-01"
+    assert hook.ref_snapshot_id(T, "b") == head
+
+
+def test_an_application_gone_without_its_stamped_commit_is_started_again_on_the_reset_branch(branch_lake, monkeypatch):
+    from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+    hook, base = branch_lake
+    rec = earlier_try(base, **gone_pid(), commit_ref="b", commit_base=base)
+    job_commit(hook, None)  # a commit without this job's id (an application that ignores the properties)
+    seen: dict = {}
+
+    def fresh_job(self, context, application, spec, **kw):
+        seen.update(branch_head=hook.ref_snapshot_id(T, "b"), spec=spec, **kw)
+        raise RuntimeError("stop before Spark")
+
+    monkeypatch.setattr(IcebergWapWriteOperator, "run_application", fresh_job)
+    with pytest.raises(RuntimeError, match="stop before Spark"):
+        write_op(application="/nonexistent/app.py").execute(retry_context(DictStore(rec)))
+    assert seen["branch_head"] == base  # reset first: the retry's job cannot duplicate rows
+    job_run_id = seen["spec"]["job_run_id"]
+    assert job_run_id != rec["job_run_id"] and (seen["ref"], seen["base"]) == ("b", base)
+    assert seen["spec"]["snapshot_properties"]["airflow.job-run-id"] == job_run_id
+    assert seen["resume"]["base"] == base and seen["resume"]["interval"] == "test_dag//run:manual__durable"
+
+
+# ------------------------------------------------------------- the application write, with Spark
+_APP_TASK = """
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+SQL = (
+    "INSERT INTO {table} SELECT id, CAST(id AS STRING), 'ca', 1.0, TIMESTAMP '2026-01-05 00:00:00' "
+    "FROM range(5000, 5100)"
+)
+
+
+class FileStore:  # the task_state_store contract (get / set of JSON), kept in a file that outlives the task
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def get(self, key, default=None):
+        return json.loads(self.path.read_text()).get(key, default) if self.path.exists() else default
+
+    def set(self, key, value, **_):
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.path.write_text(json.dumps({**data, key: value}))
+
+
+def context(store, try_number=1):
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="app_write", try_number=try_number, map_index=-1, max_tries=1)
+    return {"ti": ti, "task_instance": ti, "run_id": "r", "task_state_store": FileStore(store)}
+
+
+def operator(table, application, gate, events):
+    write = dict(application=application, params_for_job={"gate": gate, "start": 5000, "rows": 100})
+    if application is None:
+        write = dict(sql=SQL)
+    return IcebergWapWriteOperator(
+        task_id="app_write",
+        table=table,
+        branch="b",
+        spark_conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + events},
+        **write,
+    )
+
+
+if __name__ == "__main__":
+    args = json.loads(sys.argv[1])
+    operator(**args["operator"]).execute(context(args["store"]))
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["application", "sql"])
+def test_a_wap_write_outlives_its_killed_task_and_the_retry_takes_its_one_commit(kind, branch_lake, tmp_path):
+    """The task process is SIGKILLed while its job runs; the retry reconnects to it (or, for SQL, may find
+    it finished) and takes its result: one Spark application, one commit, one ledger row.
+
+    The application writes no ledger row and waits for a gate the test opens while the retry follows
+    it: the retry sees its stamped commit, takes it and writes its row. The SQL job writes its own row.
+    """
+    import importlib.util
+
+    hook, base = branch_lake  # in this process (the retry) no Spark job may start; the first try's may
+    script, store, gate, events = (tmp_path / n for n in ("app_task.py", "state.json", "gate", "events"))
+    events.mkdir()
+    script.write_text(_APP_TASK)
+    app = Path(__file__).parent / "jobs" / "stamped_append.py" if kind == "application" else None
+    args = {
+        "store": str(store),
+        "operator": {"table": T, "application": app and str(app), "gate": str(gate), "events": str(events)},
+    }
+    task = subprocess.Popen([sys.executable, str(script), json.dumps(args)], env=dict(os.environ))
+    deadline = time.monotonic() + 180
+    while not store.exists() and time.monotonic() < deadline and task.poll() is None:
+        time.sleep(0.1)
+    assert store.exists(), "the task recorded no job"
+    task.send_signal(signal.SIGKILL)  # the task process only, as the OOM killer would
+    task.wait()
+    rec = JobRecord.from_json(json.loads(store.read_text())[STATE_KEY])
+    assert rec is not None
+    if kind == "application":
+        assert (rec.commit_ref, rec.commit_base) == ("b", base)
+        assert _detached.liveness(rec) is Liveness.ALIVE  # it waits for the gate: it did not die with its task
+        assert hook.ref_snapshot_id(T, "b") == base
+    else:  # the SQL job did not die with its task either (it may have finished already)
+        assert rec.commit_ref is None
+        assert _detached.liveness(rec) is Liveness.ALIVE or hook.governance.read("ledger", event_id=rec.job_run_id)
+
+    spec = importlib.util.spec_from_file_location("app_task", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    opener = threading.Timer(2.0, gate.touch)  # the job commits while the retry follows it
+    opener.start()
+    try:
+        out = module.operator(**args["operator"]).execute(module.context(str(store), try_number=2))  # the retry
+    finally:
+        opener.cancel()
+
+    assert out["job_run_id"] == rec.job_run_id and out["added_records"] == 100  # its result, no second job
+    assert len(list(events.iterdir())) == 1  # one Spark application
+    snaps = [s for s in hook.load_table(T).snapshots() if s.snapshot_id != base]
+    assert [str(s.snapshot_id) for s in snaps] == [out["snapshot_id"]]  # exactly one commit, on the branch
+    assert str(hook.ref_snapshot_id(T, "b")) == out["snapshot_id"]
+    assert snaps[0].summary["airflow.job-run-id"] == rec.job_run_id
+    (row,) = hook.governance.read("ledger", table_name=T)  # the application's: written by the retry, once
+    assert (row["event_id"], row["status"], row["snapshot_after"]) == (
+        rec.job_run_id,
+        "succeeded",
+        int(out["snapshot_id"]),
+    )
+    assert not Path(rec.workdir).exists()  # the finished job's directory (secrets, log) is gone

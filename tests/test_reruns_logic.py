@@ -46,6 +46,7 @@ def test_identity_from_an_airflow_context_and_its_summary_properties():
     assert props["airflow.wap-interval"] == ident.interval_key and all(isinstance(v, str) for v in props.values())
     assert "airflow.wap-replaces" not in props
     assert rl.summary_properties(ident, replaces=123)["airflow.wap-replaces"] == "123"
+    assert rl.KEY_JOB_RUN not in props and rl.summary_properties(ident, job_run_id="j1")[rl.KEY_JOB_RUN] == "j1"
     # no logical date (a manual run in Airflow 3): the run itself is the interval, so a cleared run is still caught
     manual = rl.RunIdentity.from_context({"ti": ti})
     assert manual.interval_key == "daily/load/run:backfill__2026-01-01"

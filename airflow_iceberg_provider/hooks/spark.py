@@ -478,7 +478,14 @@ class IcebergSparkHook(BaseHook):
 
     # ------------------------------------------------------- durable jobs
     def start_detached(
-        self, plan: SubmitPlan, job: str, *, resume: Mapping[str, Any] | None = None, max_tries: int | None = None
+        self,
+        plan: SubmitPlan,
+        job: str,
+        *,
+        resume: Mapping[str, Any] | None = None,
+        max_tries: int | None = None,
+        commit_ref: str | None = None,
+        commit_base: int | None = None,
     ) -> tuple[JobRecord, subprocess.Popen[bytes]]:
         """Start ``plan`` as a detached job (its own session, no parent-death signal); return at once.
 
@@ -487,6 +494,8 @@ class IcebergSparkHook(BaseHook):
         (the sweep keeps it while it runs). The returned :class:`JobRecord` names it for a retry.
 
         :param resume: what the operator needs after the job (stored with the record).
+        :param commit_ref: a user application's ref, whose commit beyond ``commit_base`` (carrying the
+            job run id) witnesses its result (stored with the record).
         """
         endpoint = self.connect_endpoint()
         if endpoint is None:
@@ -529,6 +538,8 @@ class IcebergSparkHook(BaseHook):
             started_at=datetime.now(UTC).isoformat(),
             resume=dict(resume or {}),
             max_tries=max_tries,
+            commit_ref=commit_ref,
+            commit_base=commit_base,
         )
         self._detached = record
         self.log.info(

@@ -24,13 +24,16 @@ from airflow_iceberg_provider.core.governance import airflow_identity, decode_le
 from airflow_iceberg_provider.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun
+from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun, SubmitPlan
 from airflow_iceberg_provider.models import SnapshotInfo
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
+
+#: Longest pause, in seconds, between two looks for the verdict of a job running on another host.
+AWAIT_POLL_SECONDS = 10.0
 
 _JAVA_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)(?=: )")
 
@@ -62,6 +65,7 @@ class ResumedJob:
 
     record: JobRecord
     run: JobRun
+    #: the job's own ledger row (decoded); empty for an application taken from its commit (it wrote none)
     row: dict[str, Any]
 
     @property
@@ -215,13 +219,13 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
     :param spark_conf: extra Spark configuration (public; never put secrets here) (templated).
     :param driver_memory: e.g. ``"2g"``.
     :param executor_memory: e.g. ``"4g"``.
-    :param durable: on operators that support it (:attr:`supports_durable_jobs`: WAP write, the
-        maintenance operators and their erasure purge), run the Spark job detached from the task
-        process and record it in ``task_state_store``, so that a retry after the task process died
-        reconnects to the job, or takes its committed result, instead of starting a second one
-        (:mod:`airflow_iceberg_provider.durable_jobs`). ``False``: the job dies with the task
-        process (the behaviour without ``task_state_store``, e.g. outside a scheduler, and with a
-        spark-submit connection in cluster deploy mode).
+    :param durable: on operators that support it (:attr:`supports_durable_jobs`: WAP write, SQL or
+        application, the maintenance operators and their erasure purge), run the Spark job detached
+        from the task process and record it in ``task_state_store``, so that a retry after the task
+        process died reconnects to the job, or takes its committed result, instead of starting a
+        second one (:mod:`airflow_iceberg_provider.durable_jobs`). ``False``: the job dies with the
+        task process (the behaviour without ``task_state_store``, e.g. outside a scheduler, and with
+        a spark-submit connection in cluster deploy mode).
     """
 
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "spark_conn_id", "spark_conf")
@@ -285,7 +289,8 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         details: Mapping[str, Any],
     ) -> bool:
         """The ledger row of a user application's commit, unless the application wrote its own
-        (``iceberg_job_runtime.run_job`` does, under the same job run id). ``True`` if written."""
+        (``iceberg_job_runtime.run_job`` does, under the same job run id) or an earlier try of this
+        task recorded it: one row per job run id. ``True`` if written."""
         hook = self.catalog_hook
         if hook.governance.read("ledger", event_id=run.job_run_id):
             return False
@@ -311,13 +316,12 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         spec: Mapping[str, Any],
         *,
         extra_conf: Mapping[str, Any] | None = None,
-        application: str | None = None,
         resume: Mapping[str, Any] | None = None,
     ) -> tuple[JobRun, dict[str, Any]]:
-        """Submit a job, then read the ledger row it wrote; fail clearly if there is none.
+        """Submit a registered built-in job, then read the ledger row it wrote; fail clearly if there is none.
 
         :param job: a registered built-in job (``hooks.spark.SPARK_JOBS``: the hook knows its entry
-            script and what it ships) unless ``application`` is given.
+            script and what it ships).
         :param resume: JSON-safe values the operator needs after the job (its before-state): a
             durable job stores them with its record, and :meth:`resume_spark_job` hands them back
             to a retry that takes the job's result.
@@ -325,17 +329,44 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         """
         hook = self.spark_hook
         spec = {**spec, "job_run_id": spec.get("job_run_id") or uuid.uuid4().hex}
-        store = self._durable_store(context) if application is None else None
+        store = self._durable_store(context)
         try:
-            if store is not None:
-                run = self._run_durable(context, store, job, spec, extra_conf, resume)
-            elif application is None:
-                run = hook.run_job(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
-            else:
-                run = hook.submit(hook.plan(application, spec=spec, extra_conf=extra_conf, name=job))
+            plan = hook.job_plan(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}")
+            run = self._run_durable(context, store, plan, job, resume) if store is not None else hook.submit(plan)
         except IcebergSparkJobError as err:
             raise self._named_job_failure(job, spec["job_run_id"], err) from err
         return run, self._job_row(job, run)
+
+    def run_application(
+        self,
+        context: Context | None,
+        application: str,
+        spec: Mapping[str, Any],
+        *,
+        ref: str,
+        base: int | None,
+        extra_conf: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        resume: Mapping[str, Any] | None = None,
+    ) -> JobRun:
+        """Submit a user's PySpark application that commits to ``ref`` of this operator's table.
+
+        The application writes no ledger row of its own (unless it runs under
+        ``iceberg_job_runtime.run_job``); the operator records its write afterwards
+        (:meth:`record_application_write`). Durable like a built-in job (:meth:`resume_spark_job`),
+        with its commit as the witness a retry asks for: a snapshot on ``ref`` beyond ``base`` whose
+        summary carries ``spec["job_run_id"]`` (``airflow.job-run-id``, which the operator puts in
+        the ``snapshot_properties`` the application applies).
+
+        :param spec: the application's spec, with ``job_run_id`` set.
+        :param resume: as for :meth:`run_spark_job`.
+        """
+        hook = self.spark_hook
+        plan = hook.plan(application, spec=spec, extra_conf=extra_conf, name=name)
+        store = self._durable_store(context)
+        if store is None:
+            return hook.submit(plan)
+        return self._run_durable(context, store, plan, str(spec.get("job") or "application"), resume, (ref, base))
 
     # ------------------------------------------------------------ durable jobs
     def _durable_store(self, context: Context | None) -> Any:
@@ -352,18 +383,23 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self,
         context: Context | None,
         store: Any,
+        plan: SubmitPlan,
         job: str,
-        spec: Mapping[str, Any],
-        extra_conf: Mapping[str, Any] | None,
         resume: Mapping[str, Any] | None,
+        commit: tuple[str, int | None] | None = None,
     ) -> JobRun:
-        """Start the job detached, record it in ``task_state_store`` before waiting, wait for it."""
+        """Start the job detached, record it in ``task_state_store`` before waiting, wait for it.
+
+        :param commit: an application's ``(ref, base)``: its commit there is the witness of its result.
+        """
         hook = self.spark_hook
         record, proc = hook.start_detached(
-            hook.job_plan(job, spec, extra_conf=extra_conf, name=f"airflow-iceberg-{job}"),
+            plan,
             job,
             resume=resume,
             max_tries=_max_tries(context),
+            commit_ref=commit[0] if commit else None,
+            commit_base=commit[1] if commit else None,
         )
         try:
             store.set(STATE_KEY, record.to_json())
@@ -378,8 +414,9 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
 
         Called first in ``execute()`` (before any planning or write): reconnects to the recorded job
         while it runs (its log follows in this task's log), takes its result when its ledger row says
-        it finished, and returns ``None`` when there is no record, the job failed or died without a
-        verdict, or the task was cleared since (:func:`airflow_iceberg_provider.durable_jobs.decide`).
+        it finished (an application: when its commit is in the catalog), and returns ``None`` when
+        there is no record, the job failed or died without a verdict, or the task was cleared since
+        (:func:`airflow_iceberg_provider.durable_jobs.decide`).
         """
         store = self._durable_store(context)
         if store is None:
@@ -388,17 +425,18 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         if record is None:
             return None
         hook = self.spark_hook
-        alive = hook.detached_liveness(record)  # before the ledger: a job writes its row before it exits
-        status = self._ledger_status(record.job_run_id)
-        decision = decide(record, status, alive, max_tries=_max_tries(context))
+        alive = hook.detached_liveness(record)  # first: a job writes its row (makes its commit) before it exits
+        status, committed = self._job_verdict(record)
+        decision = decide(record, status, alive, max_tries=_max_tries(context), committed=committed)
         self.log.info(
-            "Durable Spark job of an earlier try: %s (job_run_id=%s, pid %s on %s): process %s, ledger row %s -> %s",
+            "Durable Spark job of an earlier try: %s (job_run_id=%s, pid %s on %s): process %s, ledger row %s%s -> %s",
             record.job,
             record.job_run_id,
             record.pid,
             record.host,
             alive.value,
             status or "none",
+            "" if record.commit_ref is None else f", commit on {record.commit_ref} {'found' if committed else 'none'}",
             decision.value,
         )
         if decision is Decision.FRESH:
@@ -411,14 +449,17 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         if decision is Decision.RECONNECT:
             self.log.info("Reconnected to running Spark job %s; following its log", record.job_run_id)
             run = hook.wait_detached(record)
-            status = self._ledger_status(record.job_run_id)
+            status, committed = self._job_verdict(record)
+            decision = decide(record, status, Liveness.GONE, committed=committed)
         elif decision is Decision.AWAIT_LEDGER:
-            status = self._await_ledger(record)
-        if status is None or status == "failed":
+            status, committed = self._await_verdict(record)
+            decision = decide(record, status, Liveness.OTHER_HOST, committed=committed)
+        if decision is not Decision.TAKE_RESULT:
+            verdict = "a ledger row" if record.commit_ref is None else "a ledger row or a commit"
             self.log.warning(
                 "Spark job %s of an earlier try %s; starting a new job",
                 record.job_run_id,
-                "failed" if status == "failed" else "ended without a ledger row (killed before its verdict)",
+                "failed" if status == "failed" else f"ended without {verdict} (killed before its verdict)",
             )
             hook.terminate_detached(record)  # a failed job still on its way out must not race the new one
             hook.discard_detached(record)
@@ -429,7 +470,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         )
         if run is None:
             run = JobRun(record.job_run_id, f"airflow-iceberg-{record.job}", _when(record.started_at), _when(None))
-        return ResumedJob(record, run, self._job_row(record.job, run))
+        return ResumedJob(record, run, self._job_row(record.job, run) if status is not None else {})
 
     def durable_job_taken(self, context: Context | None) -> None:
         """Mark the recorded job's result as taken (a cleared task then starts a fresh job)."""
@@ -447,25 +488,45 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         super().post_execute(context, result)
         self.durable_job_taken(context)
 
-    def _ledger_status(self, job_run_id: str) -> str | None:
-        rows = self.catalog_hook.governance.read("ledger", event_id=job_run_id)
-        return str(rows[0].get("status")) if rows else None
+    def _job_verdict(self, record: JobRecord) -> tuple[str | None, bool]:
+        """The job's ledger status (``None``: no row) and, for an application, whether its commit is in the catalog."""
+        rows = self.catalog_hook.governance.read("ledger", event_id=record.job_run_id)
+        status = str(rows[0].get("status")) if rows else None
+        if status is not None or record.commit_ref is None:
+            return status, False
+        from airflow_iceberg_provider._wap_rerun import KEY_JOB_RUN
 
-    def _await_ledger(self, record: JobRecord) -> str | None:
-        """A job on another host: wait for its ledger row (never start a second job beside it)."""
+        hook = self.catalog_hook
+        tbl = hook.load_table(self.ident)
+        if record.commit_ref not in hook.refs(tbl):
+            return None, False
+        found = hook.find_snapshots(
+            tbl, ref=record.commit_ref, after_snapshot_id=record.commit_base, summary={KEY_JOB_RUN: record.job_run_id}
+        )
+        return None, bool(found)
+
+    def _await_verdict(self, record: JobRecord) -> tuple[str | None, bool]:
+        """A job on another host: wait for its ledger row or, for an application, its commit (never start a
+        second job beside it)."""
         from airflow_iceberg_provider.config import int_setting
 
         limit = int_setting("durable_remote_wait_seconds", 6 * 3600, minimum=1)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit:
-            status = self._ledger_status(record.job_run_id)
-            if status is not None:
-                return status
-            time.sleep(10)
+        deadline, pause = time.monotonic() + limit, 1.0
+        while True:
+            status, committed = self._job_verdict(record)
+            if status is not None or committed:
+                return status, committed
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, AWAIT_POLL_SECONDS)
+        witness = "no ledger row" + ("" if record.commit_ref is None else f" and no commit on {record.commit_ref!r}")
         raise IcebergSparkJobError(
             f"Spark job {record.job_run_id} was started by an earlier try on host {record.host!r} (pid {record.pid}) "
-            f"and has written no ledger row after {limit:.0f}s; this host cannot see that process. Check it there, "
-            "then clear the task to start a new job."
+            f"and has left {witness} after waiting {limit}s ([iceberg_provider] durable_remote_wait_seconds); this "
+            "host cannot see that process. Check it there (or raise durable_remote_wait_seconds), then clear the "
+            "task to start a new job."
         )
 
     def _job_row(self, job: str, run: JobRun) -> dict[str, Any]:

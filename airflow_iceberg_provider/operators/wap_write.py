@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,9 +75,10 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
     Every commit of a SQL write carries the run's Airflow identity in its snapshot summary
     (``airflow.dag-id``, ``run-id``, ``task-id``, ``try-number``, ``logical-date``,
-    ``data-interval-start``/``-end`` and ``airflow.wap-interval``, the interval key); an
-    application receives the same properties as ``spec["snapshot_properties"]`` and should
-    apply them (``writer.option("snapshot-property." + k, v)``).
+    ``data-interval-start``/``-end``, ``airflow.wap-interval``, the interval key, and
+    ``airflow.job-run-id``, the Spark job's run id); an application receives the same properties
+    as ``spec["snapshot_properties"]`` and should apply them
+    (``writer.option("snapshot-property." + k, v)``).
 
     Re-runs: before writing, one catalog read decides whether this interval was
     already published to ``main`` (``_wap_rerun.plan_rerun``). ``on_rerun="fail"`` (default)
@@ -88,10 +90,13 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
 
     Retry safety: if the branch already carries commits beyond its base (an earlier
     try of this run), it is reset to the base first (compare-and-swap, no JVM), so a
-    retried write never duplicates rows. A durable SQL write (``durable=True``, the default, under
-    a scheduler) goes further: its job outlives a killed task process, and the retry reconnects to
-    it, or takes its verified commit, before any of the above (``durable_jobs``); an application
-    write keeps dying with its task (its ledger row is written by the task, not by the job).
+    retried write never duplicates rows. A durable write (``durable=True``, the default, under a
+    scheduler) goes further: its job outlives a killed task process, and the retry reconnects to
+    it, or takes its verified commit, before any of the above (``durable_jobs``). The witness of
+    a SQL write's result is its job's ledger row; an application's is its commit on the branch
+    carrying its ``airflow.job-run-id`` (so it must apply ``spec["snapshot_properties"]``, and
+    commit once: a retry takes its first stamped commit as its result), after which the retry
+    writes the ledger row the killed task could not.
 
     :param table: ``namespace.table`` (templated).
     :param branch: the WAP branch (templated); default derived from the DAG run.
@@ -203,6 +208,8 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         if resumed is not None:
             before = resumed.resume
             head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"])
+            # an application's ledger row, which the task that started it did not live to write
+            self._record(context, before["branch"], before["base"], head, metrics, resumed.run, before.get("interval"))
             return self._result(
                 before["branch"], before["base"], head, before["reset_from"], resumed.run, before["rerun"], metrics
             )
@@ -228,9 +235,10 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         replaced, replace_tbl = (
             self._replace_files(branch, base, plan, identity) if plan.action == "replace" else ({}, None)
         )
-        props = rerun.summary_properties(identity)
+        job_run_id = uuid.uuid4().hex  # on every commit of the job: an application's durable witness
+        props = rerun.summary_properties(identity, job_run_id=job_run_id)
         rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
-        # what a retry that takes this job's result needs to verify and report it (durable jobs)
+        # what a retry that takes this job's result needs to verify, record and report it (durable jobs)
         before = {"branch": branch, "base": base, "main_before": main_before, "reset_from": reset_from}
         run = self._submit(
             context,
@@ -241,10 +249,10 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             plan,
             identity,
             replace_tbl,
-            resume={**before, "rerun": rerun_info},
+            resume={**before, "rerun": rerun_info, "interval": plan.interval_key},
         )
         head, metrics = self._verified_change(branch, base, main_before)
-        self._record(context, branch, base, head, metrics, run, plan)
+        self._record(context, branch, base, head, metrics, run, plan.interval_key)
         return self._result(branch, base, head, reset_from, run, rerun_info, metrics)
 
     def _result(
@@ -308,15 +316,24 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         replace_tbl: Table | None = None,
         resume: dict[str, Any] | None = None,
     ) -> Any:
-        spec = self.job_spec(context, "wap_write", ref=branch, base_snapshot_id=base)
+        # the job runs under the id its commits are stamped with
+        spec = self.job_spec(
+            context, "wap_write", ref=branch, base_snapshot_id=base, job_run_id=props[rerun.KEY_JOB_RUN]
+        )
         conf = wap_write_conf(branch, self.spark_conf)
         self.log.info("Writing to %s@%s (base %s)", self.ident.dotted, branch, base)
         if statements is None:
             spec.update(params=self.params_for_job or {}, snapshot_properties=props)
-            plan_ = self.spark_hook.plan(
-                str(self.application), spec=spec, extra_conf=conf, name=f"airflow-{self.task_id}"
+            return self.run_application(
+                context,
+                str(self.application),
+                spec,
+                ref=branch,
+                base=base,
+                extra_conf=conf,
+                name=f"airflow-{self.task_id}",
+                resume=resume,
             )
-            return self.spark_hook.submit(plan_)
         spec.update(statements=statements, sql_args=self.sql_args or {}, commit_properties=props)
         if plan.method == "predicate":
             replaces = plan.earlier.published_snapshot_id if plan.earlier else None
@@ -383,9 +400,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         head: int,
         metrics: dict[str, int],
         run: Any,
-        plan: rerun.RerunPlan,
+        interval: str | None,
     ) -> None:
-        """Ledger row of an application write (a SQL write's job wrote its own row)."""
+        """Ledger row of an application write, once (a SQL write's job wrote its own row)."""
         if self.sql is None:
             self.record_application_write(
                 context,
@@ -395,7 +412,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 before=base,
                 after=head,
                 metrics=metrics,
-                details={"wap_interval": plan.interval_key},
+                details={"wap_interval": interval},
             )
 
     def _reset_to_base(

@@ -211,6 +211,53 @@ def catalog(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         engine.dispose()
 
 
+#: ``AIP_TEST_SPARK_MODE``: ``mixed`` (default) runs each Spark-tier module in the mode it declares
+#: (spark-submit, or the shared Spark Connect server through the ``spark_on_connect`` fixture);
+#: ``spark_submit`` runs every module through spark-submit (the Connect modules' second mode).
+SPARK_MODE = os.environ.get("AIP_TEST_SPARK_MODE", "mixed")
+
+
+@pytest.fixture(scope="session")
+def connect_server_session(tmp_path_factory: pytest.TempPathFactory):
+    """One Spark Connect server per test process (per xdist worker), started when a module first asks.
+
+    Every job opens its own Connect session with its own catalog conf, so modules (each with its own
+    lake) share the server the way tasks of different DAGs share a production endpoint; the server's
+    JVM start is paid once instead of a spark-submit JVM per job.
+    """
+    import sys
+
+    from _servers import free_ports
+
+    if not os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"):
+        pytest.skip("source scripts/env.sh first (Spark jars)")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import connect_server
+
+    srv = connect_server.start(free_ports(1)[0], workdir=tmp_path_factory.mktemp("connect"), die_with_parent=True)
+    yield srv
+    connect_server.stop(srv)
+
+
+@pytest.fixture(scope="module")
+def spark_on_connect(request: pytest.FixtureRequest):
+    """Run this module's provider jobs (``spark_default``) on the shared Spark Connect server.
+
+    With ``AIP_TEST_SPARK_MODE=spark_submit`` the module keeps spark-submit. Yields the mode.
+    """
+    if SPARK_MODE == "spark_submit":
+        yield "spark_submit"
+        return
+    srv = request.getfixturevalue("connect_server_session")
+    old = os.environ.get("AIRFLOW_CONN_SPARK_DEFAULT")
+    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = srv.conn_json("spark_default", timeout=900)
+    yield "spark_connect"
+    if old is None:
+        os.environ.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    else:
+        os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = old
+
+
 # Where the suite's wall time goes: the terminal summary lists the slowest test modules (setup,
 # call and teardown summed per module; with xdist the controller receives every worker's reports).
 _MODULE_SECONDS: dict[str, float] = {}

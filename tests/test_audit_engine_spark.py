@@ -1,10 +1,13 @@
-"""The audit engine's driver-side read of appended rows equals Spark, with real Spark (one spark-submit).
+"""The audit engine's driver-side read of appended rows equals Spark, with real Spark (one job).
 
 The job (``tests/jobs/audit_engine_equivalence.py``) builds a table whose rows hold the
 edge cases of Spark SQL semantics (NULL, NaN, -0.0, huge longs, fractional decimals,
 timestamps around literals in a DST-observing session zone, non-ASCII strings) and
 compares, row by row, Spark's value of each expression with ``arrow_sql``'s value computed
 from the appended Parquet files; then the engine's observed values three ways.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 JOB = Path(__file__).resolve().parent / "jobs" / "audit_engine_equivalence.py"
 COLUMN_MAPPING = {

@@ -1,10 +1,13 @@
-"""One request, every table (real spark-submit jobs, one module-scoped lake, 2 jobs).
+"""One request, every table (real Spark jobs, one module-scoped lake, 2 jobs).
 
 Two tables declare customer-id columns (``erasure.subject-columns.customer_id``), a third one
 declares another kind; the discovery operator lists the two, and the erasure runs once per
 listed table with the arguments the discovery returned (what ``expand_kwargs`` maps). The
 request stays open after the first table and becomes erased (then redacted) after the second;
 the evidence has one row per request and table; the requests table's folder keeps no erased key.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 REQUESTS = "privacy.requests"
 SUBJECTS = {"C-1": person(3), "C-2": person(4)}

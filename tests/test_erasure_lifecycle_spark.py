@@ -1,9 +1,12 @@
-"""Two-phase erasure (#13) end to end with real spark-submit jobs (3 jobs, one module-scoped lake).
+"""Two-phase erasure (#13) end to end with real Spark jobs (3 jobs, one module-scoped lake).
 
 30 daily appends; the subjects first appear on day 20; a branch shows them too; the table is
 copy-on-write (the logical phase must still delete merge-on-read and restore the properties).
 Everything asserted is read back independently: pyiceberg scans of every ref head, every
 Parquet file under the table location read with pyarrow, the requests and evidence tables.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 SUBJECTS = {"R-1": person(900), "R-2": person(901), "R-3": person(999)}  # person(999) has no rows
 ERASED = {person(900), person(901)}

@@ -1,8 +1,11 @@
-"""Erasure end to end with real spark-submit jobs (4 jobs, one shared lake).
+"""Erasure end to end with real Spark jobs (4 jobs, one shared lake).
 
 What is asserted is physical: every parquet file left under the table's location is
 read with pyarrow, every metadata/manifest file is scanned for the subjects' bytes,
 every retained snapshot and ref is time-travelled — not just what the job reports.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from airflow_iceberg_provider.erasure_policy import subject_hash
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 # person(0) is the smallest key: it is the lower bound of every file's customer_id column,
 # so DELETED manifest entries would carry it unless manifests are rewritten and expired.

@@ -1,8 +1,11 @@
-"""Maintenance operators end to end with real spark-submit jobs (four jobs in this module).
+"""Maintenance operators end to end with real Spark jobs (four jobs in this module).
 
 One module-scoped lake; tables are built with pyiceberg (milliseconds), the
 maintenance runs as real Iceberg Spark procedures, and every assertion checks the
 catalog or the files on disk — never the job's own claims.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from airflow_iceberg_provider.operators.maintenance import (
 )
 from tests.conftest import append_batches, create_orders_table, fake_context, orders_batch
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 
 def local(path: str) -> Path:

@@ -142,3 +142,20 @@ def test_runner_is_stopped_at_the_connection_timeout(tmp_path):
         listener.close()
     assert "timed out after 20s" in str(err) or "did not answer" in str(err), err
     assert seconds < 20 + 60
+
+
+@pytest.mark.parametrize(
+    ("jars", "packages", "version"),
+    [
+        ("/j/spark-connect_2.12-3.5.6.jar,/j/iceberg-spark-runtime-3.5_2.12-1.10.1.jar", "", "Apache Iceberg 1.10.1"),
+        ("", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0,org.x:y:1", "Apache Iceberg 1.12.0"),
+        ("/j/iceberg-aws-bundle-1.10.1.jar", "", None),
+        ("", "", None),
+    ],
+)
+def test_evidence_names_the_iceberg_version_of_a_connect_server_from_its_runtime_jar(jars, packages, version):
+    # under Spark Connect there is no driver JVM to ask IcebergBuild: the erasure's evidence reads the
+    # server's runtime jar instead
+    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import iceberg_version_of
+
+    assert iceberg_version_of(jars, packages) == version

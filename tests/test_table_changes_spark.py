@@ -1,9 +1,12 @@
-"""Spark reads what IcebergAlterTableOperator wrote through pyiceberg (one spark-submit).
+"""Spark reads what IcebergAlterTableOperator wrote through pyiceberg (one Spark job).
 
 The sort order (``WRITE ORDERED BY``), a column rename and a new partition field are set
 through pyiceberg; then sort compaction (``IcebergRewriteDataFilesOperator(strategy="sort")``
 without an explicit ``sort_order``) runs in Spark with the table's order. Every assertion reads
 the catalog or the Parquet files, never the job's own claims.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFil
 from airflow_iceberg_provider.operators.table_changes import IcebergAlterTableOperator
 from tests.conftest import append_batches, create_orders_table, fake_context
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 
 def fingerprint(hook, table: str) -> tuple[int, int, float]:

@@ -1,5 +1,8 @@
-"""Governance view (#17) after a real erasure (one spark-submit): no page and no API response
+"""Governance view (#17) after a real erasure (one Spark job): no page and no API response
 contains a subject value (nor the salt), and the erasure task's extra link opens its evidence.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from _erasure_helpers import SALT, add_requests, append_people, create_people_ta
 from _ui_helpers import airflow_api_client
 from conftest import catalog_conn_json, fake_context
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 SUBJECTS = {"E-1": person(0), "E-2": person(5), "E-3": person(77)}  # person(77) has no rows
 

@@ -1,10 +1,13 @@
-"""WAP with real Spark jobs (one module lake, few spark-submits).
+"""WAP with real Spark jobs (one module lake, few jobs).
 
 * happy path: branch -> SQL write (INSERT + DELETE + MERGE on the branch) -> retried write
   (reset, no duplicates) -> audit (one pass, rows recorded) -> publish -> retried publish no-op;
 * bad data through a user application: the audit fails, ``main`` keeps its snapshot id,
   the failing verdicts are recorded and publish refuses;
 * ``main`` moved: publish with ``on_conflict="cherrypick"`` replays the branch's appends.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranch
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 ROOT = Path(__file__).resolve().parent.parent
 T = "db.orders"

@@ -3,6 +3,9 @@
 Only warn-level checks failed: the task succeeds with ``passed: False`` and ``needs_approval``,
 the verdicts are in ``audit_results``, and the publish refuses until a steward's decision is
 recorded. A failed check that is not warn-level still fails the task.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, Iceberg
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 T = "db.orders"
 CHECKS = {
     "column_mapping": {"amount": {"min": {"geq_to": 0}}},

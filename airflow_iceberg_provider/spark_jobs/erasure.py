@@ -738,10 +738,9 @@ class ErasureRun:
                     self.metrics["request_statuses"] = er.update_requests(self)
 
     def iceberg_version(self) -> str | None:
-        try:
-            return str(self.spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
-        except Exception:
-            return None
+        from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import iceberg_version
+
+        return iceberg_version(self.spark)
 
     def secrets(self) -> list[str]:
         """Values to redact from any error message: the salt and every subject key."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -106,6 +107,35 @@ def is_connect(spark: Any = None) -> bool:
     if spark is not None:
         return not hasattr(spark, "_jsparkSession")
     return "SPARK_CONNECT_MODE_ENABLED" in os.environ
+
+
+_RUNTIME_JAR = re.compile(r"iceberg-spark-runtime-[\d.]+_[\d.]+[-:]v?(\d+\.\d+\.\d+[\w.-]*?)(?:\.jar)?$")
+
+
+def iceberg_version_of(jars: str, packages: str = "") -> str | None:
+    """The Iceberg version named by the Spark runtime jar in ``spark.jars`` / ``spark.jars.packages``.
+
+    >>> iceberg_version_of("/x/spark-connect_2.12-3.5.6.jar,/j/iceberg-spark-runtime-3.5_2.12-1.10.1.jar")
+    'Apache Iceberg 1.10.1'
+    >>> iceberg_version_of("", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0")
+    'Apache Iceberg 1.12.0'
+    """
+    for item in [*jars.split(","), *packages.split(",")]:
+        match = _RUNTIME_JAR.search(item.strip())
+        if match:
+            return f"Apache Iceberg {match.group(1)}"
+    return None
+
+
+def iceberg_version(spark: Any) -> str | None:
+    """The Iceberg build the session runs: the driver JVM's ``IcebergBuild`` under spark-submit; under
+    Spark Connect (no JVM in this process) the runtime jar the server was started with."""
+    try:
+        if not is_connect(spark):
+            return str(spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
+        return iceberg_version_of(spark.conf.get("spark.jars", ""), spark.conf.get("spark.jars.packages", ""))
+    except Exception:
+        return None
 
 
 def build_session(spec: dict[str, Any]) -> Any:

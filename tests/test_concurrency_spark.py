@@ -1,4 +1,4 @@
-"""Maintenance, a WAP publish and an erasure racing on one table (three Spark jobs at once).
+"""Maintenance, a WAP publish and an erasure racing on one table (three Spark jobs at once: three sessions of one Spark Connect server).
 
 Setup (pyiceberg, milliseconds): ``db.shared`` with six small commits; a WAP branch cut from
 ``main`` carrying an audited append; then rows of three data subjects appended to ``main``
@@ -12,6 +12,9 @@ lost or duplicated (``main`` = base rows + the branch's rows, minus the subjects
 erasure request has exactly one verified evidence row, and no data file the table
 references holds a subject (unreferenced files of a loser may: counted and reported, see
 docs/reliability.md).
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py);
+``AIP_TEST_SPARK_MODE=spark_submit`` runs them through spark-submit instead.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
-pytestmark = [pytest.mark.faults, pytest.mark.spark]
+pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
 T = "db.shared"
 SUBJECTS = {"REQ-A": "ana@race.example", "REQ-B": "bo@race.example", "REQ-C": "cy@race.example"}

@@ -45,6 +45,7 @@ with DAG(dag_id="maintain_orders", schedule=[Asset(name="orders_health", watcher
 
 @pytest.mark.airflow
 @pytest.mark.spark
+@pytest.mark.usefixtures("spark_on_connect")
 def test_triggerer_restart_mid_stream_exactly_once_per_asset_and_health_hysteresis(tmp_path: Path):
     """...and, on the same triggerer, the health watcher: fires once when the table crosses its
     policy (5 small files, default min-input-files), stays quiet after the maintenance plan

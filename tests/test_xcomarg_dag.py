@@ -126,6 +126,8 @@ def test_the_dag_parses_with_either_form_of_every_argument(flip):
 
 
 @pytest.mark.airflow
+@pytest.mark.spark
+@pytest.mark.usefixtures("spark_on_connect")
 def test_the_dag_runs_with_every_argument_from_upstream(tmp_path: Path):
     home = tmp_path / "airflow"
     home.mkdir()

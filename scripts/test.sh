@@ -3,7 +3,9 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not spark"`.
 # Two pytest-xdist workers by default, one test module per worker at a time (module-scoped servers
 # and Spark fixtures stay shared within a module): a Spark job spends most of its wall time waiting
-# (JVM start, scheduling, catalog round trips), so two modules side by side use two cores.
+# (JVM start, scheduling, catalog round trips), so two modules side by side use two cores. Modules are
+# handed out in collection order (--no-loadscope-reorder), longest first (tests/conftest.py), so the run
+# does not end on one long module.
 # AIP_TEST_WORKERS=0 runs everything in one process (e.g. to debug one test).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +17,7 @@ cd "$ROOT"
 set +e
 workers="${AIP_TEST_WORKERS:-2}"
 if [ "$workers" != "0" ]; then
-  set -- -n "$workers" --dist loadfile "$@"
+  set -- -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
 fi
 python -m pytest "$@"
 rc=$?

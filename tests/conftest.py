@@ -258,6 +258,48 @@ def spark_on_connect(request: pytest.FixtureRequest):
         os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = old
 
 
+# Scheduling: ``scripts/test.sh`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder``, so
+# modules go to the workers in collection order, which this hook sets to the longest first (the longest
+# module started last would be the run's tail). A module's cost: its approximate seconds on two workers
+# below, else an estimate from its tests' tiers. Refresh the figures from the summary the run ends with.
+MODULE_SECONDS = {
+    "tests/test_cluster.py": 900,
+    "tests/test_spark_connect.py": 800,
+    "tests/test_spark_rest.py": 800,
+    "tests/test_faults_spark.py": 600,
+    "tests/test_reruns_dag.py": 600,
+    "tests/test_governance_airflow.py": 500,
+    "tests/test_erasure_lifecycle_spark.py": 450,
+    "tests/test_durable_jobs_airflow.py": 420,
+    "tests/test_spark_s3.py": 400,
+    "tests/test_catalog_postgres.py": 300,
+    "tests/test_erasure_spark.py": 250,
+    "tests/test_maintenance_spark.py": 250,
+    "tests/test_event_triggers_airflow.py": 240,
+    "tests/test_audit_engine_spark.py": 200,
+    "tests/test_concurrency_spark.py": 200,
+    "tests/test_ui_browser.py": 180,
+    "tests/test_durable_jobs.py": 160,
+    "tests/test_xcomarg_dag.py": 160,
+    "tests/test_catalogs.py": 120,
+}
+_TIER_SECONDS = {"cluster": 60.0, "spark": 30.0, "airflow": 60.0, "rest": 20.0, "postgres": 20.0, "faults": 20.0}
+
+
+def _estimated_seconds(item: pytest.Item) -> float:
+    return max((_TIER_SECONDS.get(mark.name, 0.0) for mark in item.iter_markers()), default=0.0) or 0.05
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cost: dict[str, float] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        cost[module] = cost.get(module, 0.0) + _estimated_seconds(item)
+    cost.update({module: seconds for module, seconds in MODULE_SECONDS.items() if module in cost})
+    order = {module: rank for rank, module in enumerate(sorted(cost, key=lambda m: (-cost[m], m)))}
+    items.sort(key=lambda item: order[item.nodeid.split("::", 1)[0]])  # stable: a module keeps its own order
+
+
 # Where the suite's wall time goes: the terminal summary lists the slowest test modules (setup,
 # call and teardown summed per module; with xdist the controller receives every worker's reports).
 _MODULE_SECONDS: dict[str, float] = {}

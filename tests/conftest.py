@@ -260,28 +260,27 @@ def spark_on_connect(request: pytest.FixtureRequest):
 
 # Scheduling: ``scripts/test.sh`` runs pytest-xdist with ``--dist loadfile --no-loadscope-reorder``, so
 # modules go to the workers in collection order, which this hook sets to the longest first (the longest
-# module started last would be the run's tail). A module's cost: its approximate seconds on two workers
+# module started last would be the run's tail). A module's cost: its seconds on two workers (a 2-core run, rounded)
 # below, else an estimate from its tests' tiers. Refresh the figures from the summary the run ends with.
 MODULE_SECONDS = {
-    "tests/test_cluster.py": 900,
-    "tests/test_spark_connect.py": 800,
-    "tests/test_spark_rest.py": 800,
-    "tests/test_faults_spark.py": 600,
-    "tests/test_reruns_dag.py": 600,
-    "tests/test_governance_airflow.py": 500,
-    "tests/test_erasure_lifecycle_spark.py": 450,
-    "tests/test_durable_jobs_airflow.py": 420,
-    "tests/test_spark_s3.py": 400,
-    "tests/test_catalog_postgres.py": 300,
-    "tests/test_erasure_spark.py": 250,
-    "tests/test_maintenance_spark.py": 250,
-    "tests/test_event_triggers_airflow.py": 240,
-    "tests/test_audit_engine_spark.py": 200,
-    "tests/test_concurrency_spark.py": 200,
-    "tests/test_ui_browser.py": 180,
-    "tests/test_durable_jobs.py": 160,
-    "tests/test_xcomarg_dag.py": 160,
-    "tests/test_catalogs.py": 120,
+    "tests/test_cluster.py": 980,
+    "tests/test_reruns_dag.py": 880,
+    "tests/test_spark_rest.py": 690,
+    "tests/test_spark_connect.py": 660,
+    "tests/test_spark_s3.py": 580,
+    "tests/test_faults_spark.py": 520,
+    "tests/test_durable_jobs_airflow.py": 430,
+    "tests/test_erasure_lifecycle_spark.py": 360,
+    "tests/test_maintenance_erasure_purge_spark.py": 160,
+    "tests/test_ui_browser.py": 150,
+    "tests/test_erasure_catalog_spark.py": 150,
+    "tests/test_erasure_spark.py": 150,
+    "tests/test_governance_airflow.py": 140,
+    "tests/test_ui_spark.py": 130,
+    "tests/test_governance_hygiene.py": 120,
+    "tests/test_catalog_postgres.py": 110,
+    "tests/test_durable_jobs.py": 110,
+    "tests/test_concurrency_spark.py": 100,
 }
 _TIER_SECONDS = {"cluster": 60.0, "spark": 30.0, "airflow": 60.0, "rest": 20.0, "postgres": 20.0, "faults": 20.0}
 

@@ -156,6 +156,25 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "/opt/spark-venv/bin/python",
                         "default": "",
                     },
+                    "spark_driver_java_options": {
+                        "description": "JVM options for every Spark driver the provider starts (spark-submit in "
+                        "client mode, and a driver a cluster launches), after the provider's log4j option and "
+                        "before a task's own spark.driver.extraJavaOptions; e.g. a class-data-sharing archive "
+                        "and C1-only compilation for short jobs on small machines.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "-XX:SharedArchiveFile=/opt/spark/cds/driver.jsa -XX:TieredStopAtLevel=1",
+                        "default": "",
+                    },
+                    "spark_executor_java_options": {
+                        "description": "JVM options for the executors of the provider's Spark jobs on a cluster "
+                        "(a local-mode job runs its tasks in the driver), before a task's own "
+                        "spark.executor.extraJavaOptions.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "-XX:+UseSerialGC",
+                        "default": "",
+                    },
                     "governance_restricted_role": {
                         "description": "SimpleAuthManager role (viewer, user, op or admin) from which the governance "
                         "view shows erasure requests, evidence reports and approval history; other auth managers "

@@ -119,15 +119,18 @@ def start(
         **(extra_conf or {}),
     }
     log4j = Path(__file__).resolve().parent.parent / "airflow_iceberg_provider" / "spark_jobs" / "log4j2.properties"
-    try:  # the provider's redaction of catalog secrets (event logs, UI) on the server as well
+    log4j_option = f"file:{log4j}" if log4j.is_file() else None
+    try:  # the provider's redaction of catalog secrets (event logs, UI) and its driver JVM options
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from airflow_iceberg_provider.hooks.spark import SPARK_REDACTION_REGEX
+        from airflow_iceberg_provider.hooks.spark import SPARK_REDACTION_REGEX, driver_java_options
 
         conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
-    except ImportError:  # outside the Airflow environment: Spark's default
-        pass
-    if log4j.is_file():
-        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        conf["spark.driver.extraJavaOptions"] = driver_java_options(
+            conf.get("spark.driver.extraJavaOptions"), log4j=log4j_option
+        )
+    except ImportError:  # outside the Airflow environment: Spark's defaults and the log4j file only
+        if log4j_option:
+            conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j_option}")
     cmd = [submit, "--class", SERVER_CLASS, "--master", master, "--name", f"spark-connect-{port}"]
     cmd += ["--jars", ",".join(_jars())]
     for key, value in conf.items():

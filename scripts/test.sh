@@ -19,7 +19,8 @@ workers="${AIP_TEST_WORKERS:-2}"
 if [ "$workers" != "0" ]; then
   set -- -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
 fi
-python -m pytest "$@"
+# --durations: the slowest tests, beside the slowest modules that tests/conftest.py prints.
+python -m pytest --durations=30 "$@"
 rc=$?
 set -e
 # pytest exit code 5 = no tests collected: that must not pass silently.

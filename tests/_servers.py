@@ -551,7 +551,15 @@ def start_iceberg_rest_fixture(s3: SeaweedServer, *, timeout: float = 180.0) -> 
         "CATALOG_REST_PORT": str(port),
         "AWS_REGION": "us-east-1",
     }
-    java = ["java", "-Xmx384m", "-XX:+UseSerialGC", "-cp", cp, "org.apache.iceberg.rest.RESTCatalogServer"]
+    java = [
+        "java",
+        "-Xmx384m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        cp,
+        "org.apache.iceberg.rest.RESTCatalogServer",
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             java,

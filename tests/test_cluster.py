@@ -414,15 +414,15 @@ def test_standalone_cluster_mode_python_job_is_refused_before_spark_submit(lake,
 def test_log4j_config_travels_by_name_in_cluster_mode_and_by_path_in_client_mode(lake, monkeypatch):
     _standalone(monkeypatch, None)
     client = IcebergSparkHook(catalog_hook=lake, spark_conn_id="spark_standalone").plan(APPEND, spec={"x": 1})
-    assert client.conf["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    assert client.conf["spark.driver.extraJavaOptions"].split()[0] == f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     cluster_mode = IcebergSparkHook(catalog_hook=lake, spark_conn_id="spark_standalone", deploy_mode="cluster")
     plan = cluster_mode.plan(APPEND, spec={"x": 1})
-    assert plan.conf["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile={LOG4J_CONFIG.name}"
+    assert plan.conf["spark.driver.extraJavaOptions"].split()[0] == f"-Dlog4j2.configurationFile={LOG4J_CONFIG.name}"
     assert LOG4J_CONFIG.is_file()
     # the connection's deploy-mode extra counts as much as the argument
     _standalone(monkeypatch, "cluster")
     from_conn = IcebergSparkHook(catalog_hook=lake, spark_conn_id="spark_standalone").plan(APPEND, spec={"x": 1})
-    assert from_conn.conf["spark.driver.extraJavaOptions"].endswith(f"={LOG4J_CONFIG.name}")
+    assert from_conn.conf["spark.driver.extraJavaOptions"].split()[0].endswith(f"={LOG4J_CONFIG.name}")
 
 
 def test_redaction_covers_rest_credentials_and_s3_key_ids(lake):

@@ -63,6 +63,26 @@ def test_jars_from_config(secret_lake, monkeypatch):
     assert plan.jars == ["/a.jar", "/b.jar"] and plan.packages == []
 
 
+def test_driver_and_executor_jvm_options_layer_config_under_the_task(secret_lake, monkeypatch):
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS", "-XX:+UseSerialGC -Xshare:auto")
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+    plan = IcebergSparkHook(conf={"spark.driver.extraJavaOptions": "-Dtask=1"}).plan("/app.py")
+    driver = plan.conf["spark.driver.extraJavaOptions"].split()
+    # the provider's log4j configuration, then the configured options, then the task's own
+    assert driver[0].startswith("-Dlog4j2.configurationFile=file:") and driver[0].endswith("log4j2.properties")
+    assert driver[1:] == ["-XX:+UseSerialGC", "-Xshare:auto", "-Dtask=1"]
+    assert plan.conf["spark.executor.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    # a task that brings its own log4j configuration keeps it, and nothing is configured for executors
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS", "")
+    own = IcebergSparkHook(conf={"spark.driver.extraJavaOptions": "-Dlog4j2.configurationFile=file:/mine"})
+    plan = own.plan("/app.py")
+    assert (
+        plan.conf["spark.driver.extraJavaOptions"]
+        == "-XX:+UseSerialGC -Xshare:auto -Dlog4j2.configurationFile=file:/mine"
+    )
+    assert "spark.executor.extraJavaOptions" not in plan.conf
+
+
 def test_java_properties_escaping():
     assert java_properties_line("k", "a=b:c\\d\n#x") == "k=a\\=b\\:c\\\\d\\n\\#x"
     assert java_properties_line("a key", " lead") == "a\\ key=\\ lead"

@@ -226,6 +226,21 @@ class JobRun:
         return (self.finished_at - self.started_at).total_seconds()
 
 
+def java_options(*parts: str | None) -> str:
+    """JVM options joined in order (later ones win where the JVM keeps the last of a flag)."""
+    return " ".join(part.strip() for part in parts if part and part.strip())
+
+
+def driver_java_options(user: str | None, *, log4j: str | None) -> str:
+    """The driver's JVM options: the provider's log4j configuration, ``[iceberg_provider]
+    spark_driver_java_options``, then the task's own ``spark.driver.extraJavaOptions``.
+
+    A task that names its own log4j configuration keeps it.
+    """
+    own = f"-Dlog4j2.configurationFile={log4j}" if log4j and "log4j2.configurationFile" not in (user or "") else None
+    return java_options(own, _config("spark_driver_java_options"), user)
+
+
 class IcebergSparkHook(BaseHook):
     """
     Submit PySpark jobs against an Iceberg catalog through ``spark-submit``.
@@ -320,7 +335,14 @@ class IcebergSparkHook(BaseHook):
         # cluster deploy mode (YARN, Kubernetes) runs on another host and finds it, by name, in its
         # working directory; a client-mode driver is the submitting process and reads it in place.
         log4j = LOG4J_CONFIG.name if self._deploy_mode() == "cluster" else f"file:{LOG4J_CONFIG}"
-        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
+        conf["spark.driver.extraJavaOptions"] = driver_java_options(
+            conf.get("spark.driver.extraJavaOptions"), log4j=log4j
+        )
+        executor_options = java_options(
+            _config("spark_executor_java_options"), conf.get("spark.executor.extraJavaOptions")
+        )
+        if executor_options:
+            conf["spark.executor.extraJavaOptions"] = executor_options
         for key in list(conf):
             if key in catalog_conf.secret:
                 conf.pop(key)

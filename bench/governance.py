@@ -71,7 +71,7 @@ def main() -> int:
                     "finished_at": now,
                 }
                 for i in range(per_commit)
-            ],  # fmt: skip
+            ],
         )
     print(
         f"grew {ledger} to {args.commits * per_commit} rows in {args.commits} commits: {time.perf_counter() - t0:.1f} s"

@@ -95,8 +95,10 @@ def poll_bench(args: argparse.Namespace) -> bool:
     for kind in results[small]:
         a, b = statistics.median(results[small][kind]), statistics.median(results[big][kind])
         ok &= b / a <= 1.5
-        print(f"{kind:28} {a * 1000:10.3f}ms {b * 1000:13.3f}ms {b / a:6.2f}x  {'met' if b / a <= 1.5 else 'NOT met'}"
-              f"  (p95 {pct(results[small][kind], 0.95) * 1000:.3f} / {pct(results[big][kind], 0.95) * 1000:.3f} ms)")  # fmt: skip
+        print(
+            f"{kind:28} {a * 1000:10.3f}ms {b * 1000:13.3f}ms {b / a:6.2f}x  {'met' if b / a <= 1.5 else 'NOT met'}"
+            f"  (p95 {pct(results[small][kind], 0.95) * 1000:.3f} / {pct(results[big][kind], 0.95) * 1000:.3f} ms)"
+        )
     costs = {t: changed_costs(hook, t) for t in (small, big)}
     for kind in costs[small]:
         print(f"{kind:28} {costs[small][kind] * 1000:10.1f}ms {costs[big][kind] * 1000:13.1f}ms  (once per commit)")
@@ -134,24 +136,36 @@ def latency_bench(commits: int) -> None:
                 n_runs = len(af.dag_runs("iceberg_events_consumer"))
                 sid = append(hook, "events.orders", 100 * (i + 1), 5)
                 ts = hook.snapshot("events.orders", snapshot_id=int(sid)).timestamp_ms / 1000
-                event = wait_for("the asset event", lambda sid=sid: [
-                    e for e in af.asset_events("iceberg_commits.") if e["extra"]["payload"]["snapshot_id"] == sid
-                ], 60)[0]  # fmt: skip
-                run = wait_for("the DAG run to start", lambda n=n_runs: [
-                    r for r in af.dag_runs("iceberg_events_consumer")[n:] if r["start_date"]
-                ], 120)[0]  # fmt: skip
+                event = wait_for(
+                    "the asset event",
+                    lambda sid=sid: [
+                        e for e in af.asset_events("iceberg_commits.") if e["extra"]["payload"]["snapshot_id"] == sid
+                    ],
+                    60,
+                )[0]
+                run = wait_for(
+                    "the DAG run to start",
+                    lambda n=n_runs: [r for r in af.dag_runs("iceberg_events_consumer")[n:] if r["start_date"]],
+                    120,
+                )[0]
                 to_event.append(_epoch(event["timestamp"]) - ts)
                 to_run.append(_epoch(run["queued_at"]) - ts)
                 to_start.append(_epoch(run["start_date"]) - ts)
                 time.sleep(2)
         finally:
             af.stop_all()
-        print(f"\ncommit -> asset event (triggerer, poll 1 s): p50 {statistics.median(to_event):.2f}s "
-              f"max {max(to_event):.2f}s over {commits} commits")  # fmt: skip
-        print(f"commit -> DAG run queued (scheduler):       p50 {statistics.median(to_run):.2f}s "
-              f"max {max(to_run):.2f}s  (runs: {len(af.dag_runs('iceberg_events_consumer'))})")  # fmt: skip
-        print(f"commit -> DAG run started (running):       p50 {statistics.median(to_start):.2f}s "
-              f"max {max(to_start):.2f}s")  # fmt: skip
+        print(
+            f"\ncommit -> asset event (triggerer, poll 1 s): p50 {statistics.median(to_event):.2f}s "
+            f"max {max(to_event):.2f}s over {commits} commits"
+        )
+        print(
+            f"commit -> DAG run queued (scheduler):       p50 {statistics.median(to_run):.2f}s "
+            f"max {max(to_run):.2f}s  (runs: {len(af.dag_runs('iceberg_events_consumer'))})"
+        )
+        print(
+            f"commit -> DAG run started (running):       p50 {statistics.median(to_start):.2f}s "
+            f"max {max(to_start):.2f}s"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -196,8 +196,11 @@ def demo() -> int:
             lambda: af.dag_runs("iceberg_events_consumer")[before["iceberg_events_consumer"] :],
             120,
         )[0]
-        print(f"OK  commit {sid} -> commit event -> DAG run {run['run_id']} ({run['run_type']}) in "
-              f"{time.monotonic() - committed:.1f}s", flush=True)  # fmt: skip
+        print(
+            f"OK  commit {sid} -> commit event -> DAG run {run['run_id']} ({run['run_type']}) in "
+            f"{time.monotonic() - committed:.1f}s",
+            flush=True,
+        )
 
         for i in range(2):  # 3 data files + 2 = the table's min-input-files=4 crossed
             append(hook, TABLE, 2000 + 100 * i, 20)
@@ -205,25 +208,34 @@ def demo() -> int:
         health = wait_for(
             "the health event", lambda: payloads(af.asset_events("iceberg_health.")[health_before:]), 120
         )[0]
-        print(f"OK  table crossed its policy -> health event ({health['actions']}: "
-              f"{health['reasons'].get('rewrite_data_files')}) in {time.monotonic() - crossed:.1f}s", flush=True)  # fmt: skip
+        print(
+            f"OK  table crossed its policy -> health event ({health['actions']}: "
+            f"{health['reasons'].get('rewrite_data_files')}) in {time.monotonic() - crossed:.1f}s",
+            flush=True,
+        )
         plan = wait_for(
             "the maintenance plan to finish",
             lambda: [
-                r for r in af.dag_runs("iceberg_events_maintenance")[before["iceberg_events_maintenance"] :]
+                r
+                for r in af.dag_runs("iceberg_events_maintenance")[before["iceberg_events_maintenance"] :]
                 if r["state"] in ("success", "failed")
             ],
             600,
             every=2,
-        )[0]  # fmt: skip
-        print(f"{'OK ' if plan['state'] == 'success' else 'BAD'} maintenance plan DAG run {plan['run_id']}: "
-              f"{plan['state']}; data files now {hook.health(TABLE).data_files}", flush=True)  # fmt: skip
+        )[0]
+        print(
+            f"{'OK ' if plan['state'] == 'success' else 'BAD'} maintenance plan DAG run {plan['run_id']}: "
+            f"{plan['state']}; data files now {hook.health(TABLE).data_files}",
+            flush=True,
+        )
         time.sleep(5)
         quiet = len(af.asset_events("iceberg_health.")) - health_before
         print(f"{'OK ' if quiet == 1 else 'BAD'} healed table: {quiet} health event in total (quiet after the plan)")
         consumer = af.dag_runs("iceberg_events_consumer")[before["iceberg_events_consumer"] :]
-        print(f"    consumer runs: {[r['state'] for r in consumer]}; "
-              f"commit events: {[p['snapshot_id'] for p in payloads(af.asset_events('iceberg_commits.')[commits_before:])]}")  # fmt: skip
+        print(
+            f"    consumer runs: {[r['state'] for r in consumer]}; "
+            f"commit events: {[p['snapshot_id'] for p in payloads(af.asset_events('iceberg_commits.')[commits_before:])]}"
+        )
         return 0 if plan["state"] == "success" and quiet == 1 else 1
     finally:
         af.stop_all()

@@ -79,17 +79,29 @@ def test_maintenance_publish_and_erasure_race_and_nothing_is_lost(module_lake, m
 
     tasks = {
         "maintenance": lambda: IcebergMaintenancePlanOperator(
-            task_id="maintain", table=T, force=True, min_input_files=2, expire_older_than="0s",
-            older_than_floor="0s", retain_last=1,
+            task_id="maintain",
+            table=T,
+            force=True,
+            min_input_files=2,
+            expire_older_than="0s",
+            older_than_floor="0s",
+            retain_last=1,
         ),
         "publish": lambda: IcebergWapPublishOperator(
-            task_id="publish", table=T, branch="wap_race", audited_snapshot_id=head, base_snapshot_id=base,
+            task_id="publish",
+            table=T,
+            branch="wap_race",
+            audited_snapshot_id=head,
+            base_snapshot_id=base,
             on_conflict="cherrypick",
         ),
         "erasure": lambda: IcebergErasureOperator(
-            task_id="erase", table=T, subject_columns="customer_id", requests_table="db.race_requests",
+            task_id="erase",
+            table=T,
+            subject_columns="customer_id",
+            requests_table="db.race_requests",
         ),
-    }  # fmt: skip
+    }
     barrier = threading.Barrier(len(tasks))
 
     def run(name: str) -> tuple[str, str, Any]:

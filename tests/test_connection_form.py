@@ -123,11 +123,19 @@ def test_hook_refuses_an_incomplete_connection_when_building_its_config(monkeypa
     ("fields", "ctype"),
     [
         ({"host": "sqlite:////tmp/c.db", "extra": {"catalog_type": "sql", "warehouse": "file:///w"}}, "sql"),
-        ({"host": "http://rest:8181", "login": "client", "password": "s3cret-value", "extra": {"catalog_type": "rest"}}, "rest"),
+        (
+            {
+                "host": "http://rest:8181",
+                "login": "client",
+                "password": "s3cret-value",
+                "extra": {"catalog_type": "rest"},
+            },
+            "rest",
+        ),
         ({"extra": {"catalog_type": "glue", "warehouse": "s3://b/wh"}}, "glue"),
         ({"host": "thrift://hms:9083", "extra": {"catalog_type": "hive"}}, "hive"),
     ],
-)  # fmt: skip
+)
 def test_hook_accepts_a_complete_connection_of_each_type(monkeypatch, fields, ctype):
     assert _conn(monkeypatch, "complete", **fields).config.catalog_type == ctype
 

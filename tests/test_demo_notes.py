@@ -58,8 +58,11 @@ def test_a_failed_demo_run_gets_its_note_in_the_metadata_db(tmp_path):
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
     proc = subprocess.run(
         ["airflow", "dags", "test", "meant_to_fail", "2026-01-02T00:00:00+00:00"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert "DagRun Finished:" in out and "state=failed" in out, out[-3000:]
     (tmp_path / "out.txt").write_text(out)
@@ -77,8 +80,12 @@ def test_a_failed_demo_run_gets_its_note_in_the_metadata_db(tmp_path):
     )
     read = subprocess.run(
         [sys.executable, "-c", script, str(ROOT / "scripts"), str(tmp_path / "out.txt"), note],
-        capture_output=True, text=True, env=env, timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     stored = json.loads(read.stdout.strip().splitlines()[-1])
     assert stored["run_id"] == stored["stored_run_id"] and stored["state"] == "failed"
     assert stored["note"] == note

@@ -97,7 +97,7 @@ TRIGGERS = [
         after_snapshot_id=2**63 - 1,
         iceberg_catalog_conn_id="cat",
         poll_interval=5,
-    ),  # fmt: skip
+    ),
     IcebergTableHealthEventTrigger(
         table="db.orders", actions=["rewrite_data_files"], poll_interval=7, recheck_interval=3600
     ),
@@ -180,8 +180,10 @@ def test_one_event_per_matching_commit_in_order_with_string_ids(lake, tmp_path):
     base = asyncio.run(append(lake, T, 0))
 
     async def scenario():
-        run = Running(IcebergCommitEventTrigger(table=T, operation="append", poll_interval=FAST),
-                      JsonFileWatermarks(tmp_path / "wm.json"))  # fmt: skip
+        run = Running(
+            IcebergCommitEventTrigger(table=T, operation="append", poll_interval=FAST),
+            JsonFileWatermarks(tmp_path / "wm.json"),
+        )
         await run.quiet(0.4)  # history (the base commit) is not replayed
         s1 = await append(lake, T, 100)
         s2 = await append(lake, T, 200)  # two commits between polls: two events
@@ -282,8 +284,9 @@ def test_several_assets_on_one_trigger_keep_a_watermark_each(lake, tmp_path):
 
 def test_newest_watermark_wins():
     assert newest_watermark({"a": None, "b": {"snapshot_id": "5", "timestamp_ms": 10}}) == {
-        "snapshot_id": "5", "timestamp_ms": 10,
-    }  # fmt: skip
+        "snapshot_id": "5",
+        "timestamp_ms": 10,
+    }
     marks = {"a": {"snapshot_id": "5", "timestamp_ms": 10}, "b": {"snapshot_id": "9", "timestamp_ms": 20}}
     assert newest_watermark(marks)["snapshot_id"] == "9"
     assert newest_watermark({"a": "garbage"}) is None
@@ -433,11 +436,18 @@ def test_approaching_rule_per_kind():
         {"request_id": "r6", "received_at": now - timedelta(days=3), "status": "blocked"},  # a hold: not deleted
         {"request_id": "r7", "received_at": now - timedelta(days=40), "status": "erased"},
     ]
-    got = approaching(rows, now=now, deadlines={"logical": timedelta(hours=48), "physical": timedelta(days=30)},
-                      margins={"logical": timedelta(days=1), "physical": timedelta(days=1)})  # fmt: skip
+    got = approaching(
+        rows,
+        now=now,
+        deadlines={"logical": timedelta(hours=48), "physical": timedelta(days=30)},
+        margins={"logical": timedelta(days=1), "physical": timedelta(days=1)},
+    )
     assert [(g["request_id"], g["deadline"], g["overdue"]) for g in got] == [
-        ("r1", "logical", True), ("r6", "logical", True), ("r1", "physical", False), ("r2", "physical", False),
-    ]  # fmt: skip
+        ("r1", "logical", True),
+        ("r6", "logical", True),
+        ("r1", "physical", False),
+        ("r2", "physical", False),
+    ]
 
 
 def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tmp_path):
@@ -455,9 +465,11 @@ def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tm
     margin = timedelta(hours=48) - (datetime.now(UTC) - now) - timedelta(seconds=1.5)
     margins = {"logical": margin.total_seconds(), "physical": "2d"}
     trigger = IcebergErasureDeadlineEventTrigger(
-        requests_table=table, deadlines={"logical": "48h", "physical": "30d"}, margin=margins,
+        requests_table=table,
+        deadlines={"logical": "48h", "physical": "30d"},
+        margin=margins,
         poll_interval=FAST,
-    )  # fmt: skip
+    )
 
     async def scenario():
         run = Running(trigger, store)
@@ -471,8 +483,9 @@ def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tm
 
     first, timed = asyncio.run(scenario())
     assert [(e["request_id"], e["deadline"], e["overdue"]) for e in first] == [
-        ("r1", "logical", True), ("r1", "physical", False),
-    ]  # fmt: skip
+        ("r1", "logical", True),
+        ("r1", "physical", False),
+    ]
     assert (timed[0]["request_id"], timed[0]["deadline"], timed[0]["overdue"]) == ("r2", "logical", False)
     assert "subject_key" not in json.dumps(first + timed) and "x" not in [e.get("subject") for e in first]
     stored = json.loads((tmp_path / "dl.json").read_text())["_"][trigger.state_key]["fired"]

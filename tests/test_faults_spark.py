@@ -280,9 +280,13 @@ def test_disk_full_during_a_spark_write_names_the_cause_and_changes_nothing(lake
         created = IcebergWapCreateBranchOperator(task_id="branch", table="db.full", branch="full_run").execute(ctx("b"))
         before = {t: hook.metadata_location(t) for t in ("db.full",)}
         op = IcebergWapWriteOperator(
-            task_id="write", table="db.full", branch="full_run", base_snapshot_id=created["base_snapshot_id"],
-            sql=[INSERT_1], sql_args={"pause_ms": 0},
-        )  # fmt: skip
+            task_id="write",
+            table="db.full",
+            branch="full_run",
+            base_snapshot_id=created["base_snapshot_id"],
+            sql=[INSERT_1],
+            sql_args={"pause_ms": 0},
+        )
         with pytest.raises(IcebergSparkJobError) as err:
             op.execute(ctx("write"))
         first_line = str(err.value).splitlines()[0]
@@ -322,9 +326,13 @@ def test_wap_write_killed_mid_write_then_rerun_converges(lake):
             fired["watcher"].start()
 
     write = IcebergWapWriteOperator(
-        task_id="write", table=T, branch=branch, base_snapshot_id=str(base), sql=[INSERT_1, INSERT_2],
+        task_id="write",
+        table=T,
+        branch=branch,
+        base_snapshot_id=str(base),
+        sql=[INSERT_1, INSERT_2],
         sql_args={"pause_ms": 120_000},
-    )  # fmt: skip
+    )
     with watch_spark_output(on_line), pytest.raises(IcebergSparkJobError, match="killed"):
         write.execute(ctx("write"))
     fired["watcher"].join(5)
@@ -413,9 +421,13 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
         f for f in Path(tempfile.gettempdir()).glob("airflow-iceberg-*/spark.properties") if S3_SECRET in f.read_text()
     ]
     publish = IcebergWapPublishOperator(
-        task_id="publish", table=T, branch=branch, audited_snapshot_id=written, base_snapshot_id=STATE["base"],
+        task_id="publish",
+        table=T,
+        branch=branch,
+        audited_snapshot_id=written,
+        base_snapshot_id=STATE["base"],
         drop_branch=True,
-    )  # fmt: skip
+    )
     assert record(publish.execute(ctx("publish")))["method"] == "fast_forward"
     assert record(publish.execute(ctx("publish", try_number=2)))["method"] == "noop"
     rows = [r for r in hook.governance.read("ledger", operation="wap_publish", table_name=T)]
@@ -445,10 +457,16 @@ def test_maintenance_killed_during_compaction_then_rerun_reports_the_orphans(lak
             fired["watcher"].start()
 
     plan = dict(
-        task_id="maintain", table=T, force=True, min_input_files=2, expire_older_than="0s", older_than_floor="0s",
+        task_id="maintain",
+        table=T,
+        force=True,
+        min_input_files=2,
+        expire_older_than="0s",
+        older_than_floor="0s",
         retain_last=1,
-        remove_orphans=True, orphan_dry_run=True,
-    )  # fmt: skip
+        remove_orphans=True,
+        orphan_dry_run=True,
+    )
     with watch_spark_output(on_line), pytest.raises(IcebergSparkJobError):
         IcebergMaintenancePlanOperator(**plan).execute(ctx("maintain"))
     fired["watcher"].join(5)
@@ -508,9 +526,12 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
         fired["watcher"].start()
 
     erase = IcebergErasureOperator(
-        task_id="erase", table=T, subject_columns="customer_id", requests_table="db.requests",
+        task_id="erase",
+        table=T,
+        subject_columns="customer_id",
+        requests_table="db.requests",
         tables_in_scope=["{{ params.table }}"],
-    )  # fmt: skip
+    )
     rendered_ctx = {**ctx("erase"), "params": {"table": T}}
     erase.render_template_fields(rendered_ctx)
     STATE["rendered"].append({f: getattr(erase, f) for f in erase.template_fields})
@@ -569,10 +590,20 @@ def test_secrets_and_subject_values_never_leak(lake):
     )
     summaries = json.dumps(
         [s.summary for t in (T, "db.requests") for s in hook.list_snapshots(t)]
-        + [s.summary for t in ("ledger", "audit_results", "erasure_evidence") for s in hook.list_snapshots(f"governance.{t}")]
-    )  # fmt: skip
-    places = {"argv": argv, "logs": logs, "xcom": xcom, "rendered": rendered, "governance": governance,
-              "summaries": summaries}  # fmt: skip
+        + [
+            s.summary
+            for t in ("ledger", "audit_results", "erasure_evidence")
+            for s in hook.list_snapshots(f"governance.{t}")
+        ]
+    )
+    places = {
+        "argv": argv,
+        "logs": logs,
+        "xcom": xcom,
+        "rendered": rendered,
+        "governance": governance,
+        "summaries": summaries,
+    }
     for secret in SECRETS:
         leaks = [name for name, text in places.items() if secret in text]
         assert not leaks, f"a secret leaked into {leaks}"

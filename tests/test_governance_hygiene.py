@@ -47,10 +47,16 @@ def test_an_existing_governance_table_gets_what_it_lacks_and_keeps_what_a_user_s
 def test_reads_filter_by_table_operation_and_time(lake):
     old = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [
-        {"event_id": uuid.uuid4().hex, "operation": op, "table_name": t, "status": "succeeded",
-         "started_at": old + timedelta(days=d), "finished_at": old + timedelta(days=d)}
+        {
+            "event_id": uuid.uuid4().hex,
+            "operation": op,
+            "table_name": t,
+            "status": "succeeded",
+            "started_at": old + timedelta(days=d),
+            "finished_at": old + timedelta(days=d),
+        }
         for d, (op, t) in enumerate([("a", "db.x"), ("b", "db.x"), ("a", "db.y"), ("a", "db.x")])
-    ]  # fmt: skip
+    ]
     lake.governance.append("ledger", rows)  # one commit for many rows
     got = lake.governance.read("ledger", operation="a", table_name="db.x")
     assert sorted(r["finished_at"].day for r in got) == [1, 4]
@@ -80,12 +86,15 @@ def test_ledger_stays_under_thresholds_after_2000_operations_and_one_plan_run(la
                     "finished_at": now,
                 }
                 for i in range(40)
-            ],  # fmt: skip
+            ],
         )
     policy = HealthThresholds(
-        max_files=20, min_avg_file_size_bytes=None, max_snapshots=20, max_metadata_bytes=1024 * 1024,
+        max_files=20,
+        min_avg_file_size_bytes=None,
+        max_snapshots=20,
+        max_metadata_bytes=1024 * 1024,
         max_metadata_log=20,
-    )  # fmt: skip
+    )
     before = lake.health(name)
     assert {b.threshold for b in breaches(before, policy)} == {"max_files", "max_snapshots"}
     assert before.metadata_log_length <= 20  # bounded by the table's own properties already

@@ -33,11 +33,25 @@ from tests.conftest import append_batches, create_orders_table, fake_context
 
 def health(**kw) -> TableHealth:
     base = dict(
-        table="db.t", snapshot_id=1, format_version=2, data_files=100, data_bytes=100 * 64 * MIB, records=10,
-        delete_files=0, position_delete_files=0, equality_delete_files=0, delete_bytes=0, manifests=3,
-        snapshots=10, refs=1, oldest_snapshot_ms=0, target_file_size_bytes=512 * MIB, small_files=0,
-        metadata_bytes=20_000, metadata_log_length=10,
-    )  # fmt: skip
+        table="db.t",
+        snapshot_id=1,
+        format_version=2,
+        data_files=100,
+        data_bytes=100 * 64 * MIB,
+        records=10,
+        delete_files=0,
+        position_delete_files=0,
+        equality_delete_files=0,
+        delete_bytes=0,
+        manifests=3,
+        snapshots=10,
+        refs=1,
+        oldest_snapshot_ms=0,
+        target_file_size_bytes=512 * MIB,
+        small_files=0,
+        metadata_bytes=20_000,
+        metadata_log_length=10,
+    )
     return TableHealth(**{**base, **kw})
 
 
@@ -67,8 +81,9 @@ def test_bad_thresholds_name_the_parameter_and_the_fix(props, args, match):
 
 
 def test_every_threshold_trips_and_names_its_value():
-    t = HealthThresholds(max_files=50, min_avg_file_size_bytes=128 * MIB, max_snapshots=5, max_metadata_bytes=10_000,
-                         max_metadata_log=4)  # fmt: skip
+    t = HealthThresholds(
+        max_files=50, min_avg_file_size_bytes=128 * MIB, max_snapshots=5, max_metadata_bytes=10_000, max_metadata_log=4
+    )
     found = {b.threshold: b for b in breaches(health(), t)}
     assert sorted(found) == sorted(
         ["max_files", "min_avg_file_size_bytes", "max_snapshots", "max_metadata_bytes", "max_metadata_log"]
@@ -94,9 +109,11 @@ def test_metadata_leftovers_are_only_unreferenced_and_old_files():
         ("file:/wh/t/metadata/snap-1-1-x.avro", old),  # not a metadata file
     ]
     got = metadata_leftovers(
-        files, current="file:///wh/t/metadata/00002-b.metadata.json",
-        metadata_log=["/wh/t/metadata/00001-a.metadata.json"], now_ms=now,
-    )  # fmt: skip
+        files,
+        current="file:///wh/t/metadata/00002-b.metadata.json",
+        metadata_log=["/wh/t/metadata/00001-a.metadata.json"],
+        now_ms=now,
+    )
     assert got == ["file:/wh/t/metadata/00002-c.metadata.json"]
     assert metadata_leftovers(files, current=None, metadata_log=[], now_ms=now) == []
     s3 = [("s3a://b/t/metadata/00001-a.metadata.json", old), ("s3://b/t/metadata/00009-z.metadata.json", old)]
@@ -152,8 +169,10 @@ def test_health_check_fails_naming_each_breach_after_pushing_the_result(small_fi
     assert "min_avg_file_size_bytes" in msg  # 20-row files are far below 10 MiB
     pushed = ctx["ti"].pushed["return_value"]
     assert pushed["healthy"] is False and {b["threshold"] for b in pushed["breaches"]} == {
-        "max_files", "max_snapshots", "min_avg_file_size_bytes",
-    }  # fmt: skip
+        "max_files",
+        "max_snapshots",
+        "min_avg_file_size_bytes",
+    }
     assert (
         isinstance(pushed["health"]["snapshot_id"], str) and pushed["health"]["metadata_log_length"] == 13
     )  # create, 12 appends, 1 property

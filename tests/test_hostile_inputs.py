@@ -54,9 +54,16 @@ from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor
 T = "db.orders"
 CHECKS = {"column_mapping": {"amount": {"min": {"geq_to": 0}}}}
 SQL = "INSERT INTO {table} VALUES (1, 'c', 'ca', 1.0, TIMESTAMP '2026-01-01 00:00:00')"
-PROVIDER_ERRORS = (exc.IcebergProviderError, exc.IcebergValidationError, exc.IcebergRefusedError,
-                   exc.IcebergRefNotFoundError, exc.IcebergTableNotFoundError, exc.IcebergCommitVerificationError,
-                   exc.IcebergConnectionError, exc.IcebergPublishConflictError)  # fmt: skip
+PROVIDER_ERRORS = (
+    exc.IcebergProviderError,
+    exc.IcebergValidationError,
+    exc.IcebergRefusedError,
+    exc.IcebergRefNotFoundError,
+    exc.IcebergTableNotFoundError,
+    exc.IcebergCommitVerificationError,
+    exc.IcebergConnectionError,
+    exc.IcebergPublishConflictError,
+)
 
 
 class SparkReached(AssertionError):
@@ -311,11 +318,19 @@ REF_ENTRIES: list[Entry] = [
     ("hook.fast_forward", "ref", lambda v, c, i: c["hook"].fast_forward(T, ref=v, to_snapshot_id=i[2])),
 ]
 #: params where an existing-looking ref is legitimate input (the value is then data, not an attack)
-REF_PARAMS_ALLOWING_MAIN = {"wap_branch.from_ref", "create_tag.ref", "rollback.ref", "commit_check.ref",
-                            "snapshot_sensor.ref", "rollback.to_tag"}  # fmt: skip
+REF_PARAMS_ALLOWING_MAIN = {
+    "wap_branch.from_ref",
+    "create_tag.ref",
+    "rollback.ref",
+    "commit_check.ref",
+    "snapshot_sensor.ref",
+    "rollback.to_tag",
+}
 #: cases that legitimately proceed (a real ref move or a Spark job): not hostile, not run here
 SKIP = {(e, lb) for e in ("spark_submit.ref", "hook.set_ref", "hook.fast_forward") for lb in ("main", "main_upper")} | {
-    ("rewrite_data_files.branch", "main"), ("hook.create_branch", "main_upper")}  # fmt: skip
+    ("rewrite_data_files.branch", "main"),
+    ("hook.create_branch", "main_upper"),
+}
 
 COLUMN_ENTRIES: list[Entry] = [
     (
@@ -497,8 +512,10 @@ TIMESTAMP_ENTRIES: list[Entry] = [
 ]
 #: timestamps that are valid instants for "find commits since/as of" (a far-future one simply matches nothing)
 TIMESTAMP_DATA = {("rollback.to_timestamp", lb) for lb in ("far_future", "year_9999", "overflowing_epoch_ms")} | {
-    (e, lb) for e in ("commit_check.since", "snapshot_sensor.after_timestamp") for lb in ("far_future", "year_9999", "overflowing_epoch_ms")
-}  # fmt: skip
+    (e, lb)
+    for e in ("commit_check.since", "snapshot_sensor.after_timestamp")
+    for lb in ("far_future", "year_9999", "overflowing_epoch_ms")
+}
 
 SPEC_ENTRIES: list[Entry] = [
     (
@@ -540,8 +557,11 @@ SPEC_ENTRIES: list[Entry] = [
     ),
 ]
 #: a mapping where only a mapping of plain values belongs is data for the summary matchers and job params
-SPEC_DATA = {(e, lb) for e in ("commit_check.summary", "snapshot_sensor.summary")
-             for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction", "not_a_mapping", "empty_checks")}  # fmt: skip
+SPEC_DATA = {
+    (e, lb)
+    for e in ("commit_check.summary", "snapshot_sensor.summary")
+    for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction", "not_a_mapping", "empty_checks")
+}
 SKIP |= {
     ("spark_submit.params_for_job", lb)
     for lb in ("threshold_sql", "threshold_nan", "unknown_check", "contradiction", "not_a_mapping", "empty_checks")
@@ -606,15 +626,54 @@ def test_hostile_input_is_refused_before_any_change(hostile_lake, fn, param, val
 
 
 TEMPLATED = [
-    ("wap_branch.branch", lambda: wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="{{ hostile }}"), "branch", REFS),
+    (
+        "wap_branch.branch",
+        lambda: wap_branch.IcebergWapCreateBranchOperator(task_id="t", table=T, branch="{{ hostile }}"),
+        "branch",
+        REFS,
+    ),
     ("create_tag.tag", lambda: refs.IcebergCreateTagOperator(task_id="t", table=T, tag="{{ hostile }}"), "tag", REFS),
-    ("drop_branch.branch", lambda: refs.IcebergDropBranchOperator(task_id="t", table=T, branch="{{ hostile }}"), "branch", REFS),
-    ("commit_check.table", lambda: refs.IcebergCommitCheckOperator(task_id="t", table="{{ hostile }}"), "table", TABLES),
-    ("publish.table", lambda: wap_publish.IcebergWapPublishOperator(task_id="t", table="{{ hostile }}", branch="dev"), "table", TABLES),
-    ("erasure.requests_table", lambda: erasure.IcebergErasureOperator(task_id="t", table=T, subject_columns="customer_id", requests_table="{{ hostile }}"), "requests_table", TABLES),
-    ("audit.partition_clause", lambda: wap_audit.IcebergWapAuditOperator(task_id="t", table=T, branch="dev", partition_clause="{{ hostile }}", **CHECKS), "partition_clause", SQL_FRAGMENTS),
-    ("rewrite.where", lambda: maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where="{{ hostile }}"), "where", SQL_FRAGMENTS),
-]  # fmt: skip
+    (
+        "drop_branch.branch",
+        lambda: refs.IcebergDropBranchOperator(task_id="t", table=T, branch="{{ hostile }}"),
+        "branch",
+        REFS,
+    ),
+    (
+        "commit_check.table",
+        lambda: refs.IcebergCommitCheckOperator(task_id="t", table="{{ hostile }}"),
+        "table",
+        TABLES,
+    ),
+    (
+        "publish.table",
+        lambda: wap_publish.IcebergWapPublishOperator(task_id="t", table="{{ hostile }}", branch="dev"),
+        "table",
+        TABLES,
+    ),
+    (
+        "erasure.requests_table",
+        lambda: erasure.IcebergErasureOperator(
+            task_id="t", table=T, subject_columns="customer_id", requests_table="{{ hostile }}"
+        ),
+        "requests_table",
+        TABLES,
+    ),
+    (
+        "audit.partition_clause",
+        lambda: wap_audit.IcebergWapAuditOperator(
+            task_id="t", table=T, branch="dev", partition_clause="{{ hostile }}", **CHECKS
+        ),
+        "partition_clause",
+        SQL_FRAGMENTS,
+    ),
+    (
+        "rewrite.where",
+        lambda: maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where="{{ hostile }}"),
+        "where",
+        SQL_FRAGMENTS,
+    ),
+]
 
 
 @pytest.mark.parametrize(

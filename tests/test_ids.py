@@ -131,9 +131,13 @@ def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
     asset = iceberg_asset(T)
     events = OutletEventAccessors()
     op = IcebergWapPublishOperator(
-        task_id="p", table=T, branch="b", audited_snapshot_id=str(head), base_snapshot_id=created["base_snapshot_id"],
+        task_id="p",
+        table=T,
+        branch="b",
+        audited_snapshot_id=str(head),
+        base_snapshot_id=created["base_snapshot_id"],
         outlets=[asset],
-    )  # fmt: skip
+    )
     published = op.execute({**fake_context(), "outlet_events": events})
     known = _snapshots(lake, T)
     assert assert_exact_in_browser(created, known) == 1
@@ -164,9 +168,15 @@ def test_rollback_and_expiry_lists_of_ids_stay_exact(lake):
     assert details["discarded_snapshots"] == [str(ids[2]), str(ids[3])]
     assert details["target"] == {"to_snapshot_id": str(ids[1])}
     preview = IcebergExpireSnapshotsOperator(
-        task_id="e", table=T, older_than="0s", older_than_floor="0s", retain_last=1, dry_run=True,
-        jars=["x.jar"], packages=[],
-    ).execute(fake_context())  # fmt: skip
+        task_id="e",
+        table=T,
+        older_than="0s",
+        older_than_floor="0s",
+        retain_last=1,
+        dry_run=True,
+        jars=["x.jar"],
+        packages=[],
+    ).execute(fake_context())
     assert preview["would_expire"] and assert_exact_in_browser(preview, known) == len(preview["would_expire"])
     (details,) = _ledger_details(lake, "maintenance.expire_snapshots")
     assert assert_exact_in_browser(details, known) >= len(preview["would_expire"])

@@ -471,8 +471,12 @@ def test_statistics_are_planned_only_when_a_policy_asks_and_they_are_stale():
     h = health(data_files=200, small_files=200, statistics_fresh=True)
     d = decide(h, policy(compute_stats=True), properties={}, layout=[part("p", 200)])
     assert [a.action for a in d.actions] == ["rewrite_data_files", COMPUTE_STATS]
-    empty = decide(health(snapshot_id=None, data_files=0, statistics_fresh=None), policy(compute_stats=True),
-                   properties={}, layout=[])  # fmt: skip
+    empty = decide(
+        health(snapshot_id=None, data_files=0, statistics_fresh=None),
+        policy(compute_stats=True),
+        properties={},
+        layout=[],
+    )
     assert empty.healthy
     props = {"airflow-iceberg.maintenance.compute-stats": "true"}
     assert resolve_policy(props, now=NOW).compute_stats is True

@@ -164,9 +164,18 @@ def test_retention_ms_refuses_beyond_java_long():
 # ------------------------------------------------------------------------- instants
 @pytest.mark.parametrize(
     "value",
-    [T, T.replace(tzinfo=None), pendulum.datetime(2026, 1, 2, 3, 4, 5), "2026-01-02T03:04:05Z",
-     "2026-01-02T04:04:05+01:00", "2026-01-02 03:04:05", T_MS, str(T_MS), float(T_MS)],
-)  # fmt: skip
+    [
+        T,
+        T.replace(tzinfo=None),
+        pendulum.datetime(2026, 1, 2, 3, 4, 5),
+        "2026-01-02T03:04:05Z",
+        "2026-01-02T04:04:05+01:00",
+        "2026-01-02 03:04:05",
+        T_MS,
+        str(T_MS),
+        float(T_MS),
+    ],
+)
 def test_instant_ms_forms(value):
     assert params.instant_ms(value, "t") == T_MS
 

@@ -71,8 +71,10 @@ def _run_until_deferred_then_commit(env, tmp_path: Path, marker: str, n: int, ru
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             ["airflow", "dags", "test", "refs_sensor_wait", run_date, "-c", json.dumps({"marker": marker})],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         deadline = time.monotonic() + 240
         while "running trigger in line" not in log_path.read_text():
             assert proc.poll() is None, log_path.read_text()[-4000:]

@@ -64,9 +64,13 @@ def test_create_tag_on_head_with_templated_name_and_retention(table):
     assert op.tag == "eod_20260101"
     out = op.execute(ctx)
     assert out == {
-        "table": T, "tag": "eod_20260101", "snapshot_id": str(snaps[-1]), "outcome": "created",
-        "max_ref_age_ms": 90 * DAY_MS, "legal_hold": False,
-    }  # fmt: skip
+        "table": T,
+        "tag": "eod_20260101",
+        "snapshot_id": str(snaps[-1]),
+        "outcome": "created",
+        "max_ref_age_ms": 90 * DAY_MS,
+        "legal_hold": False,
+    }
     ref = hook.refs(T)["eod_20260101"]
     assert (ref.type, ref.snapshot_id, ref.max_ref_age_ms) == ("tag", snaps[-1], 90 * DAY_MS)
     (row,) = ledger(hook, operation="create_tag")
@@ -147,9 +151,14 @@ def test_create_tag_on_empty_table_is_refused(lake):
 def test_legal_hold_prefixes_records_case_and_is_listed(table):
     hook, snaps = table
     op = IcebergCreateTagOperator(
-        task_id="hold", table=T, tag="case-{{ ds_nodash }}", snapshot_id=snaps[1], legal_hold=True,
-        case_id="LIT-2026-017", hold_reason="litigation hold requested by counsel",
-    )  # fmt: skip
+        task_id="hold",
+        table=T,
+        tag="case-{{ ds_nodash }}",
+        snapshot_id=snaps[1],
+        legal_hold=True,
+        case_id="LIT-2026-017",
+        hold_reason="litigation hold requested by counsel",
+    )
     ctx = fake_context(dag_id="legal", run_id="r9", task_id="hold")
     op.render_template_fields(ctx)
     out = op.execute(ctx)
@@ -199,8 +208,10 @@ def test_hold_prefix_without_legal_hold_and_drop_of_hold_are_refused(table):
     assert out["dropped"] and hook.governance.legal_holds(T) == []
     row = ledger(hook, operation="drop_tag")[-1]
     assert (row["status"], row["details"]["legal_hold_released"], row["details"]["release_reason"]) == (
-        "succeeded", True, "case closed",
-    )  # fmt: skip
+        "succeeded",
+        True,
+        "case closed",
+    )
 
 
 # ---------------------------------------------------------------- drop refs
@@ -238,16 +249,24 @@ def test_drop_refuses_main_and_wrong_type(table):
 def test_create_branch_with_retention_and_idempotency(table):
     hook, snaps = table
     op = IcebergCreateBranchOperator(
-        task_id="b", table=T, branch="ml_train_{{ ds_nodash }}", snapshot_id=snaps[1],
-        min_snapshots_to_keep="5", max_snapshot_age=timedelta(days=7), max_ref_age="P30D",
-    )  # fmt: skip
+        task_id="b",
+        table=T,
+        branch="ml_train_{{ ds_nodash }}",
+        snapshot_id=snaps[1],
+        min_snapshots_to_keep="5",
+        max_snapshot_age=timedelta(days=7),
+        max_ref_age="P30D",
+    )
     op.render_template_fields(fake_context())
     out = op.execute(fake_context())
     assert (out["branch"], out["snapshot_id"], out["outcome"]) == ("ml_train_20260101", str(snaps[1]), "created")
     ref = hook.refs(T)["ml_train_20260101"]
     assert (ref.type, ref.min_snapshots_to_keep, ref.max_snapshot_age_ms, ref.max_ref_age_ms) == (
-        "branch", 5, 7 * DAY_MS, 30 * DAY_MS,
-    )  # fmt: skip
+        "branch",
+        5,
+        7 * DAY_MS,
+        30 * DAY_MS,
+    )
     # the branch advances (a training job writes to it); a retry must not move it back
     tbl = hook.load_table(T)
     from tests.conftest import orders_batch
@@ -301,9 +320,13 @@ def test_rollback_main_to_snapshot_and_retry(table):
     op.to_snapshot_id = str(snaps[0])  # as if rendered
     out = op.execute(fake_context())
     assert out == {
-        "table": T, "ref": "main", "snapshot_id": str(snaps[0]), "previous_snapshot_id": str(snaps[2]),
-        "rolled_back": True, "discarded": [str(snaps[1]), str(snaps[2])],
-    }  # fmt: skip
+        "table": T,
+        "ref": "main",
+        "snapshot_id": str(snaps[0]),
+        "previous_snapshot_id": str(snaps[2]),
+        "rolled_back": True,
+        "discarded": [str(snaps[1]), str(snaps[2])],
+    }
     assert hook.ref_snapshot_id(T) == snaps[0]
     assert hook.load_table(T).current_snapshot().snapshot_id == snaps[0]
     assert len(hook.load_table(T).scan().to_arrow()) == 10

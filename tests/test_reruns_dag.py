@@ -82,8 +82,11 @@ def dags_test(env, mode: str, conf: str = "{}", **extra_env: str) -> tuple[str, 
     started = time.monotonic()
     proc = subprocess.run(
         ["airflow", "dags", "test", "reruns", DAY1, "-c", conf],
-        capture_output=True, text=True, timeout=900, env={**env, "RERUNS_ON_RERUN": mode, **extra_env},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**env, "RERUNS_ON_RERUN": mode, **extra_env},
+    )
     out = proc.stdout + proc.stderr
     finished = [line for line in out.splitlines() if "DagRun Finished:" in line]
     state = "success" if proc.returncode == 0 and finished and "state=success" in finished[-1] else "failed"
@@ -276,8 +279,19 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
     (tmp / "on_rerun").write_text("fail")
     airflow_cli(benv, "dags", "reserialize")
     airflow_cli(benv, "dags", "unpause", "reruns")
-    airflow_cli(benv, "backfill", "create", "--dag-id", "reruns", "--from-date", "2026-01-02",
-                "--to-date", "2026-01-06", "--max-active-runs", "3")  # fmt: skip
+    airflow_cli(
+        benv,
+        "backfill",
+        "create",
+        "--dag-id",
+        "reruns",
+        "--from-date",
+        "2026-01-02",
+        "--to-date",
+        "2026-01-06",
+        "--max-active-runs",
+        "3",
+    )
     api = _start(["airflow", "api-server", "--port", str(port)], benv, tmp / "api.log")
     scheduler = _start(["airflow", "scheduler"], benv, tmp / "scheduler.log")
     log = tmp / "scheduler.log"

@@ -12,13 +12,25 @@ from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.models import SnapshotInfo
 
 DAY1 = rl.RunIdentity(
-    "daily", "scheduled__2026-01-01", "load.write", 1, "2026-01-01T00:00:00+00:00",
-    "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", "load",
-)  # fmt: skip
+    "daily",
+    "scheduled__2026-01-01",
+    "load.write",
+    1,
+    "2026-01-01T00:00:00+00:00",
+    "2026-01-01T00:00:00+00:00",
+    "2026-01-02T00:00:00+00:00",
+    "load",
+)
 DAY2 = rl.RunIdentity(
-    "daily", "scheduled__2026-01-02", "load.write", 1, "2026-01-02T00:00:00+00:00",
-    "2026-01-02T00:00:00+00:00", "2026-01-03T00:00:00+00:00", "load",
-)  # fmt: skip
+    "daily",
+    "scheduled__2026-01-02",
+    "load.write",
+    1,
+    "2026-01-02T00:00:00+00:00",
+    "2026-01-02T00:00:00+00:00",
+    "2026-01-03T00:00:00+00:00",
+    "load",
+)
 
 
 def snap(sid, parent, op="append", ident=None, rows=10, deleted=0, replaces=None, **summary):
@@ -59,9 +71,7 @@ def test_first_run_writes_and_other_intervals_do_not_count():
         assert rl.plan_rerun(mode, DAY1, chain, by_id, table="db.t").action == "write"
 
 
-@pytest.mark.parametrize(
-    ("mode", "action"), [("fail", "refuse"), ("skip", "skip"), ("replace", "replace")]
-)  # fmt: skip
+@pytest.mark.parametrize(("mode", "action"), [("fail", "refuse"), ("skip", "skip"), ("replace", "replace")])
 def test_an_interval_on_main_is_refused_skipped_or_replaced(mode, action):
     chain, by_id = chain_of(snap(1, None), snap(2, 1, ident=DAY1, rows=7), snap(3, 2, ident=DAY2))
     plan = rl.plan_rerun(mode, DAY1, chain, by_id, table="db.t")
@@ -114,10 +124,14 @@ def test_expired_history_asks_for_the_ledger_then_decides_from_it():
     plan = rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t")
     assert plan.action == "read_ledger"
     row = {
-        "status": "succeeded", "run_id": "scheduled__2026-01-01", "try_number": 1, "snapshot_after": 5,
-        "finished_at": "2026-01-02", "details": json.dumps({"wap_interval": DAY1.interval_key}),
+        "status": "succeeded",
+        "run_id": "scheduled__2026-01-01",
+        "try_number": 1,
+        "snapshot_after": 5,
+        "finished_at": "2026-01-02",
+        "details": json.dumps({"wap_interval": DAY1.interval_key}),
         "metrics": json.dumps({"published_added_records": 9}),
-    }  # fmt: skip
+    }
     plan = rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=[row])
     assert plan.action == "refuse" and plan.earlier.from_ledger and "snapshot 5" in plan.message
     plan = rl.plan_rerun("replace", DAY1, chain, by_id, table="db.t", ledger_rows=[row])

@@ -31,9 +31,13 @@ def ctx(run_id: str, task_id: str = "load.write", try_number: int = 1, day: date
 
     ti = SimpleNamespace(dag_id="daily", run_id=run_id, task_id=task_id, try_number=try_number, map_index=-1)
     return {
-        "ti": ti, "task_instance": ti, "run_id": run_id, "logical_date": day,
-        "data_interval_start": day, "data_interval_end": day + timedelta(days=1),
-    }  # fmt: skip
+        "ti": ti,
+        "task_instance": ti,
+        "run_id": run_id,
+        "logical_date": day,
+        "data_interval_start": day,
+        "data_interval_end": day + timedelta(days=1),
+    }
 
 
 def publish_day(hook, run_id: str, start: int, count: int, day: datetime = DAY) -> int:
@@ -121,9 +125,10 @@ def test_publish_rerun_of_a_published_snapshot_emits_again_unless_skip(orders):
 
     orders.set_ref(orders.load_table(T), "wap_b", orders.ref_snapshot_id(T))
     orders.load_table(T).append(
-        orders_batch(300, 3), branch="wap_b",
+        orders_batch(300, 3),
+        branch="wap_b",
         snapshot_properties=rl.summary_properties(rl.RunIdentity.from_context(ctx("r1"))),
-    )  # fmt: skip
+    )
     head = orders.ref_snapshot_id(T, "wap_b")
     record_audit(orders, T, "wap_b", head)
     asset = iceberg_asset(T)
@@ -141,9 +146,13 @@ def test_publish_rerun_of_a_published_snapshot_emits_again_unless_skip(orders):
     # on_rerun="skip": skipped, no event, a noop row
     before = orders.metadata_location(T)
     skip = IcebergWapPublishOperator(
-        task_id="load.publish", table=T, branch="wap_b", audited_snapshot_id=str(head), outlets=[asset],
+        task_id="load.publish",
+        table=T,
+        branch="wap_b",
+        audited_snapshot_id=str(head),
+        outlets=[asset],
         on_rerun="skip",
-    )  # fmt: skip
+    )
     events = OutletEventAccessors()
     with pytest.raises(AirflowSkipException):
         skip.execute({**ctx("r1", "load.publish", 3), "outlet_events": events})
@@ -155,9 +164,10 @@ def test_publish_refuses_a_branch_whose_interval_another_run_published_meanwhile
     base = orders.ref_snapshot_id(T)
     orders.set_ref(orders.load_table(T), "wap_late", base)
     orders.load_table(T).append(
-        orders_batch(400, 3), branch="wap_late",
+        orders_batch(400, 3),
+        branch="wap_late",
         snapshot_properties=rl.summary_properties(rl.RunIdentity.from_context(ctx("manual__late"))),
-    )  # fmt: skip
+    )
     head = orders.ref_snapshot_id(T, "wap_late")
     record_audit(orders, T, "wap_late", head)
     publish_day(orders, "scheduled__2026-01-01", 100, 5)  # the other run's publish, after the branch was cut

@@ -56,20 +56,53 @@ def ledger(hook, status=None):
 
 
 SINGLE_CHANGES = {
-    "add": ({"add_columns": {"note": "string"}}, lambda t: t.schema().find_field("note").field_type.__str__() == "string"),
-    "rename": ({"rename_columns": {"sku": "item"}}, lambda t: "item" in t.schema().column_names and "sku" not in t.schema().column_names),
+    "add": (
+        {"add_columns": {"note": "string"}},
+        lambda t: t.schema().find_field("note").field_type.__str__() == "string",
+    ),
+    "rename": (
+        {"rename_columns": {"sku": "item"}},
+        lambda t: "item" in t.schema().column_names and "sku" not in t.schema().column_names,
+    ),
     "int_to_long": ({"widen_columns": {"id": "long"}}, lambda t: str(t.schema().find_field("id").field_type) == "long"),
-    "float_to_double": ({"widen_columns": {"qty": "double"}}, lambda t: str(t.schema().find_field("qty").field_type) == "double"),
-    "decimal_precision": ({"widen_columns": {"price": "decimal(16,2)"}}, lambda t: str(t.schema().find_field("price").field_type) == "decimal(16, 2)"),
-    "add_partition_spark_spelling": ({"add_partition_fields": ["bucket(4, id)"]}, lambda t: [str(f.transform) for f in t.spec().fields] == ["day", "bucket[4]"]),
-    "add_partition_provider_spelling": ({"add_partition_fields": ["truncate[2](sku)"]}, lambda t: "truncate[2]" in [str(f.transform) for f in t.spec().fields]),
+    "float_to_double": (
+        {"widen_columns": {"qty": "double"}},
+        lambda t: str(t.schema().find_field("qty").field_type) == "double",
+    ),
+    "decimal_precision": (
+        {"widen_columns": {"price": "decimal(16,2)"}},
+        lambda t: str(t.schema().find_field("price").field_type) == "decimal(16, 2)",
+    ),
+    "add_partition_spark_spelling": (
+        {"add_partition_fields": ["bucket(4, id)"]},
+        lambda t: [str(f.transform) for f in t.spec().fields] == ["day", "bucket[4]"],
+    ),
+    "add_partition_provider_spelling": (
+        {"add_partition_fields": ["truncate[2](sku)"]},
+        lambda t: "truncate[2]" in [str(f.transform) for f in t.spec().fields],
+    ),
     "drop_partition": ({"drop_partition_fields": ["days(ts)"]}, lambda t: t.spec().fields == ()),
-    "partition_by": ({"partition_by": ["hours(ts)"]}, lambda t: [str(f.transform) for f in t.spec().fields] == ["hour"]),
-    "sort_order": ({"sort_order": "WRITE ORDERED BY days(ts), sku DESC"}, lambda t: len(t.sort_order().fields) == 2 and t.sort_order().fields[1].direction.value == "desc"),
-    "bloom_filter": ({"bloom_filter_columns": ["sku"]}, lambda t: t.properties["write.parquet.bloom-filter-enabled.column.sku"] == "true"),
-    "metrics_mode": ({"metrics_modes": {"sku": "truncate(8)"}}, lambda t: t.properties["write.metadata.metrics.column.sku"] == "truncate(8)"),
-    "property": ({"properties": {"write.target-file-size-bytes": "1048576"}}, lambda t: t.properties["write.target-file-size-bytes"] == "1048576"),
-}  # fmt: skip
+    "partition_by": (
+        {"partition_by": ["hours(ts)"]},
+        lambda t: [str(f.transform) for f in t.spec().fields] == ["hour"],
+    ),
+    "sort_order": (
+        {"sort_order": "WRITE ORDERED BY days(ts), sku DESC"},
+        lambda t: len(t.sort_order().fields) == 2 and t.sort_order().fields[1].direction.value == "desc",
+    ),
+    "bloom_filter": (
+        {"bloom_filter_columns": ["sku"]},
+        lambda t: t.properties["write.parquet.bloom-filter-enabled.column.sku"] == "true",
+    ),
+    "metrics_mode": (
+        {"metrics_modes": {"sku": "truncate(8)"}},
+        lambda t: t.properties["write.metadata.metrics.column.sku"] == "truncate(8)",
+    ),
+    "property": (
+        {"properties": {"write.target-file-size-bytes": "1048576"}},
+        lambda t: t.properties["write.target-file-size-bytes"] == "1048576",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(SINGLE_CHANGES))
@@ -132,17 +165,45 @@ def test_everything_at_once_is_one_commit_and_data_stays_readable(items, context
 
 
 REFUSALS = {
-    "narrowing": ({"widen_columns": {"qty": "double"}}, {"widen_columns": {"qty": "float"}}, r"widen_columns\['qty'\]='float' refused: 'qty' is double and it is a narrowing"),
-    "incompatible": ({}, {"widen_columns": {"sku": "long"}}, r"widen_columns\['sku'\]='long' refused: .*not a safe promotion"),
+    "narrowing": (
+        {"widen_columns": {"qty": "double"}},
+        {"widen_columns": {"qty": "float"}},
+        r"widen_columns\['qty'\]='float' refused: 'qty' is double and it is a narrowing",
+    ),
+    "incompatible": (
+        {},
+        {"widen_columns": {"sku": "long"}},
+        r"widen_columns\['sku'\]='long' refused: .*not a safe promotion",
+    ),
     "decimal_scale": ({}, {"widen_columns": {"price": "decimal(12,4)"}}, r"decimal scale"),
     "rename_onto_existing": ({}, {"rename_columns": {"sku": "id"}}, r"rename onto existing column 'id'"),
-    "unknown_column": ({}, {"widen_columns": {"nope": "long"}}, r"widen_columns\['nope'\] names column 'nope', which db\.items does not have"),
-    "transform_for_type": ({}, {"add_partition_fields": ["days(sku)"]}, r"transform day does not apply to 'sku' \(string\)"),
+    "unknown_column": (
+        {},
+        {"widen_columns": {"nope": "long"}},
+        r"widen_columns\['nope'\] names column 'nope', which db\.items does not have",
+    ),
+    "transform_for_type": (
+        {},
+        {"add_partition_fields": ["days(sku)"]},
+        r"transform day does not apply to 'sku' \(string\)",
+    ),
     "unknown_sort_column": ({}, {"sort_order": "nope"}, r"sort_order\[0\] names column 'nope'"),
-    "unknown_bloom_column": ({}, {"bloom_filter_columns": ["nope"]}, r"bloom_filter_columns\['nope'\] names column 'nope'"),
-    "add_existing_other_type": ({}, {"add_columns": {"id": "string"}}, r"already has 'id' as int; to widen it use widen_columns"),
-    "atomic_mix": ({}, {"add_columns": {"note": "string"}, "widen_columns": {"id": "string"}}, r"widen_columns\['id'\]"),
-}  # fmt: skip
+    "unknown_bloom_column": (
+        {},
+        {"bloom_filter_columns": ["nope"]},
+        r"bloom_filter_columns\['nope'\] names column 'nope'",
+    ),
+    "add_existing_other_type": (
+        {},
+        {"add_columns": {"id": "string"}},
+        r"already has 'id' as int; to widen it use widen_columns",
+    ),
+    "atomic_mix": (
+        {},
+        {"add_columns": {"note": "string"}, "widen_columns": {"id": "string"}},
+        r"widen_columns\['id'\]",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(REFUSALS))
@@ -226,11 +287,14 @@ def test_create_existing_same_spec_in_spark_spelling_is_a_noop(lake, context):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"partition_by": ["bucket(4, order_id)"]}, r"remove_partition_field order_ts_day.*add_partition_field bucket\[4\]\(order_id\)"),
+        (
+            {"partition_by": ["bucket(4, order_id)"]},
+            r"remove_partition_field order_ts_day.*add_partition_field bucket\[4\]\(order_id\)",
+        ),
         ({"partition_by": ["day(order_ts)"], "properties": {"owner": "b"}}, r"set_property owner: a -> b"),
         ({"partition_by": [], "properties": {"owner": "a"}}, r"remove_partition_field order_ts_day"),
     ],
-)  # fmt: skip
+)
 def test_create_existing_with_other_spec_or_properties_is_refused_unchanged(lake, context, kwargs, message):
     create_orders_table(lake, properties={"owner": "a"})
     location = lake.metadata_location("db.orders")

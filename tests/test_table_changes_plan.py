@@ -186,7 +186,12 @@ def test_full_plan_in_apply_order():
 def test_requests_already_satisfied_plan_nothing():
     renamed = Schema(*[f if f.name != "sku" else t.NestedField(4, "item", t.StringType()) for f in SCHEMA.fields])
     assert plan_changes("db.t", renamed, SPEC, UNSORTED, {}, build_request(rename_columns={"sku": "item"})) == []
-    sorted_ = SortOrder(SortField(source_id=1, transform=tr.BucketTransform(16), direction=SortDirection.DESC, null_order=NullOrder.NULLS_LAST), order_id=1)  # fmt: skip
+    sorted_ = SortOrder(
+        SortField(
+            source_id=1, transform=tr.BucketTransform(16), direction=SortDirection.DESC, null_order=NullOrder.NULLS_LAST
+        ),
+        order_id=1,
+    )
     assert plan(sorted_, sort_order=["bucket[16](id) DESC"]) == []
     assert plan(add_columns={"sku": "string"}, widen_columns={"total": "long"}) == []
     assert plan(add_partition_fields=["day(ts)"], drop_partition_fields=["bucket(8, id)", "id"]) == []

@@ -39,9 +39,15 @@ def later(seconds: float, fn):
 
 def test_serialize_round_trip_with_primitive_kwargs():
     trig = IcebergSnapshotTrigger(
-        table="db.orders", ref="exp", after_snapshot_id=123, after_timestamp_ms=456, operation="append",
-        summary={"wap.id": "w1"}, iceberg_catalog_conn_id="cat", poll_interval=5,
-    )  # fmt: skip
+        table="db.orders",
+        ref="exp",
+        after_snapshot_id=123,
+        after_timestamp_ms=456,
+        operation="append",
+        summary={"wap.id": "w1"},
+        iceberg_catalog_conn_id="cat",
+        poll_interval=5,
+    )
     path, kwargs = trig.serialize()
     assert path == "airflow_iceberg_provider.triggers.snapshot.IcebergSnapshotTrigger"
     assert json.loads(json.dumps(kwargs)) == kwargs  # primitives only

@@ -382,13 +382,40 @@ def test_erasure_map_is_restricted_and_filters_by_namespace(declared):
 
 def test_erasure_map_shaping_counts_open_requests_and_malformed_declarations():
     rows = [
-        {"table": "s.t", "kind": "email", "column": "mail", "exists": True, "type": "string",
-         "bloom_filter": True, "bounds": "none", "erasure_ready": True, "problems": []},
-        {"table": "s.t", "kind": "customer_id", "column": "cid", "exists": False, "type": None,
-         "bloom_filter": False, "bounds": "full", "erasure_ready": False, "problems": ["cid is missing"]},
-        {"table": "s.bad", "kind": None, "column": None, "exists": False, "type": None,
-         "bloom_filter": False, "bounds": None, "erasure_ready": False, "problems": ["malformed"]},
-    ]  # fmt: skip
+        {
+            "table": "s.t",
+            "kind": "email",
+            "column": "mail",
+            "exists": True,
+            "type": "string",
+            "bloom_filter": True,
+            "bounds": "none",
+            "erasure_ready": True,
+            "problems": [],
+        },
+        {
+            "table": "s.t",
+            "kind": "customer_id",
+            "column": "cid",
+            "exists": False,
+            "type": None,
+            "bloom_filter": False,
+            "bounds": "full",
+            "erasure_ready": False,
+            "problems": ["cid is missing"],
+        },
+        {
+            "table": "s.bad",
+            "kind": None,
+            "column": None,
+            "exists": False,
+            "type": None,
+            "bloom_filter": False,
+            "bounds": None,
+            "erasure_ready": False,
+            "problems": ["malformed"],
+        },
+    ]
     out = views.erasure_map(rows, {"s.t": 2})
     bad, t = out["tables"]
     assert (bad["table"], bad["columns"], bad["problems"], bad["ready"]) == ("s.bad", [], ["malformed"], False)
@@ -548,11 +575,23 @@ def test_health_verdict_uses_the_provider_thresholds():
 
     def health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
         return TableHealth(
-            table="db.t", snapshot_id=1, format_version=2, data_files=files, data_bytes=files * avg, records=10,
-            delete_files=deletes, position_delete_files=deletes, equality_delete_files=0, delete_bytes=0,
-            manifests=manifests, snapshots=snapshots, refs=1, oldest_snapshot_ms=None,
-            target_file_size_bytes=512 * 2**20, small_files=small,
-        )  # fmt: skip
+            table="db.t",
+            snapshot_id=1,
+            format_version=2,
+            data_files=files,
+            data_bytes=files * avg,
+            records=10,
+            delete_files=deletes,
+            position_delete_files=deletes,
+            equality_delete_files=0,
+            delete_bytes=0,
+            manifests=manifests,
+            snapshots=snapshots,
+            refs=1,
+            oldest_snapshot_ms=None,
+            target_file_size_bytes=512 * 2**20,
+            small_files=small,
+        )
 
     now = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
     small_table = views.health_verdict(health(1, 1), {}, now_ms=now)
@@ -576,24 +615,72 @@ def test_health_verdict_uses_the_provider_thresholds():
 def test_evidence_runs_and_task_erasure_from_ledger_spans():
     t0 = datetime(2026, 3, 1, tzinfo=UTC)
     ledger = [
-        {"event_id": "L", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "daily",
-         "run_id": "r1", "task_id": "erase", "started_at": t0, "finished_at": t0 + timedelta(minutes=5),
-         "metrics": {"phase": "logical", "requests": 3}, "details": {}},
-        {"event_id": "X", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "other",
-         "run_id": "r9", "task_id": "erase", "started_at": t0 + timedelta(hours=1),
-         "finished_at": t0 + timedelta(hours=1, minutes=5), "metrics": {"phase": "logical", "requests": 1}, "details": {}},
-        {"event_id": "P", "operation": "erasure", "table": "db.t", "status": "succeeded", "dag_id": "nightly",
-         "run_id": "r2", "task_id": "purge", "started_at": t0 + timedelta(hours=8),
-         "finished_at": t0 + timedelta(hours=8, minutes=9), "metrics": {"phase": "purge", "requests": 7}, "details": {}},
-        {"event_id": "F", "operation": "erasure", "table": "db.u", "status": "refused", "dag_id": "nightly",
-         "run_id": "r2", "task_id": "purge", "started_at": t0, "finished_at": t0,
-         "metrics": {}, "details": {"refused": "legal-hold-7 keeps rows"}},
-    ]  # fmt: skip
+        {
+            "event_id": "L",
+            "operation": "erasure",
+            "table": "db.t",
+            "status": "succeeded",
+            "dag_id": "daily",
+            "run_id": "r1",
+            "task_id": "erase",
+            "started_at": t0,
+            "finished_at": t0 + timedelta(minutes=5),
+            "metrics": {"phase": "logical", "requests": 3},
+            "details": {},
+        },
+        {
+            "event_id": "X",
+            "operation": "erasure",
+            "table": "db.t",
+            "status": "succeeded",
+            "dag_id": "other",
+            "run_id": "r9",
+            "task_id": "erase",
+            "started_at": t0 + timedelta(hours=1),
+            "finished_at": t0 + timedelta(hours=1, minutes=5),
+            "metrics": {"phase": "logical", "requests": 1},
+            "details": {},
+        },
+        {
+            "event_id": "P",
+            "operation": "erasure",
+            "table": "db.t",
+            "status": "succeeded",
+            "dag_id": "nightly",
+            "run_id": "r2",
+            "task_id": "purge",
+            "started_at": t0 + timedelta(hours=8),
+            "finished_at": t0 + timedelta(hours=8, minutes=9),
+            "metrics": {"phase": "purge", "requests": 7},
+            "details": {},
+        },
+        {
+            "event_id": "F",
+            "operation": "erasure",
+            "table": "db.u",
+            "status": "refused",
+            "dag_id": "nightly",
+            "run_id": "r2",
+            "task_id": "purge",
+            "started_at": t0,
+            "finished_at": t0,
+            "metrics": {},
+            "details": {"refused": "legal-hold-7 keeps rows"},
+        },
+    ]
     ev = {
-        "request_id": "A", "table_name": "db.t", "logical_erased_at": t0 + timedelta(minutes=3),
-        "purged_at": t0 + timedelta(hours=8, minutes=8), "finished_at": t0 + timedelta(hours=8, minutes=8),
-        "job_run_id": "P", "dag_id": "nightly", "run_id": "r2", "task_id": "purge", "rows_found": 0, "rows_deleted": 0,
-    }  # fmt: skip
+        "request_id": "A",
+        "table_name": "db.t",
+        "logical_erased_at": t0 + timedelta(minutes=3),
+        "purged_at": t0 + timedelta(hours=8, minutes=8),
+        "finished_at": t0 + timedelta(hours=8, minutes=8),
+        "job_run_id": "P",
+        "dag_id": "nightly",
+        "run_id": "r2",
+        "task_id": "purge",
+        "rows_found": 0,
+        "rows_deleted": 0,
+    }
     runs = views.evidence_runs(ev, ledger)
     assert [(r["role"], r["event_id"], r["requests"]) for r in runs] == [("logical", "L", 3), ("purge", "P", 7)]
     report = views.evidence_report("A", [], [ev], ledger)
@@ -626,16 +713,31 @@ def test_maintenance_chart_shows_each_actions_own_figures():
     before = {"data_files": 200, "avg_file_bytes": 1000, "delete_files": 10, "small_files": 200, "manifests": 50}
     after = {"data_files": 4, "avg_file_bytes": 50000, "delete_files": 0, "small_files": 4, "manifests": 1}
     runs = [
-        {"event_id": f"job-{i}", "job_run_id": "job", "action": action, "status": "succeeded",
-         "finished_at": datetime(2026, 3, 1, tzinfo=UTC), "before": before, "after": after, "output": output}
+        {
+            "event_id": f"job-{i}",
+            "job_run_id": "job",
+            "action": action,
+            "status": "succeeded",
+            "finished_at": datetime(2026, 3, 1, tzinfo=UTC),
+            "before": before,
+            "after": after,
+            "output": output,
+        }
         for i, (action, output) in enumerate(
             [
-                ("rewrite_data_files", {"rewritten_data_files_count": 200, "added_data_files_count": 4, "rewritten_bytes_count": 2_000_000}),
+                (
+                    "rewrite_data_files",
+                    {
+                        "rewritten_data_files_count": 200,
+                        "added_data_files_count": 4,
+                        "rewritten_bytes_count": 2_000_000,
+                    },
+                ),
                 ("rewrite_manifests", {"rewritten_manifests_count": 50, "added_manifests_count": 1}),
                 ("expire_snapshots", {"deleted_data_files_count": 190}),
             ]
         )
-    ]  # fmt: skip
+    ]
     svg = charts.health_svg(runs)
     assert svg.count("data files 200 → 4") == 1  # the job's effect once, not once per action
     for label in ("rewritten data files", "added manifests", "deleted data files", "rewritten bytes"):

@@ -85,8 +85,14 @@ with DAG(
             task_id="write", table=TABLE, branch=branch_x, base_snapshot_id=base_x, sql=SQL, on_rerun=ON_RERUN
         )
         publish = IcebergWapPublishOperator(
-            task_id="publish", table=TABLE, branch=branch_x, base_snapshot_id=base_x, on_rerun=ON_RERUN,
+            task_id="publish",
+            table=TABLE,
+            branch=branch_x,
+            base_snapshot_id=base_x,
+            on_rerun=ON_RERUN,
             audited_snapshot_id="{{ ti.xcom_pull(task_ids='write')['snapshot_id'] }}",
-            on_conflict=ON_CONFLICT, require_audit=False, drop_branch=True,
-        )  # fmt: skip
+            on_conflict=ON_CONFLICT,
+            require_audit=False,
+            drop_branch=True,
+        )
         create >> write >> publish

@@ -7,7 +7,7 @@ task has started its Spark job (spark-submit's JVM is running and its record is 
 ``task_state_store``), then SIGKILLs the *task process* (the JVM's parent, as the OOM killer would),
 never the JVM. The retry of the WAP write and of the purge comes back while their job still runs
 (``retry_delay`` 1 s): they reconnect to it and follow its log; the compaction's retry comes back
-90 s later, usually after its job committed: it takes the result (on a loaded machine the job may
+40 s later, usually after its job committed: it takes the result (on a loaded machine the job may
 still run, and the retry reconnects; either way no second job starts). The take-the-result path is
 also covered deterministically by the durable Connect test in ``tests/test_spark_connect.py``.
 
@@ -60,7 +60,7 @@ with DAG(DAG_ID := "durable_spark", schedule=None, start_date=datetime(2026, 1, 
     )
     compact = IcebergRewriteDataFilesOperator(
         task_id="compact", table="db.compact", min_input_files=2, spark_conf=conf("compact"),
-        retries=1, retry_delay=timedelta(seconds=90),
+        retries=1, retry_delay=timedelta(seconds=40),
     )
     purge = IcebergMaintenancePlanOperator(
         task_id="purge", table="db.people", actions=["rewrite_manifests"], force=True,

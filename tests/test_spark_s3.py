@@ -1,4 +1,4 @@
-"""Spark on object storage, end to end: a PostgreSQL catalog + an ``s3://`` warehouse on SeaweedFS (6 spark-submits).
+"""Spark on object storage, end to end: a PostgreSQL catalog + an ``s3://`` warehouse on SeaweedFS (7 spark-submits).
 
 Serves issue #18 (the Spark tier on S3) **and** issue #14 item 6 (every job family on a
 PostgreSQL catalog: WAP write, audit, cherry-pick, maintenance plan, erasure).
@@ -19,9 +19,9 @@ same connection properties. Every commit is verified through the catalog.
 * WAP: branch -> Spark SQL write -> Spark audit (incremental: the appended rows are read on the
   driver from S3 through pyarrow, the unique check by a full Spark scan) -> publish;
 * cherry-pick: ``main`` moved, publish with ``on_conflict="cherrypick"`` (a Spark job);
-* erasure (full phase) with its raw-file verification through S3A; afterwards every object in
-  the bucket is read through the S3 API (not through the catalog): no Parquet file holds a
-  subject value;
+* erasure in two phases (logical, then purge) with the purge's raw-file verification through
+  S3A; afterwards every object in the bucket is read through the S3 API (not through the
+  catalog): no Parquet file holds a subject value;
 * the S3 secret key and the PostgreSQL password are nowhere: not in any spark-submit argv (a
   shim records them), the Spark event log, the driver/task output (capfd + caplog), XCom or
   the ledger.
@@ -324,14 +324,20 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
     hook = s3lake
     before = rows_of(hook, PEOPLE)
     assert ERASED <= {r["customer_id"] for r in before}  # control: the subjects are there
-    op = IcebergErasureOperator(
-        task_id="erase", table=PEOPLE, subject_columns="customer_id", requests_table=REQUESTS, ref_policy="drop"
-    )
-    result = timed("erasure", lambda: op.execute(fake_context(dag_id="erase_s3")))
+    args = {"table": PEOPLE, "subject_columns": "customer_id", "requests_table": REQUESTS, "ref_policy": "drop"}
+    # two phases: hidden from readers now (merge-on-read deletes), physically gone at the purge
+    logical = IcebergErasureOperator(task_id="erase_logical", phase="logical", **args)
+    hidden = timed("erasure, logical", lambda: logical.execute(fake_context(dag_id="erase_s3")))
+    STATE["xcom"].append(hidden)
+    assert hidden["verification"] == "verified" and hidden["rows_deleted"] > 0
+    kept = [r for r in before if r["customer_id"] not in ERASED]
+    assert len(rows_of(hook, PEOPLE)) == len(kept)
+    assert {r["status"] for r in rows_of(hook, REQUESTS)} == {"logically_erased"}
+    purge = IcebergErasureOperator(task_id="erase_purge", phase="purge", **args)
+    result = timed("erasure, purge", lambda: purge.execute(fake_context(dag_id="erase_s3")))
     STATE["xcom"].append(result)
-    assert result["verification"] == "verified" and result["rows_deleted"] > 0
-    after = rows_of(hook, PEOPLE)
-    assert len(after) == len([r for r in before if r["customer_id"] not in ERASED])
+    assert result["verification"] == "verified"
+    assert len(rows_of(hook, PEOPLE)) == len(kept)
     assert {r["status"] for r in rows_of(hook, REQUESTS)} == {"erased"}
     # every object in the bucket, through the S3 API: no Parquet file holds a subject (the erased
     # table, the governance tables: evidence, ledger) except the user's requests table, the input

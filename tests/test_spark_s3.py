@@ -364,7 +364,7 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
 def test_s3_secret_and_database_password_are_nowhere(s3lake):
     secrets = {"S3 secret key": STATE["server"].secret_key, "PostgreSQL password": STATE["pg"].password}
     argv = STATE["argv_log"].read_text()
-    assert argv.count("----") == 6, "expected 6 spark-submits (plan, orphans, WAP write, audit, cherry-pick, erasure)"
+    assert argv.count("----") == 7, "expected 7 spark-submits (plan, orphans, WAP write, audit, cherry-pick, 2 erasure)"
     assert "--properties-file" in argv
     assert STATE["server"].access_key not in argv  # the key id is secret conf too
     events = "\n".join(p.read_text(errors="replace") for p in STATE["events"].rglob("*") if p.is_file())

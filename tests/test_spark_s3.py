@@ -368,7 +368,7 @@ def test_s3_secret_and_database_password_are_nowhere(s3lake):
     assert "--properties-file" in argv
     assert STATE["server"].access_key not in argv  # the key id is secret conf too
     events = "\n".join(p.read_text(errors="replace") for p in STATE["events"].rglob("*") if p.is_file())
-    assert events.count("SparkListenerApplicationStart") == 6  # control: one event log per job
+    assert events.count("SparkListenerApplicationStart") == 7  # control: one event log per job
     assert "spark.sql.catalog.lakehouse.s3.secret-access-key" in events  # control: the conf was logged, redacted
     logs = "\n".join(STATE["logs"])
     assert "spark-submit" in logs or "Spark" in logs  # control: the task output was captured

@@ -111,7 +111,7 @@ class ErasureRun:
             return set()
         io, out = tbl.io(), set()
         for manifest in snap.dataManifests(io):
-            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io)
+            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, tbl.specs())
             try:
                 it = reader.iterator()
                 while it.hasNext():

@@ -161,7 +161,7 @@ def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]
             if path in files:
                 continue
             live: set[str] = set()
-            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io)
+            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, tbl.specs())
             try:
                 it = reader.iterator()
                 while it.hasNext():

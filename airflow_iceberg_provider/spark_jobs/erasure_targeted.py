@@ -141,7 +141,7 @@ def commit_position_deletes(run: Any, tasks: dict[str, Any], hits: Any, base_sna
         delete = jvm.org.apache.iceberg.deletes.PositionDelete.create()
         try:
             for path, pos, _ in sorted(positions, key=lambda p: (p[0], p[1])):
-                writer.write(delete.set(path, pos, None))
+                writer.write(delete.set(path, pos))
         finally:
             writer.close()
         row_delta.addDeletes(writer.toDeleteFile())

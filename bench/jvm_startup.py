@@ -18,7 +18,6 @@ import os
 import resource
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,20 +44,12 @@ def main() -> int:
         print(f"{OPTION} is not set: source scripts/env.sh first (after scripts/bootstrap.sh)")
         return 2
 
-    from conftest import catalog_conn_json, create_orders_table, fake_context
+    from _lake import orders_lake
+    from conftest import fake_context
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-jvm-"))
-    (tmp / "wh").mkdir()
-    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = catalog_conn_json(tmp / "c.db", tmp / "wh")
-    os.environ.setdefault("AIRFLOW_ICEBERG_SPARK_LOG_LEVEL", "WARN")
+    orders_lake("bench-jvm-")
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
-
-    hook = IcebergCatalogHook()
-    hook.ensure_namespace("db")
-    create_orders_table(hook, "db.orders")
-    hook.governance.table("ledger")
 
     def run(side: str, i: int) -> tuple[float, float]:
         os.environ[OPTION] = tuned if side == "tuned" else " "  # " ": set, and adds no option

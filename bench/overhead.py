@@ -20,7 +20,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,21 +37,13 @@ def main() -> int:
     parser.add_argument("--snapshots", type=int, default=200)
     args = parser.parse_args()
 
-    from conftest import append_batches, catalog_conn_json, create_orders_table, fake_context
+    from _lake import orders_lake
+    from conftest import append_batches, create_orders_table, fake_context
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
-    (tmp / "wh").mkdir()
-    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = catalog_conn_json(tmp / "c.db", tmp / "wh")
-    os.environ.setdefault("AIRFLOW_ICEBERG_SPARK_LOG_LEVEL", "WARN")
+    tmp, hook = orders_lake("bench-overhead-")
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
     from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
-
-    hook = IcebergCatalogHook()
-    hook.ensure_namespace("db")
-    create_orders_table(hook, "db.orders")
-    hook.governance.table("ledger")
 
     # The bare command: what an engineer would type, with the same conf, jars and spec.
     plan = IcebergSparkHook().plan(

@@ -7,7 +7,9 @@
 The server is ``spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer``
 from the Spark runtime (``SPARK_HOME``, as ``scripts/env.sh`` sets it), with the Spark Connect
 jar and the provider's Iceberg jars (``[iceberg_provider] spark_jars``), the Iceberg SQL
-extensions and UTC session time zone. No catalog is configured on the server: each task sets
+extensions and UTC session time zone. Its JVM options are ``AIP_CONNECT_SERVER_JAVA_OPTIONS`` when
+set (``scripts/env.sh``: the class-data-sharing archive for a quick start, the full JIT for a
+process that runs many jobs), else ``[iceberg_provider] spark_driver_java_options``. No catalog is configured on the server: each task sets
 its own catalog on its own session. ``start`` returns when the server answers on its port and
 writes ``server.pid`` and ``server.log`` under ``--dir`` (default ``$AIP_WORK/connect``).
 
@@ -120,14 +122,18 @@ def start(
     }
     log4j = Path(__file__).resolve().parent.parent / "airflow_iceberg_provider" / "spark_jobs" / "log4j2.properties"
     log4j_option = f"file:{log4j}" if log4j.is_file() else None
+    server_options = os.environ.get("AIP_CONNECT_SERVER_JAVA_OPTIONS")
     try:  # the provider's redaction of catalog secrets (event logs, UI) and its driver JVM options
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from airflow_iceberg_provider.hooks.spark import SPARK_REDACTION_REGEX, driver_java_options
+        from airflow_iceberg_provider.hooks.spark import SPARK_REDACTION_REGEX, driver_java_options, java_options
 
         conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
-        conf["spark.driver.extraJavaOptions"] = driver_java_options(
-            conf.get("spark.driver.extraJavaOptions"), log4j=log4j_option
-        )
+        user = conf.get("spark.driver.extraJavaOptions")
+        if server_options is None:
+            conf["spark.driver.extraJavaOptions"] = driver_java_options(user, log4j=log4j_option)
+        else:  # a long-running server: its own JVM options instead of those for short drivers
+            log4j_flag = f"-Dlog4j2.configurationFile={log4j_option}" if log4j_option else None
+            conf["spark.driver.extraJavaOptions"] = java_options(log4j_flag, server_options, user)
     except ImportError:  # outside the Airflow environment: Spark's defaults and the log4j file only
         if log4j_option:
             conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j_option}")

@@ -33,6 +33,11 @@ export AIP_SPARK_JVM_START_OPTIONS="${AIP_SPARK_JVM_START_OPTIONS:--XX:TieredSto
 _jvm="$AIP_SPARK_JVM_START_OPTIONS"
 [ -f "$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa" ] && _jvm="-XX:SharedArchiveFile=$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa $_jvm"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS:-$_jvm}"
+# A Spark Connect server (scripts/connect_server.py) runs many jobs: the archive for its start, and
+# the JVM's full JIT (C1 then C2), whose compiled code its later jobs reuse.
+_server_jvm="-XX:+UseSerialGC"
+[ -f "$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa" ] && _server_jvm="-XX:SharedArchiveFile=$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa $_server_jvm"
+export AIP_CONNECT_SERVER_JAVA_OPTIONS="${AIP_CONNECT_SERVER_JAVA_OPTIONS:-$_server_jvm}"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS:-$_jvm}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 # JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the

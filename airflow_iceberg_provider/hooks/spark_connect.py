@@ -37,7 +37,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.hooks import _connect_warm
+from airflow_iceberg_provider.hooks._connect_warm import IDLE_S
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
+from airflow_iceberg_provider.spark_jobs.connect_forkserver import send_request
 
 #: Conn type of the Spark provider's Spark Connect connection.
 CONNECT_CONN_TYPE = "spark_connect"
@@ -75,6 +78,9 @@ class ConnectEndpoint:
     url: str = field(default="", repr=False)  # sc://host:port/;params (may carry the token: never log it)
     python: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
+    #: run the task's client as a child of the host's warm client (:mod:`._connect_warm`)
+    warm_client: bool = True
+    warm_idle_s: float = IDLE_S
 
     @property
     def address(self) -> str:
@@ -114,19 +120,45 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
     if extra.get("use_ssl") is not None:
         params.append(f"use_ssl={quote(str(extra['use_ssl']).lower())}")
     url = urlunparse(("sc", f"{parsed.hostname}:{port}", "/", ";".join(params), "", ""))
-    timeout = extra.get("timeout")
+    timeout_s = _seconds(conn_id, "timeout", extra.get("timeout"), DEFAULT_TIMEOUT_S)
+    return ConnectEndpoint(
+        conn_id,
+        parsed.hostname,
+        port,
+        url,
+        extra.get("python") or None,
+        timeout_s,
+        warm_client=_flag(conn_id, "warm_client", extra.get("warm_client", True)),
+        warm_idle_s=_seconds(conn_id, "warm_client_idle", extra.get("warm_client_idle"), IDLE_S),
+    )
+
+
+def _flag(conn_id: str, name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise IcebergConnectionError(
+        f"Spark Connect connection {conn_id!r}: extra {name}={value!r} is not a boolean; use true or false."
+    )
+
+
+def _seconds(conn_id: str, name: str, value: Any, default: float) -> float:
     try:
-        timeout_s = float(timeout) if timeout not in (None, "") else DEFAULT_TIMEOUT_S
+        seconds = float(value) if value not in (None, "") else default
     except (TypeError, ValueError) as err:
         raise IcebergConnectionError(
-            f"Spark Connect connection {conn_id!r}: extra timeout={timeout!r} is not a number of seconds; "
-            'use e.g. {"timeout": 3600}.'
+            f"Spark Connect connection {conn_id!r}: extra {name}={value!r} is not a number of seconds; "
+            f'use e.g. {{"{name}": {int(default)}}}.'
         ) from err
-    if timeout_s <= 0:
+    if seconds <= 0:
         raise IcebergConnectionError(
-            f"Spark Connect connection {conn_id!r}: extra timeout={timeout!r} must be positive (seconds)."
+            f"Spark Connect connection {conn_id!r}: extra {name}={value!r} must be positive (seconds)."
         )
-    return ConnectEndpoint(conn_id, parsed.hostname, port, url, extra.get("python") or None, timeout_s)
+    return seconds
 
 
 def check_reachable(endpoint: ConnectEndpoint, timeout_s: float = 5.0) -> None:
@@ -195,13 +227,20 @@ def _pdeathsig_preexec(parent_pid: int) -> Any:
 
 
 class ConnectJobProcess:
-    """One runner process: start, stream its output to the task log, wait with a timeout, kill."""
+    """One runner process: start, stream its output to the task log, wait with a timeout, kill.
+
+    With the endpoint's ``warm_client`` (the default) the runner is a child forked by the host's warm
+    client (:mod:`._connect_warm`), which has pyspark's Connect client imported already; otherwise a
+    new Python process. Either way it runs :mod:`~airflow_iceberg_provider.spark_jobs.connect_runner`
+    on the same session file, and this task process is its only reader and its killer.
+    """
 
     def __init__(self, endpoint: ConnectEndpoint, python: str, log: Any) -> None:
         self.endpoint = endpoint
         self.python = python
         self.log = log
         self._proc: subprocess.Popen[str] | None = None
+        self._pid: int | None = None  # the warm client's child
         self._killed_by: str | None = None
         self.tail: list[str] = []
 
@@ -215,31 +254,18 @@ class ConnectJobProcess:
             )
         child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         child_env.pop("SPARK_REMOTE", None)
+        argv = ["--session", str(session_file)]
         t0 = time.monotonic()
-        self._proc = subprocess.Popen(
-            [self.python, str(RUNNER), "--session", str(session_file)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=child_env,
-            preexec_fn=_pdeathsig_preexec(os.getpid()),  # noqa: PLW1509 - async-signal-safe calls only
-        )
         timer = threading.Timer(self.endpoint.timeout_s, self._timeout)
         timer.daemon = True
         timer.start()
         try:
-            assert self._proc.stdout is not None
-            for line in self._proc.stdout:
-                line = line.rstrip("\n")
-                self.tail = [*self.tail[-40:], line]
-                self.log.info("%s", line)
-            code = self._proc.wait()
+            if self.endpoint.warm_client:
+                code = self._run_warm(argv, child_env)
+            else:
+                code = self._run_process(argv, child_env)
         finally:
             timer.cancel()
-            if self._proc.poll() is None:  # the task is being torn down: do not leave the runner behind
-                self.terminate()
-            if self._proc.stdout is not None:
-                self._proc.stdout.close()
         seconds = time.monotonic() - t0
         if code == 0:
             return
@@ -248,11 +274,65 @@ class ConnectJobProcess:
                 f"Spark Connect server of connection {self.endpoint.conn_id!r} at {self.endpoint.address} did not "
                 f"answer job {name!r}: {self._last_error()} Start it or point the connection at a running server."
             )
-        why = self._killed_by or f"exit code {code}"
+        why = self._killed_by or (f"exit code {code}" if code is not None else "the warm client stopped")
         raise IcebergSparkJobError(
             f"Spark job {name!r} through Spark Connect ({self.endpoint.conn_id!r} at {self.endpoint.address}) failed "
             f"after {seconds:.1f}s ({why}). Last client output:\n" + "\n".join(self.tail[-15:])
         )
+
+    def _run_process(self, argv: list[str], env: dict[str, str]) -> int:
+        self._proc = subprocess.Popen(
+            [self.python, str(RUNNER), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            preexec_fn=_pdeathsig_preexec(os.getpid()),  # noqa: PLW1509 - async-signal-safe calls only
+        )
+        try:
+            assert self._proc.stdout is not None
+            self._stream(self._proc.stdout)
+            return self._proc.wait()
+        finally:
+            if self._proc.poll() is None:  # the task is being torn down: do not leave the runner behind
+                self.terminate()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+
+    def _run_warm(self, argv: list[str], env: dict[str, str]) -> int | None:
+        """Fork the runner from the warm client; its output comes through a pipe this process reads.
+
+        The server answers ``pid <n>``, then ``exit <code>``; if this process dies, its socket closes
+        and the server stops the child (the runner interrupts its session).
+        """
+        conn = _connect_warm.connect(self.python, self.endpoint.warm_idle_s)
+        read_fd, write_fd = os.pipe()
+        try:
+            try:
+                send_request(conn, {"argv": argv, "env": env, "cwd": os.getcwd()}, write_fd)
+            finally:
+                os.close(write_fd)  # the child holds the only write end: EOF when it exits
+            answers = conn.makefile("r", encoding="utf-8")
+            first = answers.readline().split()
+            if first[:1] != ["pid"]:
+                raise IcebergSparkJobError(f"The warm Spark Connect client refused the job: {' '.join(first)!r}")
+            self._pid = int(first[1])
+            with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as output:
+                read_fd = -1
+                self._stream(output)
+            last = answers.readline().split()
+            return int(last[1]) if last[:1] == ["exit"] else None
+        finally:
+            if read_fd >= 0:
+                os.close(read_fd)
+            conn.close()  # a child still running (the task is being torn down) is stopped by the server
+            self._pid = None
+
+    def _stream(self, lines: Any) -> None:
+        for line in lines:
+            line = line.rstrip("\n")
+            self.tail = [*self.tail[-40:], line]
+            self.log.info("%s", line)
 
     def _last_error(self) -> str:
         for line in reversed(self.tail):
@@ -267,6 +347,11 @@ class ConnectJobProcess:
 
     def terminate(self) -> None:
         """SIGTERM (the runner interrupts its session's operations), SIGKILL after a grace period."""
+        pid = self._pid
+        if pid is not None:
+            self._killed_by = self._killed_by or "killed with the task"
+            _signal_then_kill(pid)
+            return
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
@@ -278,6 +363,19 @@ class ConnectJobProcess:
             proc.kill()
         except ProcessLookupError:
             pass
+
+
+def _signal_then_kill(pid: int) -> None:
+    """SIGTERM a warm client's child; SIGKILL unless it is gone (reaped by its server) within the grace period."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            os.kill(pid, 0)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def write_session_file(path: Path, document: Mapping[str, Any]) -> None:

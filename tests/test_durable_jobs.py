@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _task_state import task_script
 
 from airflow_iceberg_provider.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from airflow_iceberg_provider.hooks import _detached
@@ -358,8 +359,8 @@ def test_an_application_gone_without_its_stamped_commit_is_started_again_on_the_
 # ------------------------------------------------------------- the application write, with Spark
 _APP_TASK = """
 import json, sys
-from pathlib import Path
-from types import SimpleNamespace
+
+from _task_state import file_store_context
 
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
@@ -369,21 +370,8 @@ SQL = (
 )
 
 
-class FileStore:  # the task_state_store contract (get / set of JSON), kept in a file that outlives the task
-    def __init__(self, path):
-        self.path = Path(path)
-
-    def get(self, key, default=None):
-        return json.loads(self.path.read_text()).get(key, default) if self.path.exists() else default
-
-    def set(self, key, value, **_):
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.path.write_text(json.dumps({**data, key: value}))
-
-
 def context(store, try_number=1):
-    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="app_write", try_number=try_number, map_index=-1, max_tries=1)
-    return {"ti": ti, "task_instance": ti, "run_id": "r", "task_state_store": FileStore(store)}
+    return file_store_context(store, "app_write", try_number)
 
 
 def operator(table, application, gate, events):
@@ -419,7 +407,7 @@ def test_a_wap_write_outlives_its_killed_task_and_the_retry_takes_its_one_commit
     hook, base = branch_lake  # in this process (the retry) no Spark job may start; the first try's may
     script, store, gate, events = (tmp_path / n for n in ("app_task.py", "state.json", "gate", "events"))
     events.mkdir()
-    script.write_text(_APP_TASK)
+    script.write_text(task_script(_APP_TASK))
     app = Path(__file__).parent / "jobs" / "stamped_append.py" if kind == "application" else None
     args = {
         "store": str(store),

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
 from _erasure_helpers import add_requests, append_people, create_people_table, person, set_salt_connection
 from conftest import create_orders_table, fake_context, orders_batch
 
@@ -76,77 +77,42 @@ def durable_airflow(tmp_path_factory):
     """The three tables (the people table already logically erased), then API server + scheduler."""
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
-    from scripts.events_demo import AirflowProcesses, free_port, wait_for
-    from tests.test_example_dags import airflow_env
 
     tmp = tmp_path_factory.mktemp("durable")
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", "AIRFLOW_CONN_ERASURE_SALT")}
-    env = airflow_env(tmp)
-    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = env["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"]
-    set_salt_connection()
-    env["AIRFLOW_CONN_ERASURE_SALT"] = os.environ["AIRFLOW_CONN_ERASURE_SALT"]
-    hook = IcebergCatalogHook()
-    create_orders_table(hook, "db.wap").append(orders_batch(0, 10))
-    hook.create_branch("db.wap", "b", snapshot_id=hook.ref_snapshot_id("db.wap"))
-    create_orders_table(hook, "db.compact")
-    for i in range(4):  # small files to compact
-        hook.load_table("db.compact").append(orders_batch(100 * i, 20))
-    create_people_table(hook, "db.people")
-    append_people(hook, "db.people", 2)
-    add_requests(hook, "db.requests", {"R-1": person(3)})
-    IcebergErasureOperator(
-        task_id="logical",
-        phase="logical",
-        table="db.people",
-        subject_columns="customer_id",
-        requests_table="db.requests",
-    ).execute(fake_context())
-    heads = {t: hook.ref_snapshot_id(t) for t in ("db.compact", "db.people")} | {
-        "db.wap": hook.ref_snapshot_id("db.wap", "b")
-    }
-    events = tmp / "spark-events"
-    for task in TASKS:
-        (events / task).mkdir(parents=True)
-    dags = tmp / "dags"
-    dags.mkdir()
-    (dags / "durable.py").write_text(DAG_FILE.format(events=str(events)))
-    port = free_port()
-    env.update(
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
-        AIRFLOW__API_AUTH__JWT_SECRET="durable-test-jwt-secret-" + "x" * 48,
-        AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
-        AIRFLOW__CORE__PARALLELISM="1",
-        AIRFLOW__API__WORKERS="1",
-        AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="120",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True",
-    )
-    af = AirflowProcesses(env, tmp / "logs")
-    try:
-        af.cli("dags", "reserialize")
-        af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
-        af.start("scheduler")
-        wait_for("the API server", lambda: _up(port), 600, every=2)
-        yield af, hook, heads, events, tmp
-    finally:
-        af.stop_all()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _up(port: int) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5):
-            return True
-    except OSError:
-        return False
+    with restored_environ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", "AIRFLOW_CONN_ERASURE_SALT"):
+        env = airflow_env(tmp)
+        os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = env["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"]
+        set_salt_connection()
+        env["AIRFLOW_CONN_ERASURE_SALT"] = os.environ["AIRFLOW_CONN_ERASURE_SALT"]
+        hook = IcebergCatalogHook()
+        create_orders_table(hook, "db.wap").append(orders_batch(0, 10))
+        hook.create_branch("db.wap", "b", snapshot_id=hook.ref_snapshot_id("db.wap"))
+        create_orders_table(hook, "db.compact")
+        for i in range(4):  # small files to compact
+            hook.load_table("db.compact").append(orders_batch(100 * i, 20))
+        create_people_table(hook, "db.people")
+        append_people(hook, "db.people", 2)
+        add_requests(hook, "db.requests", {"R-1": person(3)})
+        IcebergErasureOperator(
+            task_id="logical",
+            phase="logical",
+            table="db.people",
+            subject_columns="customer_id",
+            requests_table="db.requests",
+        ).execute(fake_context())
+        heads = {t: hook.ref_snapshot_id(t) for t in ("db.compact", "db.people")} | {
+            "db.wap": hook.ref_snapshot_id("db.wap", "b")
+        }
+        events = tmp / "spark-events"
+        for task in TASKS:
+            (events / task).mkdir(parents=True)
+        dags = tmp / "dags"
+        dags.mkdir()
+        (dags / "durable.py").write_text(DAG_FILE.format(events=str(events)))
+        with api_server_and_scheduler(
+            env, dags, tmp / "logs", "durable", AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="True"
+        ) as (af, _):
+            yield af, hook, heads, events, tmp
 
 
 def _cmdline(pid: int) -> str:

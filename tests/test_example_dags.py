@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import catalog_conn_json, pristine_airflow_db
+from _airflow_procs import airflow_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "example_dags"
@@ -24,18 +21,6 @@ def test_example_dags_import_cleanly():
     for path in DAGS.glob("example_*.py"):
         text = path.read_text()
         assert "DEMO = " in text, f"{path.name} must declare DEMO for scripts/demo.py"
-
-
-def airflow_env(tmp_path: Path) -> dict[str, str]:
-    """An isolated AIRFLOW_HOME (copy of the migrated DB) and a fresh lake."""
-    home = tmp_path / "airflow"
-    home.mkdir()
-    src = pristine_airflow_db()
-    shutil.copy(src, home / "airflow.db")
-    (tmp_path / "wh").mkdir()
-    env = {**os.environ, "AIRFLOW_HOME": str(home)}
-    env["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = catalog_conn_json(tmp_path / "c.db", tmp_path / "wh")
-    return env
 
 
 def dags_test(env: dict[str, str], dag_id: str, *extra: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from _airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
@@ -200,70 +201,54 @@ def airflow_gates(tmp_path_factory):
     server + scheduler on its own AIRFLOW_HOME with the gate DAGs unpaused."""
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
-    from scripts.events_demo import AirflowProcesses, free_port, wait_for
-    from tests.test_example_dags import airflow_env
 
     tmp = tmp_path_factory.mktemp("gates")
     env = airflow_env(tmp)
     conn = catalog_conn_json(tmp / "c.db", tmp / "wh")
     env["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
-    old = os.environ.get("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT")
-    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
-    hook = IcebergCatalogHook()
-    state = {}
-    for i, table in enumerate(("db.publish_me", "db.drop_me", "db.broken")):
-        create_orders_table(hook, table).append(orders_batch(1000 * i, 10))
-        hook.create_branch(table, "b", snapshot_id=hook.ref_snapshot_id(table))
-        head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
-        record_audit(hook, table, "b", head, passed=False)
-        if table == "db.broken":  # a failed check that is not warn-level
-            rows = hook.governance.read("audit_results", table_name=table)
-            hook.governance.append("audit_results", [{**rows[0], "check_name": "no_nulls"}])
-        state[table] = (hook.ref_snapshot_id(table), head)
-    create_orders_table(hook, "db.events").append(orders_batch(0, 10, day="2025-12-31"))
-    hook.create_branch("db.events", "b", snapshot_id=hook.ref_snapshot_id("db.events"))
-    for i, day in enumerate(DAYS):
-        hook.load_table("db.events").append(orders_batch(100 + 10 * i, 10, day=day), branch="b")
-    record_audit(hook, "db.events", "b", hook.ref_snapshot_id("db.events", "b"))
-    create_orders_table(hook, "db.held").append(orders_batch(0, 3))
-    for case in ("case-1", "case-2"):
-        IcebergCreateTagOperator(
-            task_id="hold", table="db.held", tag=case, legal_hold=True, case_id=case.upper(), hold_reason="litigation"
-        ).execute(fake_context())
-    dags = tmp / "dags"
-    dags.mkdir()
-    (dags / "gates.py").write_text(DAG_FILE)
-    (tmp / "pw.json").write_text(json.dumps({USER: PASSWORD}))
-    port = free_port()
-    env.update(
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
-        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
-        AIRFLOW__API_AUTH__JWT_SECRET="gates-test-jwt-secret-" + "x" * 48,
-        AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK="False",
-        # one SQLite metadata DB: start one task at a time (a waiting gate frees its slot) and give the
-        # task processes' Execution API calls time on a loaded machine
-        AIRFLOW__CORE__PARALLELISM="1",
-        AIRFLOW__API__WORKERS="1",
-        AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="120",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(tmp / "pw.json"),
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-    )
-    af = AirflowProcesses(env, tmp / "logs")
-    try:
-        af.cli("dags", "reserialize")  # the DAGs of this folder are created unpaused
-        af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
-        af.start("scheduler")
-        api = wait_for("the API server", lambda: _login(port), 600, every=2)
-        yield api, af, hook, state, tmp
-    finally:
-        af.stop_all()
-        if old is None:
-            os.environ.pop("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", None)
-        else:
-            os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = old
+    with restored_environ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"):
+        os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
+        hook = IcebergCatalogHook()
+        state = {}
+        for i, table in enumerate(("db.publish_me", "db.drop_me", "db.broken")):
+            create_orders_table(hook, table).append(orders_batch(1000 * i, 10))
+            hook.create_branch(table, "b", snapshot_id=hook.ref_snapshot_id(table))
+            head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
+            record_audit(hook, table, "b", head, passed=False)
+            if table == "db.broken":  # a failed check that is not warn-level
+                rows = hook.governance.read("audit_results", table_name=table)
+                hook.governance.append("audit_results", [{**rows[0], "check_name": "no_nulls"}])
+            state[table] = (hook.ref_snapshot_id(table), head)
+        create_orders_table(hook, "db.events").append(orders_batch(0, 10, day="2025-12-31"))
+        hook.create_branch("db.events", "b", snapshot_id=hook.ref_snapshot_id("db.events"))
+        for i, day in enumerate(DAYS):
+            hook.load_table("db.events").append(orders_batch(100 + 10 * i, 10, day=day), branch="b")
+        record_audit(hook, "db.events", "b", hook.ref_snapshot_id("db.events", "b"))
+        create_orders_table(hook, "db.held").append(orders_batch(0, 3))
+        for case in ("case-1", "case-2"):
+            IcebergCreateTagOperator(
+                task_id="hold",
+                table="db.held",
+                tag=case,
+                legal_hold=True,
+                case_id=case.upper(),
+                hold_reason="litigation",
+            ).execute(fake_context())
+        dags = tmp / "dags"
+        dags.mkdir()
+        (dags / "gates.py").write_text(DAG_FILE)
+        (tmp / "pw.json").write_text(json.dumps({USER: PASSWORD}))
+        with api_server_and_scheduler(
+            env,
+            dags,
+            tmp / "logs",
+            "gates",
+            ready=_login,
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(tmp / "pw.json"),
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+        ) as (af, api):
+            yield api, af, hook, state, tmp
 
 
 def _login(port: int) -> Api | None:

@@ -24,15 +24,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from _airflow_procs import airflow_cli, airflow_env, fresh_airflow_home, start_group, stop_group
 
-from tests.conftest import catalog_conn_json, create_orders_table, orders_batch, pristine_airflow_db
+from tests.conftest import create_orders_table, orders_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_reruns_dags" / "reruns_dag.py"
@@ -47,22 +47,12 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("reruns")
-    home = tmp / "airflow"
-    home.mkdir()
-    src = pristine_airflow_db()
-    if not src.exists():
-        pytest.skip(f"no migrated Airflow DB at {src}; run scripts/bootstrap.sh")
-    shutil.copy(src, home / "airflow.db")
     dags = tmp / "dags"
     dags.mkdir()
     (dags / DAG_FILE.name).symlink_to(DAG_FILE)
-    (tmp / "wh").mkdir()
-    conn = catalog_conn_json(tmp / "c.db", tmp / "wh")
     out = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
+        **airflow_env(tmp),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": conn,
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "RERUNS_TMP": str(tmp),
     }
@@ -177,24 +167,6 @@ def test_cleared_published_run_per_mode_ends_with_each_key_once(env):
 
 
 # ---------------------------------------------------------------------------------- backfill
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "w") as fh:
-        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group we started (scheduler/api-server and their workers), then SIGKILL."""
-    import signal
-
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 def run_states(env, run_type: str = "backfill") -> dict[str, str]:
     with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db", timeout=30) as db:
         rows = db.execute(
@@ -224,17 +196,6 @@ def wait_runs(env, count: int, log: Path, timeout: float = 900) -> dict[str, str
         time.sleep(2)
 
 
-def airflow_cli(env, *args: str) -> str:
-    """Run an ``airflow`` command; retried while the scheduler holds Airflow's SQLite DB ("database is locked")."""
-    for _ in range(10):
-        proc = subprocess.run(["airflow", *args], capture_output=True, text=True, env=env, timeout=300)
-        if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
-            break
-        time.sleep(2)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
 @pytest.mark.postgres
 def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
     """``airflow backfill create`` over 5 days, ``max_active_runs=3``: every day on main exactly once.
@@ -261,9 +222,7 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
     port = free_ports(1)[0]
     # its own Airflow DB: the dags-test sequence serialized the audit variant of the DAG (load.* tasks) into
     # the module's DB, and a scheduler there would queue tasks the workers' AUDIT=0 parse does not have
-    home = tmp / "airflow_backfill"
-    home.mkdir()
-    shutil.copy(pristine_airflow_db(), home / "airflow.db")
+    home = fresh_airflow_home(tmp / "airflow_backfill")
     benv = {
         **pg,
         "AIRFLOW_HOME": str(home),
@@ -292,8 +251,8 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
         "--max-active-runs",
         "3",
     )
-    api = _start(["airflow", "api-server", "--port", str(port)], benv, tmp / "api.log")
-    scheduler = _start(["airflow", "scheduler"], benv, tmp / "scheduler.log")
+    api = start_group(["airflow", "api-server", "--port", str(port)], benv, tmp / "api.log")
+    scheduler = start_group(["airflow", "scheduler"], benv, tmp / "scheduler.log")
     log = tmp / "scheduler.log"
     started = time.monotonic()
     try:
@@ -345,8 +304,8 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env):
         assert clear("skip", "-t", "publish")[day2] == "success"
         assert task_states(benv, day2)["publish"] == "skipped" and asset_events(benv) == events
     finally:
-        _stop(scheduler)
-        _stop(api)
+        stop_group(scheduler)
+        stop_group(api)
         for name in ("on_rerun", "on_conflict"):
             (tmp / name).unlink(missing_ok=True)
         hook.catalog.engine.dispose()

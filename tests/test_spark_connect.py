@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from _servers import free_ports
+from _task_state import task_script
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
@@ -370,28 +371,15 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
 
 
 _DURABLE_TASK = """
-import json, sys
-from pathlib import Path
-from types import SimpleNamespace
+import sys
+
+from _task_state import file_store_context
 
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 
-class FileStore:  # the task_state_store contract (get / set of JSON), kept in a file that outlives the task
-    def __init__(self, path):
-        self.path = Path(path)
-
-    def get(self, key, default=None):
-        return json.loads(self.path.read_text()).get(key, default) if self.path.exists() else default
-
-    def set(self, key, value, **_):
-        data = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.path.write_text(json.dumps({**data, key: value}))
-
-
 def context(store):
-    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="durable_write", try_number=1, map_index=-1, max_tries=1)
-    return {"ti": ti, "task_instance": ti, "run_id": "r", "task_state_store": FileStore(store)}
+    return file_store_context(store, "durable_write")
 
 
 def operator(conn):
@@ -423,7 +411,7 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     base = hook.ref_snapshot_id(table)
     hook.create_branch(table, "b", snapshot_id=base)
     script, store = tmp_path / "durable_task.py", tmp_path / "state.json"
-    script.write_text(_DURABLE_TASK)
+    script.write_text(task_script(_DURABLE_TASK))
     task = subprocess.Popen([sys.executable, str(script), str(store), CONN], env=dict(os.environ))
     deadline = time.monotonic() + 120
     while not store.exists() and time.monotonic() < deadline and task.poll() is None:

@@ -255,13 +255,25 @@ def history_complete(chain: Sequence[Any]) -> bool:
     return not chain or chain[0].parent_id is None
 
 
-def published_from_ledger(rows: Iterable[Mapping[str, Any]], interval_key: str) -> EarlierPublish | None:
-    """The latest succeeded ``wap_publish`` ledger row of the interval (used when history was expired)."""
+def published_from_ledger(
+    rows: Iterable[Mapping[str, Any]], interval_key: str, on_main: set[int] | None = None
+) -> EarlierPublish | None:
+    """The latest succeeded ``wap_publish`` ledger row of the interval.
+
+    Used when history was expired, and when the interval's writes carry no stamps (SQL statements
+    through Spark Connect).
+
+    :param on_main: ``main``'s ancestry when it is complete: a publish whose snapshot is no longer
+        on it (rolled back) does not count.
+    """
     found = []
     for row in rows:
         details = decode_ledger_row(row)["details"]
-        if row.get("status") == "succeeded" and details.get("wap_interval") == interval_key:
-            found.append((row, details))
+        if row.get("status") != "succeeded" or details.get("wap_interval") != interval_key:
+            continue
+        if on_main is not None and row.get("snapshot_after") is not None and int(row["snapshot_after"]) not in on_main:
+            continue
+        found.append((row, details))
     if not found:
         return None
     row, details = max(found, key=lambda rd: str(rd[0].get("finished_at")))
@@ -327,6 +339,7 @@ def plan_rerun(
     table: str,
     replace_where: str | None = None,
     ledger_rows: Iterable[Mapping[str, Any]] | None = None,
+    stamped: bool = True,
 ) -> RerunPlan:
     """Decide what a WAP write does for ``identity``'s interval, given ``main``'s ancestry.
 
@@ -334,16 +347,25 @@ def plan_rerun(
         ``parent_id``, ``operation``, ``summary``).
     :param by_id: every snapshot of the table by id (to follow cherry-picks to their source).
     :param ledger_rows: ``wap_publish`` ledger rows of the table; only needed when the plan
-        said ``read_ledger`` (history expired), else ``None``.
+        said ``read_ledger``, else ``None``.
+    :param stamped: whether the interval's writes stamp their snapshots. ``False`` for SQL
+        statements through Spark Connect, which commit without the run's summary properties:
+        then the ledger decides (a stamped publish on ``main`` still counts, from a run through
+        spark-submit; the later of the two wins).
     """
     key = identity.interval_key
     if key is None:
         return RerunPlan("write", mode, None, message="no DAG run identity: the re-run check does not apply")
     earlier = find_published(chain, by_id, key)
-    if earlier is None and not history_complete(chain):
+    complete = history_complete(chain)
+    if not stamped or (earlier is None and not complete):
         if ledger_rows is None:
-            return RerunPlan("read_ledger", mode, key, message="main's history was expired; the ledger decides")
-        earlier = published_from_ledger(ledger_rows, key)
+            why = "main's history was expired" if stamped else "SQL writes through Spark Connect carry no stamps"
+            return RerunPlan("read_ledger", mode, key, message=f"{why}; the ledger decides")
+        on_main = {s.snapshot_id for s in chain} if complete else None
+        logged = published_from_ledger(ledger_rows, key, on_main)
+        if logged is not None and (earlier is None or _later_on_main(chain, logged, earlier)):
+            earlier = logged
     if earlier is None:
         return RerunPlan("write", mode, key, message=f"interval {key} was not published yet")
     said = f"{table}: interval {identity.interval} of {identity.dag_id} was already published to main by {earlier.describe()}"
@@ -359,6 +381,14 @@ def plan_rerun(
             "Use on_rerun='replace' to replace its rows, or on_rerun='skip' to keep them.",
         )
     return _plan_replace(mode, key, earlier, said, replace_where)
+
+
+def _later_on_main(chain: Sequence[Any], logged: EarlierPublish, stamped: EarlierPublish) -> bool:
+    """Whether the ledger's publish is later on ``main`` than the one its stamps show."""
+    position = {s.snapshot_id: i for i, s in enumerate(chain)}
+    return position.get(logged.published_snapshot_id or -1, len(chain)) > position.get(
+        stamped.published_snapshot_id or -1, -1
+    )
 
 
 def _plan_replace(mode: str, key: str, earlier: EarlierPublish, said: str, replace_where: str | None) -> RerunPlan:
@@ -402,7 +432,8 @@ def _plan_replace(mode: str, key: str, earlier: EarlierPublish, said: str, repla
             message=f"{said}; removing the data files its append snapshots {list(earlier.append_ids)} added.",
         )
     why = (
-        "its snapshots were expired from the table's history"
+        "the ledger records it, but not which data files hold its rows (its snapshots were expired, or its "
+        "writes carry no stamps)"
         if earlier.from_ledger
         else f"it committed {sorted(set(earlier.operations))} snapshots, and only the data files of appends are "
         "known to hold nothing but its rows"

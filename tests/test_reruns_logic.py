@@ -141,6 +141,57 @@ def test_expired_history_asks_for_the_ledger_then_decides_from_it():
     assert rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=[]).action == "write"
 
 
+def _publish_row(snapshot_after, finished_at, ident=DAY1, status="succeeded"):
+    return {
+        "status": status,
+        "run_id": ident.run_id,
+        "try_number": 1,
+        "snapshot_after": snapshot_after,
+        "finished_at": finished_at,
+        "details": json.dumps({"wap_interval": ident.interval_key}),
+        "metrics": json.dumps({"published_added_records": 5}),
+    }
+
+
+def test_unstamped_writes_are_decided_by_the_ledger_and_only_publishes_still_on_main_count():
+    # SQL statements through Spark Connect: main holds the publish, but no snapshot carries the interval
+    chain, by_id = chain_of(snap(1, None), snap(2, 1), snap(3, 2))
+    assert rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t").action == "write"  # stamps alone miss it
+    plan = rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", stamped=False)
+    assert plan.action == "read_ledger" and "carry no stamps" in plan.message
+    published = _publish_row(2, "2026-01-02")
+    plan = rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=[published], stamped=False)
+    assert plan.action == "refuse" and plan.earlier.published_snapshot_id == 2 and "from ledger" in plan.message
+    plan = rl.plan_rerun("skip", DAY1, chain, by_id, table="db.t", ledger_rows=[published], stamped=False)
+    assert plan.action == "skip"
+    # rolled back: the publish's snapshot is no longer on main, so the interval is not published
+    gone = _publish_row(99, "2026-01-03")
+    assert rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=[gone], stamped=False).action == "write"
+    # a failed publish, or another interval's, does not count
+    others = [_publish_row(2, "2026-01-02", status="failed"), _publish_row(3, "2026-01-03", ident=DAY2)]
+    assert rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=others, stamped=False).action == "write"
+    # replace: the ledger does not say which files hold the rows, so only a predicate can replace them
+    plan = rl.plan_rerun("replace", DAY1, chain, by_id, table="db.t", ledger_rows=[published], stamped=False)
+    assert plan.action == "refuse" and "replace_where" in plan.message and "no stamps" in plan.message
+    plan = rl.plan_rerun(
+        "replace", DAY1, chain, by_id, table="db.t", ledger_rows=[published], stamped=False, replace_where="x = 1"
+    )
+    assert plan.action == "replace" and plan.method == "predicate" and plan.expected_rows == 5
+
+
+def test_a_stamped_publish_and_a_later_unstamped_one_the_later_wins():
+    # day 1 published through spark-submit (stamped, snapshot 2), then replaced through Spark Connect (snapshot 4)
+    chain, by_id = chain_of(snap(1, None), snap(2, 1, ident=DAY1), snap(3, 2), snap(4, 3))
+    later = _publish_row(4, "2026-01-05")
+    plan = rl.plan_rerun("fail", DAY1, chain, by_id, table="db.t", ledger_rows=[later], stamped=False)
+    assert plan.earlier.published_snapshot_id == 4 and plan.earlier.from_ledger
+    earlier_row = _publish_row(
+        2, "2026-01-02"
+    )  # the ledger row of the stamped publish itself: stamps win (files known)
+    plan = rl.plan_rerun("replace", DAY1, chain, by_id, table="db.t", ledger_rows=[earlier_row], stamped=False)
+    assert plan.earlier.published_snapshot_id == 2 and not plan.earlier.from_ledger and plan.method == "files"
+
+
 def test_publish_race_ignores_what_the_branch_saw_and_its_own_cherry_picks():
     chain, by_id = chain_of(snap(1, None), snap(2, 1, ident=DAY1), snap(3, 2, ident=DAY2))
     # the branch was cut after 2 (a replace branch): 2 is in its ancestry, no race

@@ -46,19 +46,22 @@ def plan_rerun_from_catalog(
     identity: rerun.RunIdentity,
     mode: str,
     replace_where: str | None = None,
+    *,
+    stamped: bool = True,
 ) -> tuple[Table, rerun.RerunPlan, float]:
-    """Load the table once and decide (``_wap_rerun.plan_rerun``); the ledger only if history expired.
+    """Load the table once and decide (``_wap_rerun.plan_rerun``); the ledger only if history expired
+    or the writes carry no stamps (``stamped=False``: SQL statements through Spark Connect).
 
     :return: the loaded table, the plan and the check's cost in milliseconds.
     """
     started = time.perf_counter()
     tbl = hook.load_table(table)
     chain, by_id = hook.ref_chain(tbl, MAIN_BRANCH), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
-    plan = rerun.plan_rerun(mode, identity, chain, by_id, table=table, replace_where=replace_where)
+    plan = rerun.plan_rerun(mode, identity, chain, by_id, table=table, replace_where=replace_where, stamped=stamped)
     if plan.action == "read_ledger":
         rows = hook.governance.read("ledger", operation="wap_publish", table_name=table)
         plan = rerun.plan_rerun(
-            mode, identity, chain, by_id, table=table, replace_where=replace_where, ledger_rows=rows
+            mode, identity, chain, by_id, table=table, replace_where=replace_where, ledger_rows=rows, stamped=stamped
         )
     return tbl, plan, (time.perf_counter() - started) * 1000
 
@@ -218,7 +221,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         where = rerun.validate_replace_where(self.replace_where)
         hook, table = self.catalog_hook, self.ident.dotted
         identity = rerun.RunIdentity.from_context(context)
-        tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where)
+        # SQL statements through Spark Connect commit without the run's stamps: the ledger decides
+        stamped = self.application is not None or self.spark_hook.execution_mode != "spark_connect"
+        tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where, stamped=stamped)
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
         refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):

@@ -82,7 +82,13 @@ with DAG(
         branch_x = "{{ ti.xcom_pull(task_ids='create_branch')['branch'] }}"
         base_x = "{{ ti.xcom_pull(task_ids='create_branch')['base_snapshot_id'] }}"
         write = IcebergWapWriteOperator(
-            task_id="write", table=TABLE, branch=branch_x, base_snapshot_id=base_x, sql=SQL, on_rerun=ON_RERUN
+            task_id="write",
+            table=TABLE,
+            branch=branch_x,
+            base_snapshot_id=base_x,
+            sql=SQL,
+            on_rerun=ON_RERUN,
+            replace_where=REPLACE_WHERE,
         )
         publish = IcebergWapPublishOperator(
             task_id="publish",

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import socket
 import stat
+import struct
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
@@ -129,3 +132,14 @@ def _start(python: str, path: Path, log_path: Path, idle_s: float) -> subprocess
         )
     finally:
         os.close(fd)
+
+
+def send_request(conn: socket.socket, request: dict[str, Any], out_fd: int) -> None:
+    """One task's request: 4-byte big-endian length, then JSON, with ``out_fd`` (its output pipe) attached.
+
+    The server's side is ``read_request`` in ``spark_jobs/connect_forkserver.py``.
+    """
+    body = json.dumps(request).encode()
+    payload = struct.pack("!I", len(body)) + body
+    sent = socket.send_fds(conn, [payload[:65536]], [out_fd])
+    conn.sendall(payload[sent:])

@@ -40,7 +40,6 @@ from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergS
 from airflow_iceberg_provider.hooks import _connect_warm
 from airflow_iceberg_provider.hooks._connect_warm import IDLE_S
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
-from airflow_iceberg_provider.spark_jobs.connect_forkserver import send_request
 
 #: Conn type of the Spark provider's Spark Connect connection.
 CONNECT_CONN_TYPE = "spark_connect"
@@ -309,7 +308,7 @@ class ConnectJobProcess:
         read_fd, write_fd = os.pipe()
         try:
             try:
-                send_request(conn, {"argv": argv, "env": env, "cwd": os.getcwd()}, write_fd)
+                _connect_warm.send_request(conn, {"argv": argv, "env": env, "cwd": os.getcwd()}, write_fd)
             finally:
                 os.close(write_fd)  # the child holds the only write end: EOF when it exits
             answers = conn.makefile("r", encoding="utf-8")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import runpy
 import selectors
 import signal
 import socket
@@ -56,6 +57,8 @@ KILL_GRACE_S = 15.0
 #: Largest request accepted (the task's environment included).
 MAX_REQUEST = 4 * 1024 * 1024
 _HEADER = struct.Struct("!I")
+#: The per-task client, beside this file.
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "connect_runner.py")
 
 
 def preload() -> None:
@@ -75,7 +78,8 @@ def preload() -> None:
 
 
 def read_request(conn: socket.socket) -> tuple[dict[str, Any], int]:
-    """One request: 4-byte length, JSON; the output pipe's fd arrives with the first bytes."""
+    """One request: 4-byte big-endian length, then JSON; the output pipe's fd arrives with the first
+    bytes (the task's side: :func:`airflow_iceberg_provider.hooks._connect_warm.send_request`)."""
     data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 1)
     if not fds:
         raise ValueError("request without an output descriptor")
@@ -94,14 +98,6 @@ def read_request(conn: socket.socket) -> tuple[dict[str, Any], int]:
             raise ValueError("truncated request")
         body += more
     return json.loads(body[:size]), fds[0]
-
-
-def send_request(conn: socket.socket, request: dict[str, Any], out_fd: int) -> None:
-    """The client side of :func:`read_request`."""
-    body = json.dumps(request).encode()
-    payload = _HEADER.pack(len(body)) + body
-    sent = socket.send_fds(conn, [payload[:65536]], [out_fd])
-    conn.sendall(payload[sent:])
 
 
 def _child(request: dict[str, Any], out_fd: int) -> None:
@@ -125,9 +121,8 @@ def _child(request: dict[str, Any], out_fd: int) -> None:
         sys.path[1:1] = [p for p in extra if p not in sys.path]
         sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
         sys.stderr = sys.stdout
-        import connect_runner
-
-        code = connect_runner.main(list(request["argv"]))
+        runner = runpy.run_path(RUNNER, run_name="connect_runner")  # the job code is the task's own, not preloaded
+        code = runner["main"](list(request["argv"]))
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # noqa: BLE001 - reported on the task's output, then the exit code
@@ -274,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", required=True)
     parser.add_argument("--idle", type=float, default=900.0)
     args = parser.parse_args(argv)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # connect_runner, beside this file
     preload()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     ForkServer(args.socket, args.idle).serve()

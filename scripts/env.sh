@@ -38,6 +38,8 @@ export AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS="${AIRFLOW__ICEBERG_
 _server_jvm="-XX:+UseSerialGC"
 [ -f "$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa" ] && _server_jvm="-XX:SharedArchiveFile=$_AIP_ROOT/.spark-runtime/cds/spark-driver.jsa $_server_jvm"
 export AIP_CONNECT_SERVER_JAVA_OPTIONS="${AIP_CONNECT_SERVER_JAVA_OPTIONS:-$_server_jvm}"
+# The demo's and the tests' warm Spark Connect client exits a minute after their last task.
+export AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS:-60}"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS:-$_jvm}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 # JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the

@@ -3,7 +3,8 @@
 One fork server per Spark runtime Python, user and runner version listens on a Unix socket in
 ``<tmp>/aip-connect-<uid>/`` (mode 0700, checked: a directory another user owns or can enter is
 refused). The first task that finds no server starts one, under a file lock so that concurrent
-tasks start it once; it exits by itself after :data:`IDLE_S` seconds without a task. The server
+tasks start it once; it exits by itself after ``[iceberg_provider]
+spark_connect_warm_client_idle_seconds`` (default :data:`IDLE_S`) without a task. The server
 starts with a minimal environment (no connection, no secret): each task's environment reaches only
 its own forked child.
 """
@@ -23,13 +24,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_iceberg_provider.config import int_setting
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
 
 FORKSERVER = SPARK_JOBS_DIR / "connect_forkserver.py"
 RUNNER = SPARK_JOBS_DIR / "connect_runner.py"
-#: A warm client without a task for this long exits (seconds); the connection extra ``warm_client_idle`` sets it.
-IDLE_S = 900.0
+#: A warm client without a task for this long exits (seconds), unless the option says otherwise.
+IDLE_S = 900
+IDLE_OPTION = "spark_connect_warm_client_idle_seconds"
 #: How long a task waits for a server it started to listen (its import of the Connect client).
 START_TIMEOUT_S = 120.0
 #: The environment a fork server starts with: where Python and Spark are, nothing else.
@@ -72,8 +75,12 @@ def socket_path(python: str) -> Path:
     return path
 
 
-def connect(python: str, idle_s: float = IDLE_S) -> socket.socket:
-    """A connection to the warm client for ``python``; the server is started first when none listens."""
+def connect(python: str, idle_s: float | None = None) -> socket.socket:
+    """A connection to the warm client for ``python``; the server is started first when none listens.
+
+    :param idle_s: how long a server started here stays up without a task; default
+        ``[iceberg_provider] spark_connect_warm_client_idle_seconds``.
+    """
     path = socket_path(python)
     conn = _try_connect(path)
     if conn is not None:
@@ -84,7 +91,7 @@ def connect(python: str, idle_s: float = IDLE_S) -> socket.socket:
         if conn is not None:
             return conn
         log_path = path.with_suffix(".log")
-        proc = _start(python, path, log_path, idle_s)
+        proc = _start(python, path, log_path, idle_s or int_setting(IDLE_OPTION, IDLE_S, minimum=1))
         _STARTED[str(path)] = proc  # it outlives this task; kept so that it is not reported as leaked
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

@@ -38,7 +38,6 @@ from urllib.parse import urlparse
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _connect_warm
-from airflow_iceberg_provider.hooks._connect_warm import IDLE_S
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
 
 #: Conn type of the Spark provider's Spark Connect connection.
@@ -79,7 +78,6 @@ class ConnectEndpoint:
     timeout_s: float = DEFAULT_TIMEOUT_S
     #: run the task's client as a child of the host's warm client (:mod:`._connect_warm`)
     warm_client: bool = True
-    warm_idle_s: float = IDLE_S
 
     @property
     def address(self) -> str:
@@ -128,7 +126,6 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
         extra.get("python") or None,
         timeout_s,
         warm_client=_flag(conn_id, "warm_client", extra.get("warm_client", True)),
-        warm_idle_s=_seconds(conn_id, "warm_client_idle", extra.get("warm_client_idle"), IDLE_S),
     )
 
 
@@ -304,7 +301,7 @@ class ConnectJobProcess:
         The server answers ``pid <n>``, then ``exit <code>``; if this process dies, its socket closes
         and the server stops the child (the runner interrupts its session).
         """
-        conn = _connect_warm.connect(self.python, self.endpoint.warm_idle_s)
+        conn = _connect_warm.connect(self.python)
         read_fd, write_fd = os.pipe()
         try:
             try:

@@ -264,7 +264,7 @@ def spark_on_connect(request: pytest.FixtureRequest):
 # below, else an estimate from its tests' tiers (at most _UNLISTED_CAP). Refresh the figures from the summary
 # the run ends with.
 MODULE_SECONDS = {
-    "tests/test_reruns_dag.py": 620,
+    "tests/test_reruns_dag.py": 460,
     "tests/test_cluster.py": 350,
     "tests/test_spark_rest.py": 320,
     "tests/test_spark_connect.py": 310,

@@ -112,6 +112,18 @@ def test_one_server_per_python_started_once_for_concurrent_tasks_with_no_secret_
     assert oct(_connect_warm.socket_path(RUNTIME_PYTHON).stat().st_mode & 0o777) == "0o600"
 
 
+def test_two_virtualenvs_of_one_interpreter_get_their_own_warm_client(tmp_path, monkeypatch):
+    """A virtualenv's python links to the base interpreter: the key is the path as configured."""
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.mkdtemp(prefix="aipw-", dir="/tmp"))
+    venvs = []
+    for name in ("venv-a", "venv-b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "python").symlink_to(sys.executable)
+        venvs.append(str(tmp_path / name / "python"))
+    assert _connect_warm.socket_path(venvs[0]) != _connect_warm.socket_path(venvs[1])
+    assert _connect_warm.socket_path(venvs[0]) == _connect_warm.socket_path(venvs[0])
+
+
 def test_a_directory_others_can_enter_is_refused(short_tmp):
     shared = short_tmp / f"aip-connect-{os.getuid()}"
     shared.mkdir(mode=0o755)

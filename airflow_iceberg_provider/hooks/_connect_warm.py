@@ -60,9 +60,12 @@ def private_dir() -> Path:
 
 
 def socket_path(python: str) -> Path:
-    """The socket of the warm client for ``python`` and this provider's runner files."""
+    """The socket of the warm client for ``python`` (as configured) and this installation's runner files."""
     digest = hashlib.sha256()
-    for part in (os.path.realpath(python).encode(), RUNNER.read_bytes(), FORKSERVER.read_bytes()):
+    # the interpreter's path as configured, not resolved: a virtualenv's python is a link to the base
+    # interpreter, and two virtualenvs (two pyspark versions) must not share a warm client
+    parts = (os.path.abspath(python).encode(), str(FORKSERVER).encode(), RUNNER.read_bytes(), FORKSERVER.read_bytes())
+    for part in parts:
         digest.update(part)
         digest.update(b"\0")
     path = private_dir() / f"{digest.hexdigest()[:16]}.sock"

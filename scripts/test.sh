@@ -13,6 +13,10 @@ bash "$ROOT/scripts/bootstrap.sh"
 export AIP_WORK="${AIP_WORK:-$ROOT/.work/test}"
 mkdir -p "$AIP_WORK"
 source "$ROOT/scripts/env.sh"
+# The suite's Spark Connect servers live for a few modules each, beside other Spark work on two
+# cores: the start-up options of the short drivers (C1-only JIT) cost less CPU there than the full
+# JIT that scripts/env.sh gives a long-running server.
+export AIP_CONNECT_SERVER_JAVA_OPTIONS="$AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS"
 cd "$ROOT"
 set +e
 workers="${AIP_TEST_WORKERS:-2}"

@@ -258,6 +258,21 @@ def _login(port: int) -> Api | None:
         return None
 
 
+def _deferrals_reported(tmp: Path, ti_ids: list[str]) -> bool:
+    """Whether the scheduler's log shows each task's workload finished as awaiting input."""
+    log = (tmp / "logs" / "scheduler.log").read_text(errors="replace")
+    finished = [
+        line for line in log.splitlines() if "Workload finished" in line and "final_state=awaiting_input" in line
+    ]
+    return all(any(_dashed(ti) in line for line in finished) for ti in ti_ids)
+
+
+def _dashed(ti_id: str) -> str:
+    """A task instance id as the logs write it (a UUID with dashes; the DB may store it without)."""
+    raw = ti_id.replace("-", "")
+    return f"{raw[:8]}-{raw[8:12]}-{raw[12:16]}-{raw[16:20]}-{raw[20:]}"
+
+
 def _logs(tmp: Path) -> str:
     return "\n".join(p.read_text(errors="replace")[-4000:] for p in (tmp / "logs").glob("*.log"))
 
@@ -281,6 +296,12 @@ def test_stewards_decide_through_the_rest_api_and_the_tables_follow(airflow_gate
         )
         return found[0][0] if found else None
 
+    def ti_id(dag_id: str, run_id: str, task_id: str) -> str:
+        found = af.query(
+            "SELECT id FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?", dag_id, run_id, task_id
+        )
+        return str(found[0][0])
+
     def run_state(dag_id: str, run_id: str) -> str:
         return af.query("SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", dag_id, run_id)[0][0]
 
@@ -293,6 +314,12 @@ def test_stewards_decide_through_the_rest_api_and_the_tables_follow(airflow_gate
             every=1,
         )
         wait_for("the error-level audit to fail its gate", lambda: ti_state(*runs["broken"]) == "failed", 120, every=1)
+        # a gate is awaiting input before its worker process has reported the deferral; an answer in
+        # between makes Airflow's scheduler see that report for the re-queued task and fail it
+        # (LocalExecutor: "finished with state success, but the task instance's state attribute is
+        # queued"). A steward answers later than that; the test waits for the reports.
+        gate_ids = [ti_id(*runs[k]) for k in waiting]
+        wait_for("the gates' worker processes to report the deferral", lambda: _deferrals_reported(tmp, gate_ids), 120)
     except TimeoutError:
         pytest.fail(f"{ {k: ti_state(*v) for k, v in runs.items()} }\n{_logs(tmp)}")
 

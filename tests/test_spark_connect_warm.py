@@ -26,6 +26,7 @@ from airflow_iceberg_provider.hooks.spark_connect import (
     session_document,
     write_session_file,
 )
+from scripts.events_demo import wait_for
 
 RUNTIME_PYTHON = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON", "")
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,12 +181,14 @@ def test_a_task_killed_by_sigkill_leaves_no_runner_and_the_server_serves_the_nex
             ],
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
-        server = _wait_for(lambda: (_server_pids(short_tmp) or [None])[0], 120, "the warm client")
-        child = _wait_for(lambda: _children(server)[0] if _children(server) else None, 60, "the task's runner")
+        server = wait_for("the warm client", lambda: (_server_pids(short_tmp) or [None])[0], 120, every=0.1)
+        child = wait_for(
+            "the task's runner", lambda: _children(server)[0] if _children(server) else None, 60, every=0.1
+        )
         time.sleep(2)  # the runner is inside its session open, waiting on the silent server
         task.kill()
         task.wait(10)
-        _wait_for(lambda: not _alive(child) or None, 40, "the runner to stop after its task died")
+        wait_for("the runner to stop after its task died", lambda: not _alive(child) or None, 40, every=0.1)
         assert _alive(server), "the server keeps serving"
     finally:
         listener.close()
@@ -212,7 +215,7 @@ def test_on_kill_stops_the_forked_runner(short_tmp):
         killer.cancel()
         assert time.monotonic() - t0 < 8.0 + 30
         server = _server_pids(short_tmp)[0]
-        _wait_for(lambda: not _children(server) or None, 10, "the runner to be reaped")
+        wait_for("the runner to be reaped", lambda: not _children(server) or None, 10, every=0.1)
     finally:
         listener.close()
 
@@ -222,7 +225,7 @@ def test_an_idle_server_exits_and_removes_its_socket(short_tmp):
     conn.close()
     path = _connect_warm.socket_path(RUNTIME_PYTHON)
     server = _server_pids(short_tmp)[0]
-    _wait_for(lambda: not _alive(server) or None, 30, "the idle server to exit")
+    wait_for("the idle server to exit", lambda: not _alive(server) or None, 30, every=0.1)
     assert not path.exists()
 
 
@@ -232,13 +235,3 @@ def _children(pid: int) -> list[int]:
     except FileNotFoundError:
         return []
     return [int(c) for c in text.split() if _alive(int(c))]
-
-
-def _wait_for(probe, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")

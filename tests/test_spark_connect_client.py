@@ -57,6 +57,10 @@ def test_endpoint_from_connection_and_refusals():
     assert ep.url == "sc://h:15002/;token=tok%2Fen;use_ssl=true"
     assert "tok" not in repr(ep), "the token must never reach a log line through repr"
     assert endpoint_from_connection(Conn("h", port=19850)).address == "h:19850"
+    assert endpoint_from_connection(Conn("sc://h")).warm_client is True
+    assert endpoint_from_connection(Conn("sc://h", warm_client="false")).warm_client is False
+    with pytest.raises(IcebergConnectionError, match="warm_client='maybe' is not a boolean"):
+        endpoint_from_connection(Conn("sc://h", warm_client="maybe"))
 
 
 def test_session_conf_keeps_server_conf_off_the_session():

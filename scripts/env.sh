@@ -6,6 +6,9 @@ export AIP_WORK="${AIP_WORK:-$_AIP_ROOT/.work}"
 # Spark distribution = the runtime venv's pyspark package (its bin/ holds spark-submit, no python).
 export SPARK_HOME="${SPARK_HOME:-$(ls -d "$_AIP_ROOT"/.spark-runtime/lib/python3*/site-packages/pyspark 2>/dev/null | head -n1)}"
 export PATH="$_AIP_ROOT/.venv/bin:$SPARK_HOME/bin:$PATH"
+# Spark defaults for local Spark on a small machine (spark-deps/conf/spark-defaults.conf); a caller's
+# own SPARK_CONF_DIR wins.
+export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$_AIP_ROOT/spark-deps/conf}"
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$_AIP_ROOT/.work/airflow}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # The pristine migrated Airflow DB (scripts/bootstrap.sh) that tests copy for an isolated Airflow.

@@ -42,7 +42,7 @@ from _erasure_helpers import SALT, add_requests, append_people, create_people_ta
 from _s3_helpers import backdate, bucket_objects, s3fs
 from _servers import postgres, seaweed, skip_or_fail
 from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
+from conftest import append_batches, create_orders_table, fake_context, orders_batch, spark_conf_dir
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
@@ -103,13 +103,13 @@ def s3lake(tmp_path_factory):
     real = subprocess.run(["bash", "-c", "command -v spark-submit"], capture_output=True, text=True).stdout.strip()
     assert real, "spark-submit must be on PATH (source scripts/env.sh)"
     shim, argv_log, conf_dir, events = tmp / "shim", tmp / "argv.log", tmp / "conf", tmp / "events"
-    for d in (shim, conf_dir, events):
+    for d in (shim, events):
         d.mkdir()
     (shim / "spark-submit").write_text(
         f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" >> {argv_log}\necho "----" >> {argv_log}\nexec {real} "$@"\n'
     )
     (shim / "spark-submit").chmod(0o755)
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
+    spark_conf_dir(conf_dir, "spark.eventLog.enabled true", f"spark.eventLog.dir file://{events}")
     jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))

@@ -63,9 +63,11 @@ def write_evidence(
         "evidence_id",
         F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(run.table)), 256), 1, 32),
     )
+    # one schema lookup: under Spark Connect each ``df.columns`` is a round trip to the server
+    computed = set(df.columns) - {"n"}
     cols = []
     for f in ev_schema.fields:
-        if f.name in df.columns and f.name not in ("n",):
+        if f.name in computed:
             cols.append(F.col(f.name).cast(f.dataType).alias(f.name))
         else:
             cols.append(F.lit(consts.get(f.name)).cast(f.dataType).alias(f.name))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start, stop and check a local Spark Connect server for the provider's Connect mode.
 
-    python scripts/connect_server.py start [--port 15002] [--master local[2]] [--dir DIR]
+    python scripts/connect_server.py start [--port 15002] [--master local[2]] [--dir DIR] [--jars J1,J2]
     python scripts/connect_server.py status|stop [--dir DIR]
 
 The server is ``spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer``
@@ -73,9 +73,9 @@ def connect_jars() -> list[str]:
     )
 
 
-def _jars() -> list[str]:
+def _jars(extra: list[str] | None = None) -> list[str]:
     jars = [j for j in os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", "").split(",") if j.strip()]
-    return [*connect_jars(), *jars]
+    return [*connect_jars(), *jars, *(j for j in extra or [] if j not in jars)]
 
 
 def _listening(port: int, host: str = "127.0.0.1") -> bool:
@@ -100,10 +100,15 @@ def start(
     workdir: str | Path | None = None,
     master: str = "local[2]",
     extra_conf: dict[str, str] | None = None,
+    extra_jars: list[str] | None = None,
     timeout: float = 240.0,
     die_with_parent: bool = False,
 ) -> ConnectServer:
-    """Start a server on ``port`` and wait until it answers; ``RuntimeError`` with its log tail otherwise."""
+    """Start a server on ``port`` and wait until it answers; ``RuntimeError`` with its log tail otherwise.
+
+    ``extra_jars``: jars beyond the provider's (for example ``AIP_S3_SPARK_JARS``, S3FileIO and S3A for
+    catalogs whose warehouse is on object storage): a session cannot add jars to a running server.
+    """
     workdir = Path(workdir or Path(os.environ.get("AIP_WORK", ".work")) / "connect")
     workdir.mkdir(parents=True, exist_ok=True)
     if _listening(port):
@@ -138,7 +143,7 @@ def start(
         if log4j_option:
             conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j_option}")
     cmd = [submit, "--class", SERVER_CLASS, "--master", master, "--name", f"spark-connect-{port}"]
-    cmd += ["--jars", ",".join(_jars())]
+    cmd += ["--jars", ",".join(_jars(extra_jars))]
     for key, value in conf.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd.append("spark-internal")
@@ -215,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("AIP_CONNECT_PORT", "15002")))
     parser.add_argument("--master", default=os.environ.get("AIP_CONNECT_MASTER", "local[2]"))
     parser.add_argument("--dir", default=None, help="pid and log directory (default $AIP_WORK/connect)")
+    parser.add_argument(
+        "--jars", default="", help='comma-separated jars beyond the provider\'s, e.g. "$AIP_S3_SPARK_JARS" for S3'
+    )
     args = parser.parse_args(argv)
     current = recorded(args.dir)
     if args.action == "start":
@@ -222,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"already running: pid {current.pid}, {current.url}")
             return 0
         t0 = time.monotonic()
-        server = start(args.port, workdir=args.dir, master=args.master)
+        extra = [j for j in args.jars.split(",") if j.strip()]
+        server = start(args.port, workdir=args.dir, master=args.master, extra_jars=extra)
         print(f"Spark Connect server on {server.url} (pid {server.pid}, ready in {time.monotonic() - t0:.1f}s)")
         print(f"log: {server.log}")
         return 0

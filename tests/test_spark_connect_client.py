@@ -77,6 +77,36 @@ def test_session_conf_keeps_server_conf_off_the_session():
     assert server_only == ["spark.pyspark.python", "spark.redaction.regex", "spark.sql.extensions"]
 
 
+def test_hadoop_settings_reach_the_session_under_their_hadoop_names_with_secrets_kept_secret():
+    """A Connect session's ``spark.hadoop.X`` never reaches Hadoop: the session also gets ``X``
+    (raw Parquet reads on S3), secrets stay in the secret part, and the FileSystem cache is off."""
+    ep = ConnectEndpoint("c", "127.0.0.1", 1, "sc://127.0.0.1:1/")
+    doc = session_document(
+        ep,
+        application="a.py",
+        application_args=[],
+        conf={"spark.hadoop.fs.s3.impl": "S3A", "spark.hadoop.fs.s3a.endpoint": "http://s3", "spark.sql.x": "y"},
+        secret_conf={"spark.hadoop.fs.s3a.secret.key": "sk", "spark.sql.catalog.c.s3.secret-access-key": "sk"},
+        py_files=[],
+        job_name="j",
+    )
+    assert doc["conf"] == {
+        "spark.hadoop.fs.s3.impl": "S3A",
+        "spark.hadoop.fs.s3a.endpoint": "http://s3",
+        "spark.sql.x": "y",
+        "fs.s3.impl": "S3A",
+        "fs.s3a.endpoint": "http://s3",
+        "fs.s3.impl.disable.cache": "true",
+        "fs.s3a.impl.disable.cache": "true",
+    }
+    assert doc["secret_conf"] == {
+        "spark.hadoop.fs.s3a.secret.key": "sk",
+        "spark.sql.catalog.c.s3.secret-access-key": "sk",
+        "fs.s3a.secret.key": "sk",
+    }
+    assert "sk" not in json.dumps(doc["conf"])
+
+
 def test_session_file_is_private(tmp_path):
     ep = ConnectEndpoint("c", "127.0.0.1", 1, "sc://127.0.0.1:1/;token=t")
     doc = session_document(

@@ -1,14 +1,20 @@
-"""Spark on object storage, end to end: a PostgreSQL catalog + an ``s3://`` warehouse on SeaweedFS (7 spark-submits).
+"""Spark on object storage, end to end: a PostgreSQL catalog + an ``s3://`` warehouse on SeaweedFS (7 jobs).
 
-Serves issue #18 (the Spark tier on S3) **and** issue #14 item 6 (every job family on a
-PostgreSQL catalog: WAP write, audit, cherry-pick, maintenance plan, erasure).
+Every job family on a PostgreSQL catalog whose tables live in object storage: WAP write, audit,
+cherry-pick, maintenance plan with orphan removal, erasure in two phases.
+
+The jobs run on the suite's shared Spark Connect server (``spark_on_connect`` in tests/conftest.py),
+started with the object-storage jars; ``AIP_TEST_SPARK_MODE=spark_submit`` runs them through
+spark-submit instead (the REST tier, ``tests/test_spark_rest.py``, and the cluster tier cover
+spark-submit on S3 in every run).
 
 One module lake: Spark's ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` on one PostgreSQL
 database (``tests/_servers.py`` starts the server), warehouse ``s3://<fresh bucket>/wh`` on
 SeaweedFS's S3 API (``weed mini``). Spark uses Iceberg's own ``S3FileIO`` (what production
 uses) from ``iceberg-aws-bundle``, which ``scripts/bootstrap.sh`` resolves with Maven into
-``.spark-runtime/jars/s3`` (``AIP_S3_SPARK_JARS``), and S3A (``hadoop-aws``) for raw-file reads; pyiceberg uses its pyarrow FileIO with the
-same connection properties. Every commit is verified through the catalog.
+``.spark-runtime/jars/s3`` (``AIP_S3_SPARK_JARS``); raw-file reads go through S3A (``hadoop-aws``)
+under spark-submit and pyarrow's S3 filesystem under Spark Connect; pyiceberg uses its pyarrow
+FileIO with the same connection properties. Every commit is verified through the catalog.
 
 * maintenance plan: compaction + manifest rewrite + expiry + orphan listing (dry run) in one
   job, then orphan removal for real. Every object of the table is first made 4 days old (S3
@@ -19,12 +25,12 @@ same connection properties. Every commit is verified through the catalog.
 * WAP: branch -> Spark SQL write -> Spark audit (incremental: the appended rows are read on the
   driver from S3 through pyarrow, the unique check by a full Spark scan) -> publish;
 * cherry-pick: ``main`` moved, publish with ``on_conflict="cherrypick"`` (a Spark job);
-* erasure in two phases (logical, then purge) with the purge's raw-file verification through
-  S3A; afterwards every object in the bucket is read through the S3 API (not through the
+* erasure in two phases (logical, then purge) with the purge's raw-file verification;
+  afterwards every object in the bucket is read through the S3 API (not through the
   catalog): no Parquet file holds a subject value;
 * the S3 secret key and the PostgreSQL password are nowhere: not in any spark-submit argv (a
-  shim records them), the Spark event log, the driver/task output (capfd + caplog), XCom or
-  the ledger.
+  shim records them) or Spark event log (spark-submit), not in the Connect server's log
+  (Connect), and in either mode not in the task output (capfd + caplog), XCom or the ledger.
 
 Timings of each step are printed (``-s`` shows them).
 """
@@ -56,6 +62,7 @@ from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOper
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rest, pytest.mark.spark]
+JOBS = 7  # plan, orphans, WAP write, audit, cherry-pick, erasure logical, erasure purge
 
 T, PEOPLE, REQUESTS = "db.orders", "db.people", "db.requests"
 SUBJECTS = {"R-1": person(0), "R-2": person(7)}
@@ -79,7 +86,7 @@ def timed(name: str, fn):
 
 
 @pytest.fixture(scope="module")
-def s3lake(tmp_path_factory):
+def s3lake(tmp_path_factory, request, spark_on_connect):
     """PostgreSQL catalog + ``s3://`` warehouse on SeaweedFS, S3FileIO jars, event log on, a spark-submit argv shim."""
     s3_jars = os.environ.get("AIP_S3_SPARK_JARS", "")
     if not s3_jars:
@@ -125,6 +132,9 @@ def s3lake(tmp_path_factory):
         append_people(hook, PEOPLE, 2)
         add_requests(hook, REQUESTS, SUBJECTS)
         STATE.update(server=server, pg=pg, bucket=bucket, argv_log=argv_log, events=events, rows=60)
+        STATE["mode"] = spark_on_connect
+        if spark_on_connect == "spark_connect":
+            STATE["server_log"] = request.getfixturevalue("connect_server_session").log
         yield hook
         hook.catalog.engine.dispose()
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in STATE["timings"].items())
@@ -363,19 +373,26 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
 
 def test_s3_secret_and_database_password_are_nowhere(s3lake):
     secrets = {"S3 secret key": STATE["server"].secret_key, "PostgreSQL password": STATE["pg"].password}
-    argv = STATE["argv_log"].read_text()
-    assert argv.count("----") == 7, "expected 7 spark-submits (plan, orphans, WAP write, audit, cherry-pick, 2 erasure)"
-    assert "--properties-file" in argv
-    assert STATE["server"].access_key not in argv  # the key id is secret conf too
-    events = "\n".join(p.read_text(errors="replace") for p in STATE["events"].rglob("*") if p.is_file())
-    assert events.count("SparkListenerApplicationStart") == 7  # control: one event log per job
-    assert "spark.sql.catalog.lakehouse.s3.secret-access-key" in events  # control: the conf was logged, redacted
+    argv = STATE["argv_log"].read_text() if STATE["argv_log"].exists() else ""
     logs = "\n".join(STATE["logs"])
+    if STATE["mode"] == "spark_connect":
+        assert argv.count("----") == 0, "a job ran through spark-submit instead of the Connect server"
+        assert logs.count("through Spark Connect") >= JOBS  # control: the jobs ran as Connect clients
+        assert STATE["server_log"].is_file()  # control: the shared server's own log (WARN and above)
+        where = {"Connect server log": STATE["server_log"].read_text(errors="replace")}
+    else:
+        assert argv.count("----") == JOBS, f"expected {JOBS} spark-submits"
+        assert "--properties-file" in argv
+        events = "\n".join(p.read_text(errors="replace") for p in STATE["events"].rglob("*") if p.is_file())
+        assert events.count("SparkListenerApplicationStart") == JOBS  # control: one event log per job
+        assert "spark.sql.catalog.lakehouse.s3.secret-access-key" in events  # control: the conf was logged, redacted
+        where = {"argv": argv, "event log": events}
+    assert STATE["server"].access_key not in argv  # the key id is secret conf too
     assert "spark-submit" in logs or "Spark" in logs  # control: the task output was captured
     xcom = json.dumps(STATE["xcom"], default=str)
     ledger = json.dumps(s3lake.governance.read("ledger"), default=str)
     assert STATE.get("ledger") and '"maintenance.remove_orphan_files"' in ledger  # control: every family wrote
     for what, secret in secrets.items():
-        for where, text in {"argv": argv, "event log": events, "logs": logs, "XCom": xcom, "ledger": ledger}.items():
-            assert secret not in text, f"the {what} leaked into the {where}"
+        for place, text in {**where, "logs": logs, "XCom": xcom, "ledger": ledger}.items():
+            assert secret not in text, f"the {what} leaked into the {place}"
     assert not [s for s in ERASED if s in logs]

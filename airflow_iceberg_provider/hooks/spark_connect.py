@@ -181,6 +181,31 @@ def session_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     return settable, sorted(server_only)
 
 
+#: Spark's prefix for Hadoop settings: spark-submit copies ``spark.hadoop.X`` into the JVM's Hadoop configuration as ``X``.
+_HADOOP_PREFIX = "spark.hadoop."
+
+
+def hadoop_session_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """The ``spark.hadoop.*`` entries of ``conf`` under their Hadoop names, for a Connect session.
+
+    spark-submit copies ``spark.hadoop.X`` into the driver's Hadoop configuration as ``X`` when the
+    JVM starts. A running Connect server never does that for a session's conf; it copies the
+    session's conf *as is* into the Hadoop configuration of that session's file reads. So the
+    session also gets ``X`` (an S3 warehouse's ``fs.s3a.*`` for raw Parquet reads), and Hadoop's
+    FileSystem cache is turned off for each scheme named: a cached FileSystem would carry one
+    session's credentials into another session's reads.
+
+    >>> sorted(hadoop_session_conf({"spark.hadoop.fs.s3a.endpoint": "e", "spark.sql.x": "y"}).items())
+    [('fs.s3a.endpoint', 'e'), ('fs.s3a.impl.disable.cache', 'true')]
+    """
+    out = {key[len(_HADOOP_PREFIX) :]: str(value) for key, value in conf.items() if key.startswith(_HADOOP_PREFIX)}
+    for key in list(out):
+        parts = key.split(".")
+        if len(parts) > 2 and parts[0] == "fs":
+            out.setdefault(f"fs.{parts[1]}.impl.disable.cache", "true")
+    return out
+
+
 def session_document(
     endpoint: ConnectEndpoint,
     *,
@@ -193,6 +218,11 @@ def session_document(
 ) -> dict[str, Any]:
     """What the runner reads from its 0600 session file (the only place secrets are written)."""
     settable, _ = session_conf(conf)
+    hadoop_public, hadoop_secret = hadoop_session_conf(settable), hadoop_session_conf(secret_conf)
+    settable.update({k: v for k, v in hadoop_public.items() if k not in settable})
+    cache_off = {k: v for k, v in hadoop_secret.items() if k.endswith(".impl.disable.cache")}
+    settable.update({k: v for k, v in cache_off.items() if k not in settable})
+    secret = {**dict(secret_conf), **{k: v for k, v in hadoop_secret.items() if k not in cache_off}}
     return {
         "url": endpoint.url,
         "address": endpoint.address,
@@ -200,7 +230,7 @@ def session_document(
         "application": application,
         "argv": list(application_args),
         "conf": settable,
-        "secret_conf": dict(secret_conf),
+        "secret_conf": secret,
         "py_files": list(py_files),
         "job_name": job_name,
     }

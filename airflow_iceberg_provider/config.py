@@ -10,6 +10,8 @@ Options (documented in ``get_provider_info()["config"]``):
 
 ``spark_jars``, ``spark_packages``, ``pyspark_python``
     the Spark runtime of the provider's jobs (Spark hook);
+``spark_conf_defaults``
+    Spark conf (a JSON object) every provider job starts from (Spark hook);
 ``expiry_floor``
     the youngest snapshot age expiry may remove unless lowered per task (maintenance operators);
 ``sqlite_busy_timeout_ms``

@@ -156,6 +156,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "/opt/spark-venv/bin/python",
                         "default": "",
                     },
+                    "spark_conf_defaults": {
+                        "description": "Spark conf every provider job starts from, as a JSON object: under the "
+                        "catalog connection's conf and a task's own spark_conf, in spark-submit mode and on a "
+                        "Spark Connect session alike (server-wide conf such as driver memory or jars cannot be "
+                        "set on a session). Public conf only: secret-looking keys are refused.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": '{"spark.sql.shuffle.partitions": "8"}',
+                        "default": "",
+                    },
                     "spark_driver_java_options": {
                         "description": "JVM options for every Spark driver the provider starts (spark-submit in "
                         "client mode, and a driver a cluster launches), after the provider's log4j option and "

@@ -6,9 +6,6 @@ export AIP_WORK="${AIP_WORK:-$_AIP_ROOT/.work}"
 # Spark distribution = the runtime venv's pyspark package (its bin/ holds spark-submit, no python).
 export SPARK_HOME="${SPARK_HOME:-$(ls -d "$_AIP_ROOT"/.spark-runtime/lib/python3*/site-packages/pyspark 2>/dev/null | head -n1)}"
 export PATH="$_AIP_ROOT/.venv/bin:$SPARK_HOME/bin:$PATH"
-# Spark defaults for local Spark on a small machine (spark-deps/conf/spark-defaults.conf); a caller's
-# own SPARK_CONF_DIR wins.
-export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$_AIP_ROOT/spark-deps/conf}"
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$_AIP_ROOT/.work/airflow}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # The pristine migrated Airflow DB (scripts/bootstrap.sh) that tests copy for an isolated Airflow.
@@ -44,6 +41,12 @@ export AIP_CONNECT_SERVER_JAVA_OPTIONS="${AIP_CONNECT_SERVER_JAVA_OPTIONS:-$_ser
 # The demo's and the tests' warm Spark Connect client exits a minute after their last task.
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS:-60}"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS:-$_jvm}"
+# Spark conf of every provider job of the demo and the tests: small tables on two local cores, where
+# Spark's 200 shuffle partitions are mostly overhead (docs/performance.md, Shuffle partitions). Not a
+# spark-defaults.conf: Spark puts its conf directory on the JVM's class path, and a non-empty directory
+# there makes the JVM refuse the class-data-sharing archive above.
+_conf='{"spark.sql.shuffle.partitions": "4"}'
+export AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS:-$_conf}"
 export AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON="${AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON:-$_AIP_ROOT/.spark-runtime/bin/python}"
 # JSON defaults go through a variable: inside ${VAR:-default} the JSON's first "}" would end the
 # expansion, and a second `source` (VAR already set) would append the rest, e.g. "}}", to VAR.

@@ -96,16 +96,6 @@ ORDERS_COLUMNS = {
 }
 
 
-def spark_conf_dir(path: Path, *lines: str) -> Path:
-    """A ``SPARK_CONF_DIR`` at ``path``: the environment's ``spark-defaults.conf`` (``scripts/env.sh``:
-    ``spark-deps/conf``) followed by ``lines``, for a module that adds its own defaults (an event log)."""
-    path.mkdir(parents=True, exist_ok=True)
-    base = Path(os.environ.get("SPARK_CONF_DIR") or ROOT / "spark-deps" / "conf") / "spark-defaults.conf"
-    text = base.read_text() if base.is_file() else ""
-    (path / "spark-defaults.conf").write_text(text + "".join(f"{line}\n" for line in lines))
-    return path
-
-
 def create_orders_table(hook, table: str = "db.orders", partition_by=("day(order_ts)",), properties=None):
     """Create the standard orders test table through pyiceberg (format v2)."""
     from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec

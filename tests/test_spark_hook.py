@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME
-from airflow_iceberg_provider.exceptions import IcebergConnectionError
+from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergValidationError
 from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks.spark import (
     JOB_RUNTIME_MODULE,
@@ -81,6 +81,43 @@ def test_driver_and_executor_jvm_options_layer_config_under_the_task(secret_lake
         == "-XX:+UseSerialGC -Xshare:auto -Dlog4j2.configurationFile=file:/mine"
     )
     assert "spark.executor.extraJavaOptions" not in plan.conf
+
+
+def test_conf_defaults_layer_under_the_catalog_and_the_task(secret_lake, monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS",
+        json.dumps(
+            {
+                "spark.sql.shuffle.partitions": 4,
+                "spark.sql.adaptive.enabled": True,
+                "spark.executor.instances": "1",
+                "spark.sql.catalog.lakehouse.type": "hadoop",
+            }
+        ),
+    )
+    plan = IcebergSparkHook(conf={"spark.executor.instances": 3}).plan("/app.py")
+    assert plan.conf["spark.sql.shuffle.partitions"] == "4" and plan.conf["spark.sql.adaptive.enabled"] == "true"
+    assert plan.conf["spark.executor.instances"] == "3"  # the task's own spark_conf wins
+    assert plan.conf["spark.sql.catalog.lakehouse.type"] == "jdbc"  # the catalog connection's conf wins
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("{not json", "is not JSON"),
+        ('["spark.sql.shuffle.partitions"]', "is a JSON list, not an object"),
+        ('{"shuffle.partitions": 4}', "not Spark conf with a scalar value: ['shuffle.partitions']"),
+        ('{"spark.sql.x": {"a": 1}}', "not Spark conf with a scalar value: ['spark.sql.x']"),
+        ('{"spark.hadoop.fs.s3a.secret.key": "SeCrEt-42"}', "names secret conf ['spark.hadoop.fs.s3a.secret.key']"),
+    ],
+)
+def test_bad_conf_defaults_are_refused_naming_the_option_and_the_fix(secret_lake, monkeypatch, value, problem):
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS", value)
+    with pytest.raises(IcebergValidationError) as err:
+        IcebergSparkHook().plan("/app.py")
+    assert str(err.value).startswith("[iceberg_provider] spark_conf_defaults") and problem in str(err.value)
+    assert "a JSON object of Spark conf keys" in str(err.value) or "catalog connection" in str(err.value)  # the fix
+    assert "SeCrEt-42" not in str(err.value)
 
 
 def test_java_properties_escaping():

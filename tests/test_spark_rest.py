@@ -40,7 +40,7 @@ from _erasure_helpers import SALT, add_requests, append_people, create_people_ta
 from _s3_helpers import backdate, bucket_objects, s3fs
 from _servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed, skip_or_fail
 from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch, spark_conf_dir
+from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
@@ -132,21 +132,24 @@ def lake(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"rest-{request.param}")
     real = subprocess.run(["bash", "-c", "command -v spark-submit"], capture_output=True, text=True).stdout.strip()
     assert real, "spark-submit must be on PATH (source scripts/env.sh)"
-    shim, argv_log, conf_dir, events = tmp / "shim", tmp / "argv.log", tmp / "conf", tmp / "events"
+    shim, argv_log, events = tmp / "shim", tmp / "argv.log", tmp / "events"
     for d in (shim, events):
         d.mkdir()
     (shim / "spark-submit").write_text(
         f'#!/usr/bin/env bash\nprintf "%s\\n" "$@" >> {argv_log}\necho "----" >> {argv_log}\nexec {real} "$@"\n'
     )
     (shim / "spark-submit").chmod(0o755)
-    spark_conf_dir(conf_dir, "spark.eventLog.enabled true", f"spark.eventLog.dir file://{events}")
+    # the event log through the provider's Spark conf defaults, not a spark-defaults.conf: a non-empty Spark
+    # conf directory is on the JVM's class path and would make the drivers refuse the class-data-sharing archive
+    defaults = json.loads(os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS") or "{}")
+    defaults.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}"})
     jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))
         mp.setenv("AIRFLOW_CONN_ERASURE_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
         mp.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", f"{jars},{s3_jars}")
         mp.setenv("PATH", f"{shim}:{os.environ['PATH']}")
-        mp.setenv("SPARK_CONF_DIR", str(conf_dir))
+        mp.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS", json.dumps(defaults))
         hook = IcebergCatalogHook()
         state = RestLake(request.param, hook, f"r{suffix}", s3, secrets, argv_log, events)
         hook.ensure_namespace(state.ns)

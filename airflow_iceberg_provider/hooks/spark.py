@@ -44,9 +44,10 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
+from airflow_iceberg_provider.catalog_config import is_secret_key
 from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
-from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
+from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
@@ -241,6 +242,42 @@ def driver_java_options(user: str | None, *, log4j: str | None) -> str:
     return java_options(own, _config("spark_driver_java_options"), user)
 
 
+def conf_defaults() -> dict[str, str]:
+    """``[iceberg_provider] spark_conf_defaults``: Spark conf every provider job starts from, under
+    the catalog's conf and a task's own ``spark_conf``; a JSON object of scalar values.
+
+    >>> import os; os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS"] = '{"spark.sql.shuffle.partitions": 4}'
+    >>> conf_defaults()
+    {'spark.sql.shuffle.partitions': '4'}
+    >>> del os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS"]
+    """
+    raw = _config("spark_conf_defaults")
+    if not raw:
+        return {}
+    fix = 'give a JSON object of Spark conf keys to values, e.g. {"spark.sql.shuffle.partitions": "8"}'
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        raise IcebergValidationError(f"[iceberg_provider] spark_conf_defaults is not JSON: {fix}") from None
+    if not isinstance(doc, dict):
+        raise IcebergValidationError(
+            f"[iceberg_provider] spark_conf_defaults is a JSON {type(doc).__name__}, not an object: {fix}"
+        )
+    bad = sorted(str(k) for k, v in doc.items() if not str(k).startswith("spark.") or isinstance(v, dict | list))
+    if bad:
+        raise IcebergValidationError(
+            f"[iceberg_provider] spark_conf_defaults has entries that are not Spark conf with a scalar value: "
+            f"{bad}: {fix}"
+        )
+    secret = sorted(str(k) for k in doc if is_secret_key(str(k)))
+    if secret:
+        raise IcebergValidationError(
+            f"[iceberg_provider] spark_conf_defaults names secret conf {secret}: it would reach spark-submit's "
+            "command line; put credentials in the catalog connection, whose secrets travel in a 0600 file"
+        )
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in doc.items()}
+
+
 class IcebergSparkHook(BaseHook):
     """
     Submit PySpark jobs against an Iceberg catalog through ``spark-submit``.
@@ -325,7 +362,12 @@ class IcebergSparkHook(BaseHook):
         """
         cfg = self.catalog_hook.config
         catalog_conf = cfg.spark_conf()
-        conf = {**catalog_conf.public, **self.conf, **{k: str(v) for k, v in (extra_conf or {}).items()}}
+        conf = {
+            **conf_defaults(),
+            **catalog_conf.public,
+            **self.conf,
+            **{k: str(v) for k, v in (extra_conf or {}).items()},
+        }
         conf.setdefault("spark.sql.session.timeZone", "UTC")
         conf.setdefault("spark.ui.enabled", "false")
         # Spark's default redaction misses a REST catalog's OAuth2 ``credential`` (client id:secret)

@@ -63,6 +63,7 @@ _SERVER_ONLY_PREFIXES = (
     "spark.app.",
     "spark.sql.extensions",
     "spark.redaction.",
+    "spark.eventLog.",
 )
 
 

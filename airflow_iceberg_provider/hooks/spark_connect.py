@@ -30,7 +30,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,19 +192,23 @@ def hadoop_session_conf(conf: Mapping[str, str]) -> dict[str, str]:
     spark-submit copies ``spark.hadoop.X`` into the driver's Hadoop configuration as ``X`` when the
     JVM starts. A running Connect server never does that for a session's conf; it copies the
     session's conf *as is* into the Hadoop configuration of that session's file reads. So the
-    session also gets ``X`` (an S3 warehouse's ``fs.s3a.*`` for raw Parquet reads), and Hadoop's
-    FileSystem cache is turned off for each scheme named: a cached FileSystem would carry one
-    session's credentials into another session's reads.
+    session also gets ``X`` (an S3 warehouse's ``fs.s3a.*`` for raw Parquet reads).
 
-    >>> sorted(hadoop_session_conf({"spark.hadoop.fs.s3a.endpoint": "e", "spark.sql.x": "y"}).items())
-    [('fs.s3a.endpoint', 'e'), ('fs.s3a.impl.disable.cache', 'true')]
+    >>> hadoop_session_conf({"spark.hadoop.fs.s3a.endpoint": "e", "spark.sql.x": "y"})
+    {'fs.s3a.endpoint': 'e'}
     """
-    out = {key[len(_HADOOP_PREFIX) :]: str(value) for key, value in conf.items() if key.startswith(_HADOOP_PREFIX)}
-    for key in list(out):
-        parts = key.split(".")
-        if len(parts) > 2 and parts[0] == "fs":
-            out.setdefault(f"fs.{parts[1]}.impl.disable.cache", "true")
-    return out
+    return {key[len(_HADOOP_PREFIX) :]: str(value) for key, value in conf.items() if key.startswith(_HADOOP_PREFIX)}
+
+
+def filesystem_cache_off(hadoop_keys: Iterable[str]) -> dict[str, str]:
+    """``fs.<scheme>.impl.disable.cache=true`` for each scheme the Hadoop keys name: a cached
+    FileSystem would carry one Connect session's credentials into another session's reads.
+
+    >>> filesystem_cache_off(["fs.s3a.endpoint", "fs.s3.impl", "io.file.buffer.size"])
+    {'fs.s3a.impl.disable.cache': 'true', 'fs.s3.impl.disable.cache': 'true'}
+    """
+    schemes = dict.fromkeys(key.split(".")[1] for key in hadoop_keys if key.startswith("fs.") and key.count(".") > 1)
+    return {f"fs.{scheme}.impl.disable.cache": "true" for scheme in schemes}
 
 
 def session_document(
@@ -220,10 +224,8 @@ def session_document(
     """What the runner reads from its 0600 session file (the only place secrets are written)."""
     settable, _ = session_conf(conf)
     hadoop_public, hadoop_secret = hadoop_session_conf(settable), hadoop_session_conf(secret_conf)
-    settable.update({k: v for k, v in hadoop_public.items() if k not in settable})
-    cache_off = {k: v for k, v in hadoop_secret.items() if k.endswith(".impl.disable.cache")}
-    settable.update({k: v for k, v in cache_off.items() if k not in settable})
-    secret = {**dict(secret_conf), **{k: v for k, v in hadoop_secret.items() if k not in cache_off}}
+    settable = {**hadoop_public, **filesystem_cache_off([*hadoop_public, *hadoop_secret]), **settable}
+    secret = {**hadoop_secret, **secret_conf}
     return {
         "url": endpoint.url,
         "address": endpoint.address,

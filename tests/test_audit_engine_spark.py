@@ -93,6 +93,15 @@ def test_driver_read_spark_read_and_whole_scan_observe_the_same_values(result):
     assert observed["whole"]["x.max"] == "NaN"  # Spark: NaN is the largest double
 
 
+def test_a_small_snapshot_is_projected_and_aggregated_on_the_driver_with_the_same_values(result):
+    """A full audit of a snapshot of at most ``driver_rows`` rows: no distinct-count shuffle, same values."""
+    observed, queries = result["observed"], result["queries"]
+    assert observed["whole_small"] == observed["whole"]
+    assert "projection" in queries["whole_small"] and "projection" not in queries["whole"]
+    assert not any(q.startswith("scan") for q in queries["whole_small"]), queries["whole_small"]
+    assert any(q.startswith("scan") for q in queries["whole"]), queries["whole"]
+
+
 def test_a_check_outside_the_subset_lets_spark_read_the_appended_rows(result):
     how, refused, fallback = result["read_by"]["outside_subset"]
     assert how == "spark" and "length" in refused and fallback is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pendulum
+import pyarrow as pa
 import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
@@ -23,7 +24,12 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.operators._wap_common import branch_snapshots, merge_base, refuse_unsupported_format
+from airflow_iceberg_provider.operators._wap_common import (
+    branch_snapshots,
+    merge_base,
+    refuse_unsupported_format,
+    snapshot_shape,
+)
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
@@ -448,6 +454,25 @@ def test_incremental_audit_reuses_base_values_only_after_appends(orders):
     changed = branch_snapshots(hook, tbl, hook.ref_snapshot_id(T, "wap_x"), base)
     assert changed[-1].operation != "append"
     assert audit._reusable_base_values(checks, T, base, changed) == {}
+
+
+def test_the_audit_job_learns_the_snapshots_size_and_the_schema_it_was_written_with(orders):
+    """The audited snapshot's ``total-records`` and schema travel in the spec (no metadata read in the job)."""
+    from pyiceberg.types import StringType
+
+    from airflow_iceberg_provider.spark_jobs.audit_files import schema_fields
+
+    first = main_of(orders)
+    with orders.load_table(T).update_schema() as update:
+        update.add_column("note", StringType())
+    orders.load_table(T).append(orders_batch(10, 5).append_column("note", pa.array(["n"] * 5, pa.string())))
+    tbl = orders.load_table(T)
+    old_records, old_schema = snapshot_shape(tbl, first)
+    new_records, new_schema = snapshot_shape(tbl, main_of(orders))
+    assert (old_records, new_records) == (10, 15)
+    assert "note" not in schema_fields(old_schema) and schema_fields(new_schema)["note"].type == "string"
+    assert schema_fields(old_schema)["order_id"].type == "long"
+    assert snapshot_shape(tbl, 123) == (None, None)
 
 
 @pytest.mark.parametrize(

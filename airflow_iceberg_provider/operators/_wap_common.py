@@ -58,6 +58,16 @@ def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:
     return {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
 
 
+def snapshot_shape(tbl: Table, snapshot_id: int) -> tuple[int | None, str | None]:
+    """A snapshot's ``total-records`` (None when its summary lacks it) and the schema JSON it was written with."""
+    snap = tbl.snapshot_by_id(snapshot_id)
+    if snap is None:
+        return None, None
+    total = (snap.summary.additional_properties if snap.summary else {}).get("total-records")
+    schema = tbl.schemas().get(snap.schema_id) if snap.schema_id is not None else tbl.schema()
+    return (int(total) if total is not None else None), (schema.model_dump_json() if schema is not None else None)
+
+
 def merge_base(hook: IcebergCatalogHook, tbl: Table, head: int | None, other: int | None) -> int | None:
     """Newest snapshot in ``head``'s ancestry that is also in ``other``'s (:func:`_wap_refs.merge_base`)."""
     return _wap_refs.merge_base(snapshots_by_id(hook, tbl), head, other)

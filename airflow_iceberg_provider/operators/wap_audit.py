@@ -25,7 +25,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
-from airflow_iceberg_provider.operators._wap_common import resolve_branch, snapshots_by_id
+from airflow_iceberg_provider.operators._wap_common import resolve_branch, snapshot_shape, snapshots_by_id
 from airflow_iceberg_provider.ui.links import GovernanceAuditLink
 
 if TYPE_CHECKING:
@@ -245,7 +245,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         plan, snapshots, tbl = self._plan(branch, checks)
         base_values = self._reusable_base_values(checks, self.ident.dotted, plan.base, snapshots, tbl)
-        spec = self._spec(context, branch, checks, plan, base_values)
+        spec = self._spec(context, branch, checks, plan, base_values, tbl)
         self.log.info(
             "Auditing %s@%s snapshot %s (base %s) with %d checks",
             self.ident.dotted,
@@ -288,13 +288,17 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         checks: Sequence[audit_checks.Check],
         plan: AuditPlan,
         base_values: dict[str, float | None],
+        tbl: Table,
     ) -> dict[str, Any]:
-        """The audit job's spec: the exact snapshot, the checks, the values known without a scan."""
+        """The audit job's spec: the exact snapshot (its size and schema), the checks, the values known without a scan."""
+        records, schema = snapshot_shape(tbl, plan.snapshot_id)
         return self.job_spec(
             context,
             "wap_audit",
             ref=branch,
             snapshot_id=plan.snapshot_id,
+            snapshot_records=records,
+            snapshot_schema=schema,
             base_snapshot_id=plan.base,
             checks=[c.to_dict() for c in checks],
             change_values=plan.change_values,

@@ -25,7 +25,12 @@ cheapest first:
 ``scan``
     Everything else: one shuffle-free aggregate pass, one sort-based pass for exact
     distinct counts and one filtered pass per partition clause of general aggregate
-    predicates (:func:`audit_sql.build_audit_queries`).
+    predicates (:func:`audit_sql.build_audit_queries`). A snapshot of at most
+    ``driver_rows`` rows (``snapshot_records``, from its summary) whose remaining checks
+    include an exact distinct count and all have a per-row value is read instead by one
+    shuffle-free projection, collected as Arrow and aggregated on the driver, as the
+    appended rows are: the two shuffles of an exact distinct count cost more than
+    collecting a small snapshot's column.
 
 If the incremental read fails (e.g. the base snapshot was expired meanwhile), the checks
 fall back to a scan of the whole snapshot: the result is the same, only slower.
@@ -196,9 +201,15 @@ class AuditEngine:
         base_snapshot_id: int | None = None,
         base_values: dict[str, float | None] | None = None,
         use_metadata: bool = True,
+        snapshot_records: int | None = None,
+        snapshot_schema: str | None = None,
     ) -> tuple[Evaluation, list, dict[str, str]]:
         """Values of the column/table checks (change checks are computed on the Airflow side).
 
+        :param snapshot_records: the snapshot's ``total-records`` (its summary, an upper bound
+            of the rows it reads): small snapshots are aggregated on the driver.
+        :param snapshot_schema: the Iceberg schema JSON the snapshot was written with, when the
+            caller has it (saves reading the table metadata).
         :returns: the evaluation, the checks as evaluated (single-aggregate checks over
             non-numeric columns become general predicates) and the row/aggregate modes.
         """
@@ -207,7 +218,7 @@ class AuditEngine:
         source = self.source(snapshot_id)
         self._jtable_cache = None
         self._types_cache = None
-        self._fields_cache = None
+        self._fields_cache = schema_fields(snapshot_schema) if snapshot_schema else None
         self._snapshot_id = int(snapshot_id)
         ev = Evaluation()
         start = time.monotonic()
@@ -234,12 +245,20 @@ class AuditEngine:
                     ev.methods.pop(c.name, None)
                 rest = data
         if rest:
-            self._full(ev, rest, source, modes, use_metadata)
+            self._full(ev, rest, source, modes, use_metadata, snapshot_records)
         evaluated = [next((d for d in data if d.name == c.name), c) for c in checks]
         return ev, evaluated, modes
 
     # ------------------------------------------------------------------ full snapshot
-    def _full(self, ev: Evaluation, checks: list, source: str, modes: dict[str, str], use_metadata: bool) -> None:
+    def _full(
+        self,
+        ev: Evaluation,
+        checks: list,
+        source: str,
+        modes: dict[str, str],
+        use_metadata: bool,
+        records: int | None = None,
+    ) -> None:
         from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         remaining = list(checks)
@@ -265,6 +284,13 @@ class AuditEngine:
                     ev.observed[name] = row[alias]
                     ev.methods[name] = METADATA
                 remaining = [c for c in remaining if c.name not in names]
+        small = records is not None and records <= self.driver_rows
+        if small and any(c.check_type in ck.DISTINCT_CHECKS for c in remaining):
+            if all(ac.decomposable(c, modes.get(c.name)) for c in remaining):
+                for name, value in self._project(ev, "projection", remaining, modes, source, records).items():
+                    ev.observed[name] = value
+                    ev.methods[name] = SCAN
+                return
         for i, query in enumerate(ac.build_audit_queries(remaining, source, modes, self.bucket_expr)):
             row = self._run(ev, f"scan{i}", query.sql)
             for alias, name in query.columns:
@@ -347,18 +373,27 @@ class AuditEngine:
         from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         if rest and appended.records <= self.driver_rows:
-            # one shuffle-free projection, collected as Arrow and aggregated on the driver
-            projection = ac.driver_projection(rest, modes)
-            start = time.monotonic()
-            df = self.spark.sql(ac.driver_projection_sql(projection, view))
-            with _conf(self.spark, "spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, appended.records))):
-                batches = _collect_arrow(df)  # few large batches: measured ~25 % faster than 10k-row ones
-            change.update(ac.aggregate_columns(projection, _arrow_columns(df, batches)))
-            ev.queries.append(("appended", time.monotonic() - start))
+            change.update(self._project(ev, "appended", rest, modes, view, appended.records))
         elif rest:
             for i, query in enumerate(ac.build_audit_queries(rest, view, modes, self.bucket_expr)):
                 row = self._run(ev, f"appended{i}", query.sql)
                 change.update({name: row[alias] for alias, name in query.columns})
+
+    def _project(
+        self, ev: Evaluation, label: str, checks: list, modes: dict[str, str], source: str, records: int
+    ) -> dict[str, float | None]:
+        """Values of decomposable ``checks`` over a small relation: one shuffle-free projection, collected as
+        Arrow and aggregated on the driver with Spark's semantics (:func:`audit_sql.aggregate_columns`)."""
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+
+        projection = ac.driver_projection(checks, modes)
+        start = time.monotonic()
+        df = self.spark.sql(ac.driver_projection_sql(projection, source))
+        with _conf(self.spark, "spark.sql.execution.arrow.maxRecordsPerBatch", str(max(1, records))):
+            batches = _collect_arrow(df)  # few large batches: measured ~25 % faster than 10k-row ones
+        values = ac.aggregate_columns(projection, _arrow_columns(df, batches))
+        ev.queries.append((label, time.monotonic() - start))
+        return values
 
     def _direct(
         self, ev: Evaluation, checks: list, modes: dict[str, str], appended: Appended, snapshot_id: int

@@ -1,7 +1,8 @@
 """Spark job: audit one snapshot of a WAP branch with as few scans as possible; record every verdict.
 
 Spec: ``table``, ``ref`` (the branch), ``snapshot_id`` (the exact snapshot audited),
-``base_snapshot_id``, ``checks`` (serialised :class:`~airflow_iceberg_provider.core.audit_checks.Check` dicts, validated
+``base_snapshot_id``, ``snapshot_records`` / ``snapshot_schema`` (the audited snapshot's
+``total-records`` and schema JSON, when known), ``checks`` (serialised :class:`~airflow_iceberg_provider.core.audit_checks.Check` dicts, validated
 on the Airflow side), ``change_values`` / ``skipped`` (change-set metrics the Airflow
 side computed from snapshot summaries), ``audit_table`` (``namespace.audit_results``),
 and for an incremental audit ``incremental_base`` (the base snapshot, when the branch only
@@ -44,6 +45,8 @@ def audit(ctx: JobContext) -> dict[str, Any]:
         snapshot_id,
         base_snapshot_id=spec.get("incremental_base"),
         base_values=spec.get("base_values") or {},
+        snapshot_records=spec.get("snapshot_records"),
+        snapshot_schema=spec.get("snapshot_schema"),
     )
     observed.update(ev.observed)
     seconds = time.monotonic() - t0

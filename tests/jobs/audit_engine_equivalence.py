@@ -9,9 +9,10 @@ with non-ASCII text, booleans) and writes to ``spec["result_path"]``:
 * ``generated``: the same for 300 random expressions (one Spark query): how many were
   compared, which differ, which were refused and why;
 * ``refused``: per expression outside the subset, the ``Unsupported`` message (or null);
-* ``observed``: the audit engine's observed values three ways (whole snapshot scan,
+* ``observed``: the audit engine's observed values four ways (whole snapshot scan, the
+  whole snapshot projected and aggregated on the driver as a small snapshot is,
   incremental with the driver reading the files, incremental with Spark reading them)
-  plus how the appended rows were read;
+  plus how the appended rows were read (``read_by``) and the queries each way ran;
 * the same after a ``DELETE`` (not an append): the incremental evaluation must refuse and
   scan the whole snapshot.
 """
@@ -224,15 +225,18 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
     checks = ck.parse_checks(spec["column_mapping"], spec["table_checks"])
     outside = ck.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})
     base_values = engine.evaluate(checks + outside, base)[0].observed
-    observed, read_by = {}, {}
+    observed, read_by, queries = {}, {}, {}
+    small = {"snapshot_records": 1000}  # an upper bound of the head's rows, as its summary gives one
     for label, kwargs, eng in (
         ("whole", {}, engine),
+        ("whole_small", small, engine),
         ("driver", {"base_snapshot_id": base, "base_values": base_values}, engine),
         ("spark", {"base_snapshot_id": base, "base_values": base_values}, AuditEngine(spark, t, driver_read=False)),
     ):
         ev = eng.evaluate(checks, head, **kwargs)[0]
         observed[label] = {k: _plain(v) for k, v in ev.observed.items()}
         read_by[label] = [ev.appended_read_by, ev.methods, ev.fallback]
+        queries[label] = [q for q, _ in ev.queries]
     ev = engine.evaluate(checks + outside, head, base_snapshot_id=base, base_values=base_values)[0]
     observed["outside_subset"] = {k: _plain(v) for k, v in ev.observed.items()}
     read_by["outside_subset"] = [ev.appended_read_by, ev.driver_refused, ev.fallback]
@@ -243,7 +247,14 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
     read_by["rewritten"] = [ev.appended_read_by, ev.methods, ev.fallback]
     ev = engine.evaluate(checks, rewritten)[0]
     observed["rewritten_whole"] = {k: _plain(v) for k, v in ev.observed.items()}
-    result = {"rows": rows, "generated": rows_generated, "refused": refused, "observed": observed, "read_by": read_by}
+    result = {
+        "rows": rows,
+        "generated": rows_generated,
+        "refused": refused,
+        "observed": observed,
+        "read_by": read_by,
+        "queries": queries,
+    }
     with open(spec["result_path"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     return {"expressions": len(rows)}

@@ -284,8 +284,8 @@ class AuditEngine:
                     ev.observed[name] = row[alias]
                     ev.methods[name] = METADATA
                 remaining = [c for c in remaining if c.name not in names]
-        small = records is not None and records <= self.driver_rows
-        if small and any(c.check_type in ck.DISTINCT_CHECKS for c in remaining):
+        distinct = any(c.check_type in ck.DISTINCT_CHECKS for c in remaining)
+        if records is not None and records <= self.driver_rows and distinct:
             if all(ac.decomposable(c, modes.get(c.name)) for c in remaining):
                 for name, value in self._project(ev, "projection", remaining, modes, source, records).items():
                     ev.observed[name] = value

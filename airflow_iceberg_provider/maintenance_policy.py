@@ -176,6 +176,35 @@ def check_gc_enabled(properties: Mapping[str, str], table: str, action: str) -> 
         )
 
 
+#: the only operation Iceberg's rewrite procedures commit (data files, manifests, position deletes)
+REWRITE_OPERATION = "replace"
+
+
+def rewrite_commit_problem(action: str, commits: Sequence[Any], output: Mapping[str, Any]) -> str | None:
+    """What is wrong with a rewrite's commits, or ``None``; ``commits`` are main's snapshots (plain values
+    with ``snapshot_id``, ``operation``, ``summary``) from before the action to after it, oldest first.
+
+    Iceberg rebases a rewrite over writers that committed meanwhile, so their snapshots (an
+    ``append`` of a publish, an ``overwrite`` or ``delete`` of an erasure) may sit in that range:
+    they are not the rewrite's. The rewrite's own are the ``replace`` snapshots; there must be
+    one, and for ``rewrite_data_files`` they must add and remove exactly the data files the
+    procedure reported.
+    """
+    ours = [c for c in commits if c.operation == REWRITE_OPERATION]
+    if not ours:
+        seen = [(c.snapshot_id, c.operation) for c in commits]
+        return f"{action} reports {dict(output)} but main advanced only by {seen}, none a '{REWRITE_OPERATION}'"
+    if action == "rewrite_data_files":  # one commit, or several (partial progress, dangling deletes)
+        added = sum(int(c.summary.get("added-data-files", 0)) for c in ours)
+        removed = sum(int(c.summary.get("deleted-data-files", 0)) for c in ours)
+        if (added, removed) != (output.get("added_data_files_count"), output.get("rewritten_data_files_count")):
+            return (
+                f"rewrite_data_files commits {[c.snapshot_id for c in ours]} add {added} / remove {removed} "
+                f"data files but the procedure reported {dict(output)}"
+            )
+    return None
+
+
 def check_main_branch(branch: str, action: str) -> None:
     if branch != "main":
         raise IcebergValidationError(

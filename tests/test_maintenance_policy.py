@@ -29,6 +29,7 @@ from airflow_iceberg_provider.maintenance_policy import (
     parse_duration,
     resolve_cutoff,
     resolve_policy,
+    rewrite_commit_problem,
     rewrite_options,
     validate_strategy,
 )
@@ -504,3 +505,33 @@ def test_file_layout_counts_small_large_and_delete_files_per_partition():
     assert (p1.data_bytes, p1.small_bytes) == (300 * mib, 10 * mib)
     assert (layout[1].data_files, layout[1].delete_files) == (0, 1)
     assert file_layout([], target_file_size=mib) == []
+
+
+# ------------------------------------------------------------- a rewrite's commits
+def _commit(snapshot_id: int, operation: str, added: int = 0, deleted: int = 0) -> SnapshotInfo:
+    summary = {"added-data-files": str(added), "deleted-data-files": str(deleted)}
+    return SnapshotInfo(snapshot_id, snapshot_id - 1, 0, operation, summary)
+
+
+REPORTED = {"added_data_files_count": 1, "rewritten_data_files_count": 7}
+
+
+def test_a_rewrite_rebased_over_another_writers_append_is_its_replace_commit_alone():
+    """A publish's append committed while the compaction ran sits in main's range; it is not the compaction's."""
+    assert rewrite_commit_problem("rewrite_data_files", [_commit(2, "replace", 1, 7)], REPORTED) is None
+    rebased = [_commit(2, "append", 3, 0), _commit(3, "replace", 1, 7), _commit(4, "delete", 0, 1)]
+    assert rewrite_commit_problem("rewrite_data_files", rebased, REPORTED) is None
+    partial = [_commit(2, "replace", 1, 4), _commit(3, "append", 2, 0), _commit(4, "replace", 0, 3)]
+    assert rewrite_commit_problem("rewrite_data_files", partial, REPORTED) is None
+
+
+def test_a_rewrite_without_a_replace_commit_or_with_other_counts_is_named():
+    problem = rewrite_commit_problem("rewrite_manifests", [_commit(2, "append", 1)], {"rewritten_manifests_count": 3})
+    assert problem and "main advanced only by [(2, 'append')], none a 'replace'" in problem
+    problem = rewrite_commit_problem("rewrite_data_files", [_commit(2, "replace", 2, 7)], REPORTED)
+    assert problem and "commits [2] add 2 / remove 7 data files but the procedure reported" in problem
+    # another writer's files never count as the rewrite's
+    problem = rewrite_commit_problem(
+        "rewrite_data_files", [_commit(2, "append", 1), _commit(3, "replace", 0, 7)], REPORTED
+    )
+    assert problem and "add 0 / remove 7" in problem

@@ -28,8 +28,10 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.maintenance_policy import (
     COMPUTE_STATS,
     DEFAULT_EXPIRY_FLOOR,
+    REWRITE_OPERATION,
     ExpiryPreview,
     PlannedAction,
+    rewrite_commit_problem,
 )
 from airflow_iceberg_provider.models import snapshot_info
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
@@ -272,19 +274,12 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
             raise IcebergCommitVerificationError(
                 f"{action} commit {after} on {self.ident} does not descend from {before} (concurrent writer?)."
             )
-        wrong = [(c.snapshot_id, c.operation) for c in chain if c.operation != "replace"]
-        if wrong:
-            raise IcebergCommitVerificationError(
-                f"{action} on {self.ident} committed {wrong}; every maintenance commit must be a 'replace'."
-            )
-        if action == "rewrite_data_files":  # one commit, or several (partial progress, dangling deletes)
-            added = sum(int(c.summary.get("added-data-files", 0)) for c in chain)
-            removed = sum(int(c.summary.get("deleted-data-files", 0)) for c in chain)
-            if (added, removed) != (out.get("added_data_files_count"), out.get("rewritten_data_files_count")):
-                raise IcebergCommitVerificationError(
-                    f"rewrite_data_files on {self.ident}: commits {[c.snapshot_id for c in chain]} add {added} / "
-                    f"remove {removed} data files but the procedure reported {out}."
-                )
+        problem = rewrite_commit_problem(action, chain, out)
+        if problem:
+            raise IcebergCommitVerificationError(f"{self.ident}: {problem}.")
+        others = [(c.snapshot_id, c.operation) for c in chain if c.operation != REWRITE_OPERATION]
+        if others:
+            self.log.info("%s on %s was rebased over commits of other writers: %s", action, self.ident, others)
 
     def _verify_expiry(self, tbl: Table, expiry: ExpiryPreview, refs_before: Sequence[str]) -> None:
         """Every previewed snapshot is gone, and no ref vanished except those the preview said would."""

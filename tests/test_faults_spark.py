@@ -502,6 +502,9 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
 
     add_requests(hook, "db.requests", SUBJECTS)
     files_before_erasure = data_files_on_disk(hook)
+    # what the killed jobs of tests 3-4 left: unreferenced files holding a subject (none when the compaction
+    # committed before its kill landed, as on a fast machine: then there is nothing for the erasure to remove)
+    leftovers_with_subjects = [p for p in files_before_erasure - referenced_files(hook) if _holds_subject(p)]
     rows_before = main_rows(hook)
     without_subjects = Counter({k: n for k, n in rows_before.items() if k[1] not in SUBJECTS.values()})
     head_before = hook.ref_snapshot_id(T)
@@ -570,10 +573,22 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
             holding.append(path)
     assert holding == [], f"files still holding a subject: {holding[:3]} (referenced: {set(holding) & referenced})"
     assert [p for p in partial if p in files_before_erasure] == [], "a killed job's partial file survived"
-    # test 4 proved its killed compaction left files (partial, or complete copies of subject rows)
-    assert max(e["leftovers_removed"] or 0 for e in evidence) >= 1, "the erasure removed no leftover of a killed job"
+    if leftovers_with_subjects:  # the killed jobs left complete copies of subject rows: the evidence names them
+        assert max(e["leftovers_removed"] or 0 for e in evidence) >= 1, "the erasure removed no leftover of a killed job"
     statuses = {r["request_id"]: r["status"] for r in hook.governance.erasure_request_states("db.requests")}
     assert statuses == dict.fromkeys(SUBJECTS, "erased")  # #13: the final state is named erased
+
+
+def _holds_subject(path: str) -> bool:
+    """A readable data file with a subject's key in it (partial files and delete files hold none)."""
+    import pyarrow.parquet as pq
+
+    try:
+        if "customer_id" not in pq.read_schema(path).names:
+            return False
+        return bool(set(pq.read_table(path, columns=["customer_id"]).column(0).to_pylist()) & set(SUBJECTS.values()))
+    except Exception:  # noqa: BLE001 - a file a killed task never finished
+        return False
 
 
 # ----------------------------------------------------------------------------- 6. secrets, personal data

@@ -150,7 +150,17 @@ def commit_position_deletes(run: Any, tasks: dict[str, Any], hits: Any, base_sna
     row_delta.validateFromSnapshot(int(base_snapshot))
     row_delta.validateDataFilesExist(referenced)
     row_delta.set("erasure.logical-delete", "positions")
-    row_delta.commit()
+    try:
+        row_delta.commit()
+    except Exception as err:  # py4j wraps Iceberg's ValidationException / IllegalArgumentException
+        text = str(err)
+        if "is not an ancestor of" in text or "ValidationException" in text or "CommitFailedException" in text:
+            raise RuntimeError(
+                f"commit conflict: main moved since snapshot {int(base_snapshot)}, which this erasure planned "
+                f"against (a concurrent commit or snapshot expiry); nothing was committed, and a retry plans "
+                f"against the new head ({text.splitlines()[0][:300]})"
+            ) from None
+        raise
     run.refresh()
     return {"delete_files": len(groups), "positions": len(rows)}
 

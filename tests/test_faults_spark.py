@@ -576,7 +576,9 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
     assert holding == [], f"files still holding a subject: {holding[:3]} (referenced: {set(holding) & referenced})"
     assert [p for p in partial if p in files_before_erasure] == [], "a killed job's partial file survived"
     if leftovers_with_subjects:  # the killed jobs left complete copies of subject rows: the evidence names them
-        assert max(e["leftovers_removed"] or 0 for e in evidence) >= 1, "the erasure removed no leftover of a killed job"
+        assert max(e["leftovers_removed"] or 0 for e in evidence) >= 1, (
+            "the erasure removed no leftover of a killed job"
+        )
     statuses = {r["request_id"]: r["status"] for r in hook.governance.erasure_request_states("db.requests")}
     assert statuses == dict.fromkeys(SUBJECTS, "erased")  # #13: the final state is named erased
 

@@ -26,11 +26,11 @@ cheapest first:
     Everything else: one shuffle-free aggregate pass, one sort-based pass for exact
     distinct counts and one filtered pass per partition clause of general aggregate
     predicates (:func:`audit_sql.build_audit_queries`). A snapshot of at most
-    ``driver_rows`` rows (``snapshot_records``, from its summary) whose remaining checks
-    include an exact distinct count and all have a per-row value is read instead by one
-    shuffle-free projection, collected as Arrow and aggregated on the driver, as the
-    appended rows are: the two shuffles of an exact distinct count cost more than
-    collecting a small snapshot's column.
+    ``driver_rows`` rows (``snapshot_records``, from its summary) whose checks include an
+    exact distinct count and all have a per-row value is read instead by one shuffle-free
+    projection, collected as Arrow and aggregated on the driver, as the appended rows are,
+    with no metadata query first: the two shuffles of an exact distinct count cost more than
+    collecting a small snapshot's columns, and that one query answers every check.
 
 If the incremental read fails (e.g. the base snapshot was expired meanwhile), the checks
 fall back to a scan of the whole snapshot: the result is the same, only slower.
@@ -262,6 +262,9 @@ class AuditEngine:
         from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         remaining = list(checks)
+        if self._projectable(remaining, modes, records):  # one query for everything, no metadata query first
+            self._project_checks(ev, remaining, modes, source, int(records or 0))
+            return
         meta = ac.build_metadata_query(remaining, source) if use_metadata else None
         minmax = [c for c in remaining if (c.aggregate if c.kind == "table" else c.check_type) in ("min", "max")]
         if meta is not None and minmax:
@@ -284,13 +287,6 @@ class AuditEngine:
                     ev.observed[name] = row[alias]
                     ev.methods[name] = METADATA
                 remaining = [c for c in remaining if c.name not in names]
-        distinct = any(c.check_type in ck.DISTINCT_CHECKS for c in remaining)
-        if records is not None and records <= self.driver_rows and distinct:
-            if all(ac.decomposable(c, modes.get(c.name)) for c in remaining):
-                for name, value in self._project(ev, "projection", remaining, modes, source, records).items():
-                    ev.observed[name] = value
-                    ev.methods[name] = SCAN
-                return
         for i, query in enumerate(ac.build_audit_queries(remaining, source, modes, self.bucket_expr)):
             row = self._run(ev, f"scan{i}", query.sql)
             for alias, name in query.columns:
@@ -378,6 +374,22 @@ class AuditEngine:
             for i, query in enumerate(ac.build_audit_queries(rest, view, modes, self.bucket_expr)):
                 row = self._run(ev, f"appended{i}", query.sql)
                 change.update({name: row[alias] for alias, name in query.columns})
+
+    def _projectable(self, checks: list, modes: dict[str, str], records: int | None) -> bool:
+        """A small snapshot (at most ``driver_rows``) whose checks need an exact distinct count (two shuffles in
+        Spark) and all have a per-row value: one projection aggregated on the driver is cheaper."""
+        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+
+        if records is None or records > self.driver_rows:
+            return False
+        if not any(c.check_type in ck.DISTINCT_CHECKS for c in checks):
+            return False
+        return all(ac.decomposable(c, modes.get(c.name)) for c in checks)
+
+    def _project_checks(self, ev: Evaluation, checks: list, modes: dict[str, str], source: str, records: int) -> None:
+        for name, value in self._project(ev, "projection", checks, modes, source, records).items():
+            ev.observed[name] = value
+            ev.methods[name] = SCAN
 
     def _project(
         self, ev: Evaluation, label: str, checks: list, modes: dict[str, str], source: str, records: int

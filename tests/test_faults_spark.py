@@ -396,7 +396,9 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
         return out
 
     wait_for(driver_running, 180, "the audit job to start")
-    time.sleep(2)  # inside the job: session up, reading the table
+    # killed as soon as the job's Python driver runs: its Spark session alone takes longer than this, so the
+    # job cannot have committed (on a fast host a whole audit can finish within two seconds of this point)
+    time.sleep(0.2)
     job_pids = descendants(proc.pid)
     audit_loc = hook.metadata_location("governance.audit_results")
     os.kill(proc.pid, signal.SIGKILL)  # the task process only, as the OOM killer would

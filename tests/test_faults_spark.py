@@ -506,7 +506,9 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
     files_before_erasure = data_files_on_disk(hook)
     # what the killed jobs of tests 3-4 left: unreferenced files holding a subject (none when the compaction
     # committed before its kill landed, as on a fast machine: then there is nothing for the erasure to remove)
-    leftovers_with_subjects = [p for p in files_before_erasure - referenced_files(hook) if _holds_subject(p)]
+    leftovers_with_subjects = [
+        p for p in files_before_erasure - referenced_files(hook) if _subject_state(p) == "holding"
+    ]
     rows_before = main_rows(hook)
     without_subjects = Counter({k: n for k, n in rows_before.items() if k[1] not in SUBJECTS.values()})
     head_before = hook.ref_snapshot_id(T)
@@ -561,20 +563,10 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
     # #13 item 4: the killed WAP write's and the killed compaction's unreferenced files (aged by
     # test 4, so past the 1 h in-flight guard) that held a subject, and partial files no engine
     # can read, are gone: no Parquet file under the table location holds a subject any more.
-    import pyarrow.parquet as pq
-
     referenced = referenced_files(hook)
-    holding, partial = [], []
-    for path in sorted(data_files_on_disk(hook)):
-        try:
-            if "customer_id" not in pq.read_schema(path).names:
-                continue  # a position delete file: paths and row positions only
-            values = set(pq.read_table(path, columns=["customer_id"]).column(0).to_pylist())
-        except Exception:  # a file a killed task never finished
-            partial.append(path)
-            continue
-        if values & set(SUBJECTS.values()):
-            holding.append(path)
+    states = {path: _subject_state(path) for path in sorted(data_files_on_disk(hook))}
+    holding = [p for p, state in states.items() if state == "holding"]
+    partial = [p for p, state in states.items() if state == "partial"]
     assert holding == [], f"files still holding a subject: {holding[:3]} (referenced: {set(holding) & referenced})"
     assert [p for p in partial if p in files_before_erasure] == [], "a killed job's partial file survived"
     if leftovers_with_subjects:  # the killed jobs left complete copies of subject rows: the evidence names them
@@ -598,16 +590,18 @@ def _job_processes(job_file: str) -> list[int]:
     return out
 
 
-def _holds_subject(path: str) -> bool:
-    """A readable data file with a subject's key in it (partial files and delete files hold none)."""
+def _subject_state(path: str) -> str | None:
+    """``"holding"`` (a data file with a subject's key in it), ``"partial"`` (a file a killed task never
+    finished) or None (no subject; position delete files hold only paths and row positions)."""
     import pyarrow.parquet as pq
 
     try:
         if "customer_id" not in pq.read_schema(path).names:
-            return False
-        return bool(set(pq.read_table(path, columns=["customer_id"]).column(0).to_pylist()) & set(SUBJECTS.values()))
-    except Exception:  # noqa: BLE001 - a file a killed task never finished
-        return False
+            return None
+        values = set(pq.read_table(path, columns=["customer_id"]).column(0).to_pylist())
+    except Exception:  # noqa: BLE001 - unreadable: no footer
+        return "partial"
+    return "holding" if values & set(SUBJECTS.values()) else None
 
 
 # ----------------------------------------------------------------------------- 6. secrets, personal data

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.models import SnapshotInfo
     from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 
 WAP_ENABLED = {"write.wap.enabled": "true"}
@@ -58,12 +59,9 @@ def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:
     return {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
 
 
-def snapshot_shape(tbl: Table, snapshot_id: int) -> tuple[int | None, str | None]:
+def snapshot_shape(tbl: Table, snap: SnapshotInfo) -> tuple[int | None, str | None]:
     """A snapshot's ``total-records`` (None when its summary lacks it) and the schema JSON it was written with."""
-    snap = tbl.snapshot_by_id(snapshot_id)
-    if snap is None:
-        return None, None
-    total = (snap.summary.additional_properties if snap.summary else {}).get("total-records")
+    total = snap.summary.get("total-records")
     schema = tbl.schemas().get(snap.schema_id) if snap.schema_id is not None else tbl.schema()
     return (int(total) if total is not None else None), (schema.model_dump_json() if schema is not None else None)
 

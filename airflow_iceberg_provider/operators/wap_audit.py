@@ -291,7 +291,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         tbl: Table,
     ) -> dict[str, Any]:
         """The audit job's spec: the exact snapshot (its size and schema), the checks, the values known without a scan."""
-        records, schema = snapshot_shape(tbl, plan.snapshot_id)
+        records, schema = snapshot_shape(tbl, self.catalog_hook.snapshot(tbl, snapshot_id=plan.snapshot_id))
         return self.job_spec(
             context,
             "wap_audit",

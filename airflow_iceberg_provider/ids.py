@@ -8,7 +8,7 @@ nothing. So every snapshot id, parent id and sequence number the provider hands 
 travels as a **decimal string**, under the same key as before:
 
 * operator return values (XCom), through :func:`with_string_ids` at each ``return``;
-* Asset-event ``extra`` (:func:`airflow_iceberg_provider.assets.emit_table_asset_events`);
+* Asset-event ``extra`` (:func:`airflow_iceberg_provider.assets.uris.emit_table_asset_events`);
 * the ``details`` JSON of governance-ledger rows written from the Airflow side;
 * OpenLineage facets (``datasetVersion``, a string by the facet's definition).
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Asset, TaskGroup, TriggerRule
 
-from airflow_iceberg_provider.assets import iceberg_asset
+from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator

@@ -46,9 +46,9 @@ def main() -> None:
     args = parser.parse_args()
     from conftest import catalog_conn_json, create_orders_table, orders_batch
 
-    from airflow_iceberg_provider import _wap_rerun as rl
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.wap_write import plan_rerun_from_catalog
+    from airflow_iceberg_provider.rules import wap_rerun as rl
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_rerun_"))
     (tmp / "wh").mkdir()

@@ -75,7 +75,7 @@ def build(hook, *, snapshots: int, audits: int, requests: int) -> dict[str, floa
     import pyarrow as pa
     from conftest import create_orders_table, orders_batch
 
-    from airflow_iceberg_provider.erasure_policy import subject_hash
+    from airflow_iceberg_provider.rules.erasure import subject_hash
 
     took = {}
     t = time.perf_counter()

@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
+from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
 NS = "erasure_catalog"
@@ -128,7 +128,7 @@ with DAG(
 
 def summarize(hook) -> list[str]:
     """Each request's lifecycle per table (request ids and hashes only)."""
-    from airflow_iceberg_provider.erasure_policy import lifecycle_lines
+    from airflow_iceberg_provider.rules.erasure import lifecycle_lines
 
     return [line for table in (ORDERS, TICKETS) for line in lifecycle_lines(hook, REQUESTS, table)]
 

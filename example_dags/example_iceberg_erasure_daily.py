@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
+from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
 ORDERS, REQUESTS = "erasure_daily.orders", "erasure_daily.requests"
@@ -103,7 +103,7 @@ with DAG(
 
 def summarize(hook) -> list[str]:
     """Each request's lifecycle so far (request ids and hashes only)."""
-    from airflow_iceberg_provider.erasure_policy import lifecycle_lines
+    from airflow_iceberg_provider.rules.erasure import lifecycle_lines
 
     return lifecycle_lines(hook, REQUESTS, ORDERS)
 

@@ -60,7 +60,7 @@ with DAG(
 
 def summarize(hook) -> list[str]:
     """Each request's lifecycle: received -> logically erased -> purged (request ids and hashes only)."""
-    from airflow_iceberg_provider.erasure_policy import lifecycle_lines
+    from airflow_iceberg_provider.rules.erasure import lifecycle_lines
 
     return lifecycle_lines(hook, REQUESTS, ORDERS)
 

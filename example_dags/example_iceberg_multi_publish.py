@@ -23,7 +23,7 @@ import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, PartitionedAssetTimetable, task
 
-from airflow_iceberg_provider.assets import iceberg_asset
+from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.operators.approval import IcebergWapApprovalOperator
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
 from airflow_iceberg_provider.operators.refs import IcebergDropBranchOperator

@@ -19,7 +19,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, task
 
-from airflow_iceberg_provider.assets import iceberg_asset
+from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 from airflow_iceberg_provider.task_groups import wap_task_group
 

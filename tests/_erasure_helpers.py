@@ -27,7 +27,7 @@ def set_salt_connection() -> None:
 
 
 def create_people_table(hook, table: str, *, mode: str = "merge-on-read", partition_by=("day(order_ts)",), **props):
-    from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec
+    from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
 
     schema = parse_columns(PEOPLE_COLUMNS)
     spec = parse_partition_spec(schema, list(partition_by))

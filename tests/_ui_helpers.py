@@ -152,11 +152,11 @@ def erasure_ledger_row(
 
 def fill_lake(hook) -> dict[str, Any]:
     """Fill the lake of ``hook`` (connection ``iceberg_catalog_default``); return the ids to look for."""
-    from airflow_iceberg_provider.erasure_policy import subject_hash
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
     from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
     from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+    from airflow_iceberg_provider.rules.erasure import subject_hash
 
     table = "db.orders"
     IcebergCreateTableOperator(task_id="create", table=table, columns=ORDERS_COLUMNS).execute(fake_context())

@@ -98,7 +98,7 @@ ORDERS_COLUMNS = {
 
 def create_orders_table(hook, table: str = "db.orders", partition_by=("day(order_ts)",), properties=None):
     """Create the standard orders test table through pyiceberg (format v2)."""
-    from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec
+    from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
 
     schema = parse_columns(ORDERS_COLUMNS)
     spec = parse_partition_spec(schema, list(partition_by))

@@ -13,8 +13,8 @@ import pytest
 from _wap_helpers import record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider.asset_partitions import check_partition_events, partition_key
-from airflow_iceberg_provider.assets import iceberg_asset
+from airflow_iceberg_provider.assets.partitions import check_partition_events, partition_key
+from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider.catalog_config import CatalogConfig, is_secret_key
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
+from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig, is_secret_key
 
 P = "spark.sql.catalog.lake"
 

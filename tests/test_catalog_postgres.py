@@ -21,8 +21,8 @@ import pytest
 from _servers import pg_conn_json, postgres
 from conftest import ROOT, create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider.catalog_config import CatalogConfig
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig
 
 T = "db.orders"
 

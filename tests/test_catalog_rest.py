@@ -24,8 +24,8 @@ import pytest
 from _servers import rest_conn_json, seaweed
 from conftest import create_orders_table, orders_batch
 
-from airflow_iceberg_provider.catalog_config import S3_FILE_IO, CatalogConfig
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.catalog_config import S3_FILE_IO, CatalogConfig
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
     IcebergRefusedError,
 )
-from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
+from airflow_iceberg_provider.rules.maintenance import preview_table_expiry
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_compare_and_swap_rejects_a_stale_writer(orders):
 def test_wap_publish_gate_fast_forward_compare_and_swap_and_asset_event(orders):
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
-    from airflow_iceberg_provider.assets import iceberg_asset
+    from airflow_iceberg_provider.assets.uris import iceberg_asset
     from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 

@@ -174,7 +174,7 @@ def test_without_the_registration_airflow_warns_and_a_short_real_secret_still_wa
     """Controls: what triggered the warning (Airflow loading the connection), and that secrets are unaffected."""
     from airflow.sdk._shared.secrets_masker import secrets_masker
 
-    from airflow_iceberg_provider._masking import NON_SECRET_TERMS, register_non_secret_terms
+    from airflow_iceberg_provider.hooks._masking import NON_SECRET_TERMS, register_non_secret_terms
 
     assert all(len(t) < 5 for t in NON_SECRET_TERMS), "only words the masker never masks anyway"
     monkeypatch.setattr(secrets_masker, "SECRETS_TO_SKIP_MASKING", {"airflow"})

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from _task_state import task_script
 
-from airflow_iceberg_provider.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from airflow_iceberg_provider.hooks import _detached
+from airflow_iceberg_provider.rules.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 
 
 def record(**over) -> JobRecord:
@@ -246,7 +246,7 @@ def job_commit(hook, job_run_id: str | None, start: int = 100) -> int:
     """What the killed try's job committed on the branch (stamped with its job run id, if given)."""
     from conftest import orders_batch
 
-    from airflow_iceberg_provider import _wap_rerun as rerun
+    from airflow_iceberg_provider.rules import wap_rerun as rerun
 
     props = {rerun.KEY_INTERVAL: "d/g/2026-01-01", **({rerun.KEY_JOB_RUN: job_run_id} if job_run_id else {})}
     hook.load_table(T).append(orders_batch(start, 5), snapshot_properties=props, branch="b")

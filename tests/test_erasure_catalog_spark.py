@@ -28,9 +28,9 @@ from _erasure_helpers import (
 )
 from conftest import fake_context
 
-from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
+from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

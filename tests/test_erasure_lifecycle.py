@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_iceberg_provider import erasure_policy as ep
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.rules import erasure as ep
 
 V, INC, F = "verified", "incomplete", "failed"
 

@@ -34,9 +34,9 @@ from _erasure_helpers import (
 from conftest import fake_context
 
 from airflow_iceberg_provider.core.governance import decode_ledger_row
-from airflow_iceberg_provider.erasure_policy import subject_hash
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import subject_hash
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]

@@ -15,9 +15,9 @@ import pytest
 from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
 from conftest import fake_context
 
-from airflow_iceberg_provider.erasure_policy import erasure_table_facts
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import erasure_table_facts
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineExceededError, IcebergErasureDeadlineSensor
 
 
@@ -173,7 +173,7 @@ def test_deadline_sensor_ignores_erased_requests(erasure_lake):
 
 
 def _schema(columns):
-    from airflow_iceberg_provider.schema import parse_columns
+    from airflow_iceberg_provider.rules.schema import parse_columns
 
     return parse_columns(columns)
 

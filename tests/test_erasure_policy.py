@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from airflow_iceberg_provider import erasure_policy as ep
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.rules import erasure as ep
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 
 NOW = 1_800_000_000_000

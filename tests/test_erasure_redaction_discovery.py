@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from conftest import fake_context
 
-from airflow_iceberg_provider import erasure_policy as ep
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.rules import erasure as ep
 
 H1, H2 = "a" * 64, "b" * 64
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_iceberg_provider.erasure_policy import new_request_rows
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.rules.erasure import new_request_rows
 
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
 

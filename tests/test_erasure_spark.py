@@ -29,9 +29,9 @@ from _erasure_helpers import (
 )
 from conftest import fake_context
 
-from airflow_iceberg_provider.erasure_policy import subject_hash
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import subject_hash
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

@@ -640,7 +640,7 @@ def test_secrets_and_subject_values_never_leak(lake):
         leaks = [name for name, text in places.items() if any(f in text for f in forms)]
         assert not leaks, f"a subject value leaked into {leaks}"
     # the evidence has salted hashes of the subjects instead
-    from airflow_iceberg_provider.erasure_policy import subject_hash
+    from airflow_iceberg_provider.rules.erasure import subject_hash
 
     hashes = {e["subject_hash"] for e in hook.governance.read("erasure_evidence")}
     assert hashes == {subject_hash(SALT, v) for v in SUBJECTS.values()}

@@ -33,10 +33,10 @@ from _airflow_procs import airflow_env, api_server_and_scheduler, restored_envir
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider import _approval_logic as rules
-from airflow_iceberg_provider.approval_records import approval_history, steward_waivers
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
+from airflow_iceberg_provider.governance.approvals import approval_history, steward_waivers
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.rules import approval as rules
 
 
 # ------------------------------------------------------------------------------- pure rules
@@ -127,7 +127,7 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
 DAG_FILE = """
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, PartitionedAssetTimetable
-from airflow_iceberg_provider.assets import iceberg_asset
+from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.operators.approval import IcebergRefApprovalOperator, IcebergWapApprovalOperator
 from airflow_iceberg_provider.operators.refs import IcebergDropBranchOperator, IcebergDropTagOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLE_PROPERTIES, LEDGER, pyiceberg_schema
-from airflow_iceberg_provider.health_policy import HealthThresholds, breaches
+from airflow_iceberg_provider.rules.health import HealthThresholds, breaches
 from tests.conftest import fake_context
 
 

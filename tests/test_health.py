@@ -18,7 +18,9 @@ from airflow_iceberg_provider.exceptions import (
     IcebergHealthThresholdError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.health_policy import (
+from airflow_iceberg_provider.models import TableHealth
+from airflow_iceberg_provider.operators.health import IcebergMetadataHygieneOperator, IcebergTableHealthCheckOperator
+from airflow_iceberg_provider.rules.health import (
     MIB,
     HealthThresholds,
     breaches,
@@ -26,8 +28,6 @@ from airflow_iceberg_provider.health_policy import (
     metadata_property_changes,
     resolve_thresholds,
 )
-from airflow_iceberg_provider.models import TableHealth
-from airflow_iceberg_provider.operators.health import IcebergMetadataHygieneOperator, IcebergTableHealthCheckOperator
 from tests.conftest import append_batches, create_orders_table, fake_context
 
 

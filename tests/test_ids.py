@@ -119,7 +119,7 @@ def _ledger_details(hook, operation: str) -> list[dict[str, Any]]:
 def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
-    from airflow_iceberg_provider.assets import iceberg_asset
+    from airflow_iceberg_provider.assets.uris import iceberg_asset
     from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 

@@ -18,13 +18,13 @@ import uuid
 import pytest
 from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider.assets import (
+from airflow_iceberg_provider.assets.lineage import location_identity, spark_type_name
+from airflow_iceberg_provider.assets.uris import (
     asset_names_table,
     iceberg_asset,
     iceberg_asset_uri,
     parse_iceberg_asset_uri,
 )
-from airflow_iceberg_provider.lineage import location_identity, spark_type_name
 
 T = "db.orders"
 
@@ -174,7 +174,7 @@ def test_dags_with_other_tools_iceberg_uris_still_parse(tmp_path):
             import pendulum
             from airflow.sdk import DAG, Asset
             from airflow.providers.standard.operators.empty import EmptyOperator
-            from airflow_iceberg_provider.assets import iceberg_asset
+            from airflow_iceberg_provider.assets.uris import iceberg_asset
 
             theirs = [Asset("iceberg://db.table"), Asset("iceberg://Warehouse/ns/t?x=1"), Asset("iceberg://a/b/c/d")]
             with DAG("producer", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):

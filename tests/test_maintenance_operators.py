@@ -180,7 +180,7 @@ def test_rewrites_on_empty_or_delete_free_tables_start_no_job(lake):
 
 
 def test_preview_and_layout_through_the_hook(orders):
-    from airflow_iceberg_provider.maintenance_policy import file_layout, preview_table_expiry
+    from airflow_iceberg_provider.rules.maintenance import file_layout, preview_table_expiry
 
     hook, ids = orders
     tbl = hook.load_table("db.orders")

@@ -13,8 +13,9 @@ import pytest
 
 from airflow_iceberg_provider.core.maintenance_actions import ACTIONS, MaintenanceSqlError, check_sort_order
 from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError, IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.expiry_policy import ExpiryPreview, preview_expiry, validate_retain_last
-from airflow_iceberg_provider.maintenance_policy import (
+from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview, preview_expiry, validate_retain_last
+from airflow_iceberg_provider.rules.maintenance import (
     ORPHAN_MIN_AGE,
     MaintenancePolicy,
     PartitionFiles,
@@ -33,7 +34,6 @@ from airflow_iceberg_provider.maintenance_policy import (
     rewrite_options,
     validate_strategy,
 )
-from airflow_iceberg_provider.models import DataFileFacts, RefInfo, SnapshotInfo, TableHealth
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     action_sql,
     expire_snapshots_sql,
@@ -459,7 +459,7 @@ def test_policy_refuses_bad_table_property_with_its_name():
 
 # ------------------------------------------------------------------ #16: statistics only when stale
 def test_statistics_are_planned_only_when_a_policy_asks_and_they_are_stale():
-    from airflow_iceberg_provider.maintenance_policy import COMPUTE_STATS, resolve_policy
+    from airflow_iceberg_provider.rules.maintenance import COMPUTE_STATS, resolve_policy
 
     healthy = [part(f"day={i}", 1) for i in range(4)]
     off = decide(health(statistics_fresh=False), policy(), properties={}, layout=healthy)

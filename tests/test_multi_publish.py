@@ -20,8 +20,6 @@ import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider import _multi_publish_logic as mp
-from airflow_iceberg_provider._ref_logic import RefChange
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
@@ -31,6 +29,8 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
+from airflow_iceberg_provider.rules import multi_publish as mp
+from airflow_iceberg_provider.rules.refs import RefChange
 
 A, B = "db.orders", "db.customers"
 ROOT = Path(__file__).resolve().parent.parent
@@ -317,7 +317,7 @@ def test_steward_waiver_and_partition_events_per_table(lake):
 
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
-    from airflow_iceberg_provider.assets import iceberg_asset
+    from airflow_iceberg_provider.assets.uris import iceberg_asset
 
     heads = {}
     for i, (table, day) in enumerate(((A, "2026-02-01"), (B, "2026-02-02"))):

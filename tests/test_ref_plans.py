@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider._ref_logic import RefChange, plan_branch, rollback_target
 from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError, IcebergRefusedError
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
+from airflow_iceberg_provider.rules.refs import RefChange, plan_branch, rollback_target
 
 KEEP = {"max_ref_age_ms": None, "max_snapshot_age_ms": None, "min_snapshots_to_keep": 3}
 CHAIN = [SnapshotInfo(i, i - 1 if i > 1 else None, 1000 * i, "append") for i in (1, 2, 3)]

@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pendulum
 import pytest
 
-from airflow_iceberg_provider._ref_logic import legal_hold_tag_name, select_new_commit, validate_summary
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.models import SnapshotInfo
 from airflow_iceberg_provider.params import instant_ms as timestamp_ms
 from airflow_iceberg_provider.params import operation as validate_operation
 from airflow_iceberg_provider.params import positive_int
 from airflow_iceberg_provider.params import retention_ms as duration_ms
+from airflow_iceberg_provider.rules.refs import legal_hold_tag_name, select_new_commit, validate_summary
 
 DAY_MS = 86_400_000
 
@@ -133,8 +133,8 @@ def test_select_new_commit_without_baseline_takes_newest_matching():
 
 
 def test_tag_retention_pins_holds_and_refuses_an_age_for_them():
-    from airflow_iceberg_provider._ref_logic import tag_retention
     from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+    from airflow_iceberg_provider.rules.refs import tag_retention
 
     assert tag_retention("eod-1", None) is None
     assert tag_retention("eod-1", 5000) == 5000

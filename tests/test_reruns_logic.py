@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg_provider import _wap_rerun as rl
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.rules import wap_rerun as rl
 
 DAY1 = rl.RunIdentity(
     "daily",

@@ -403,8 +403,8 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     import importlib.util
     import signal
 
-    from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
     from airflow_iceberg_provider.hooks import _detached
+    from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
     hook, table = orders, "db.durable_c"
     create_orders_table(hook, table).append(orders_batch(0, 10))

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider.catalog_config import (
+from airflow_iceberg_provider.core.maintenance_actions import MaintenanceSqlError
+from airflow_iceberg_provider.hooks.catalog_config import (
     HADOOP_FILE_IO,
     S3_FILE_IO,
     CatalogConfig,
     s3_spark_properties,
 )
-from airflow_iceberg_provider.core.maintenance_actions import MaintenanceSqlError
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
 from airflow_iceberg_provider.spark_jobs.audit_files import Field, data_file_source, read_parquet_columns, s3_options
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import orphan_location_args, remove_orphan_files_sql

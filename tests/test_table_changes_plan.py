@@ -10,7 +10,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrder
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.table_evolution import (
+from airflow_iceberg_provider.rules.table_evolution import (
     TransformSpec,
     build_request,
     metrics_mode_problem,

@@ -249,7 +249,7 @@ def test_erasure_page_deadlines_and_evidence_report(ui):
     assert by_id["R-100"]["erased_at"] is not None and by_id["R-200"]["erased_at"] is None
     assert by_id["R-100"]["age_text"].startswith("2 d")
     report = get(ui, "/governance/api/erasure/R-100", user="admin").json()
-    from airflow_iceberg_provider.erasure_policy import subject_hash
+    from airflow_iceberg_provider.rules.erasure import subject_hash
 
     assert report["subject_hashes"] == [subject_hash(SALT, SUBJECTS["R-100"])]
     t = report["tables"][0]
@@ -302,7 +302,7 @@ def declared(ui):
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    from airflow_iceberg_provider.erasure_policy import erasure_ready_properties
+    from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
 
     catalog = ui.hook.catalog
     for ns in ("crm", "crm_empty"):

@@ -69,7 +69,7 @@ def test_no_page_or_api_response_contains_a_subject_value(erased):
     for secret in [*SUBJECTS.values(), SALT]:
         assert secret not in blob
     # the evidence report carries the salted hash, the figures and the versions instead
-    from airflow_iceberg_provider.erasure_policy import subject_hash
+    from airflow_iceberg_provider.rules.erasure import subject_hash
 
     report = client.get("/governance/api/erasure/E-1", headers=auth).json()
     assert report["subject_hashes"] == [subject_hash(SALT, SUBJECTS["E-1"])]

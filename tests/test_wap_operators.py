@@ -16,7 +16,7 @@ from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import branch_name_for_run
-from airflow_iceberg_provider.assets import iceberg_asset, iceberg_asset_uri
+from airflow_iceberg_provider.assets.uris import iceberg_asset, iceberg_asset_uri
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergPublishConflictError,

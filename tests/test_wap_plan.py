@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider import _wap_rerun as rerun
-from airflow_iceberg_provider._ref_logic import RefChange, check_tag_name, plan_tag
-from airflow_iceberg_provider._wap_refs import (
+from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
+from airflow_iceberg_provider.exceptions import (
+    IcebergPublishConflictError,
+    IcebergRefNotFoundError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
+from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
+from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.refs import RefChange, check_tag_name, plan_tag
+from airflow_iceberg_provider.rules.wap_refs import (
     PublishState,
     ancestry,
     audit_target,
@@ -28,14 +36,6 @@ from airflow_iceberg_provider._wap_refs import (
     plan_publish,
     write_base,
 )
-from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS
-from airflow_iceberg_provider.exceptions import (
-    IcebergPublishConflictError,
-    IcebergRefNotFoundError,
-    IcebergRefusedError,
-    IcebergValidationError,
-)
-from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 
 T = "db.orders"
 

@@ -13,7 +13,6 @@ import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider._ref_logic import RefChange
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergRefusedError,
@@ -22,6 +21,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from airflow_iceberg_provider.rules.refs import RefChange
 
 T = "db.orders"
 

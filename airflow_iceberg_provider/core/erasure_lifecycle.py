@@ -1,6 +1,6 @@
 """The erasure lifecycle: request statuses and phases, ref analysis, outcomes, evidence ids, HMAC.
 
-The rules both sides of an erasure apply: :mod:`airflow_iceberg_provider.erasure_policy` and the
+The rules both sides of an erasure apply: :mod:`airflow_iceberg_provider.rules.erasure` and the
 erasure operators (Airflow side) validate, plan and report with them, and the ``erasure`` Spark
 job (``spark_jobs/erasure*.py``, which builds the SQL) records with them, so a status, a phase
 or an evidence id means the same on both sides. Stdlib only, no I/O.

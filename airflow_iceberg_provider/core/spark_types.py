@@ -1,6 +1,6 @@
 """Iceberg type -> Spark SQL type names, as Iceberg's Spark integration reads them.
 
-Used by OpenLineage schema facets on the Airflow side (:mod:`airflow_iceberg_provider.lineage`)
+Used by OpenLineage schema facets on the Airflow side (:mod:`airflow_iceberg_provider.assets.lineage`)
 and by the audit job's column typing (``spark_jobs/audit_engine.py``). Stdlib only.
 """
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
 from airflow_iceberg_provider.hooks._workdir import OWNER_FILE, _boot_id, owner_record, process_start_ticks
+from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
 #: Seconds between two looks at a detached job (its log, its process).
 POLL_SECONDS = 1.0

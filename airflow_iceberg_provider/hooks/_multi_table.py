@@ -20,8 +20,8 @@ from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider._ref_logic import RefChange
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.rules.refs import RefChange
 
 TRANSACTIONS_ENDPOINT = "transactions/commit"
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
-from airflow_iceberg_provider.maintenance_policy import DEFAULT_TARGET_FILE_SIZE, MIN_FILE_SIZE_FRACTION
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
+from airflow_iceberg_provider.rules.maintenance import DEFAULT_TARGET_FILE_SIZE, MIN_FILE_SIZE_FRACTION
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -8,10 +8,10 @@ rollback, health) run here without a JVM.
 This module holds the connection (catalog config, SQLite tuning), the translation of
 pyiceberg/SQLAlchemy errors, table loads, refs and snapshots, and the compare-and-swap
 ref moves; the rules those moves follow are planned purely in
-:mod:`airflow_iceberg_provider._ref_logic`. The hook class also mixes in the table-file
+:mod:`airflow_iceberg_provider.rules.refs`. The hook class also mixes in the table-file
 verbs (:mod:`~airflow_iceberg_provider.hooks._table_files`); the governance tables are read and
 written through its ``governance`` property (a
-:class:`~airflow_iceberg_provider.governance_store.GovernanceStore`). It never imports an operator.
+:class:`~airflow_iceberg_provider.governance.store.GovernanceStore`). It never imports an operator.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_iceberg_provider._masking import register_non_secret_terms
 from airflow_iceberg_provider._validation import (
     MAIN_BRANCH,
     TableIdent,
@@ -34,7 +33,6 @@ from airflow_iceberg_provider._validation import (
     validate_snapshot_id,
     validate_table,
 )
-from airflow_iceberg_provider.catalog_config import CatalogConfig
 from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
 from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE
 from airflow_iceberg_provider.exceptions import (
@@ -44,16 +42,18 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
 )
-from airflow_iceberg_provider.governance_store import GovernanceStore
+from airflow_iceberg_provider.governance.store import GovernanceStore
+from airflow_iceberg_provider.hooks._masking import register_non_secret_terms
 from airflow_iceberg_provider.hooks._multi_table import stage_on
 from airflow_iceberg_provider.hooks._table_files import TableFilesMixin
+from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos, snapshot_info
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider._ref_logic import RefChange
+    from airflow_iceberg_provider.rules.refs import RefChange
 
 # catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log
 register_non_secret_terms()
@@ -518,12 +518,12 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         refused. The commit is a compare-and-swap on the tag.
 
         A legal hold (``legal-hold-…``) always gets the never-expiring ``max-ref-age-ms``
-        (:func:`~airflow_iceberg_provider._ref_logic.tag_retention`); placing it again on
+        (:func:`~airflow_iceberg_provider.rules.refs.tag_retention`); placing it again on
         the same snapshot pins a hold created without one (``hold_pinned``).
 
         :raises IcebergRefusedError: the name is taken (nothing was changed).
         """
-        from airflow_iceberg_provider._ref_logic import plan_tag, tag_retention
+        from airflow_iceberg_provider.rules.refs import plan_tag, tag_retention
 
         tbl = self._table(table)
         validate_ref(tag, "tag", allow_main=False)
@@ -559,7 +559,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         :raises IcebergRefusedError: ``main``, a tag of that name, or a branch that does
             not descend from ``snapshot_id`` without ``replace=True`` (nothing changed).
         """
-        from airflow_iceberg_provider._ref_logic import plan_branch
+        from airflow_iceberg_provider.rules.refs import plan_branch
 
         tbl = self._table(table)
         validate_ref(branch, "branch", allow_main=False)
@@ -598,7 +598,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
 
         :raises IcebergRefusedError: the target is not an ancestor of the ref's head.
         """
-        from airflow_iceberg_provider._ref_logic import rollback_target
+        from airflow_iceberg_provider.rules.refs import rollback_target
 
         tbl = self._table(table)
         return rollback_target(
@@ -662,7 +662,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         :return: ``{"metadata_location", "loaded", "snapshot" (SnapshotInfo dict or None),
             "matched", "head_snapshot_id"}``.
         """
-        from airflow_iceberg_provider._ref_logic import select_new_commit
+        from airflow_iceberg_provider.rules.refs import select_new_commit
 
         ident = validate_table(table)
         location = self.metadata_location(ident)

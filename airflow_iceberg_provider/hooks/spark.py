@@ -44,14 +44,13 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
-from airflow_iceberg_provider.catalog_config import is_secret_key
 from airflow_iceberg_provider.config import setting
-from airflow_iceberg_provider.durable_jobs import JobRecord, Liveness
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.hooks.catalog_config import is_secret_key
 from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
     ConnectEndpoint,
@@ -62,6 +61,7 @@ from airflow_iceberg_provider.hooks.spark_connect import (
     session_document,
     write_session_file,
 )
+from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"

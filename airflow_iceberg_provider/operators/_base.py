@@ -21,11 +21,11 @@ from airflow.sdk import BaseOperator
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
-from airflow_iceberg_provider.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun, SubmitPlan
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.rules.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -136,11 +136,11 @@ class IcebergBaseOperator(BaseOperator):
 
         Identity = the table location (joins with ``openlineage-spark`` events for the same table),
         a ``symlinks`` facet ``iceberg://<catalog>`` / ``<ns>.<table>``, the schema and the current
-        snapshot id from the catalog (see :mod:`airflow_iceberg_provider.lineage`).
+        snapshot id from the catalog (see :mod:`airflow_iceberg_provider.assets.lineage`).
         """
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from airflow_iceberg_provider.lineage import table_dataset
+        from airflow_iceberg_provider.assets.lineage import table_dataset
 
         inputs, outputs = self.openlineage_tables()
         return OperatorLineage(
@@ -150,7 +150,7 @@ class IcebergBaseOperator(BaseOperator):
 
     def emit_asset_events(self, context: Context | None, *, snapshot_id: int | None, **extra: Any) -> list[str]:
         """Put ``{"table", "catalog", "snapshot_id", **extra}`` on this task's Asset outlets naming its table."""
-        from airflow_iceberg_provider.assets import emit_table_asset_events
+        from airflow_iceberg_provider.assets.uris import emit_table_asset_events
 
         return emit_table_asset_events(
             self.outlets,
@@ -170,7 +170,7 @@ class IcebergBaseOperator(BaseOperator):
         super().post_execute(context, result)
         from airflow.sdk import Asset
 
-        from airflow_iceberg_provider.assets import asset_names_table, emit_table_asset_events
+        from airflow_iceberg_provider.assets.uris import asset_names_table, emit_table_asset_events
 
         events = context.get("outlet_events") if hasattr(context, "get") else None
         assets = [o for o in (self.outlets or []) if isinstance(o, Asset)]
@@ -223,7 +223,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         application, the maintenance operators and their erasure purge), run the Spark job detached
         from the task process and record it in ``task_state_store``, so that a retry after the task
         process died reconnects to the job, or takes its committed result, instead of starting a
-        second one (:mod:`airflow_iceberg_provider.durable_jobs`). ``False``: the job dies with the
+        second one (:mod:`airflow_iceberg_provider.rules.durable_jobs`). ``False``: the job dies with the
         task process (the behaviour without ``task_state_store``, e.g. outside a scheduler, and with
         a spark-submit connection in cluster deploy mode).
     """
@@ -416,7 +416,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         while it runs (its log follows in this task's log), takes its result when its ledger row says
         it finished (an application: when its commit is in the catalog), and returns ``None`` when
         there is no record, the job failed or died without a verdict, or the task was cleared since
-        (:func:`airflow_iceberg_provider.durable_jobs.decide`).
+        (:func:`airflow_iceberg_provider.rules.durable_jobs.decide`).
         """
         store = self._durable_store(context)
         if store is None:
@@ -494,7 +494,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         status = str(rows[0].get("status")) if rows else None
         if status is not None or record.commit_ref is None:
             return status, False
-        from airflow_iceberg_provider._wap_rerun import KEY_JOB_RUN
+        from airflow_iceberg_provider.rules.wap_rerun import KEY_JOB_RUN
 
         hook = self.catalog_hook
         tbl = hook.load_table(self.ident)

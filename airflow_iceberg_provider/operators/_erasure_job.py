@@ -16,7 +16,10 @@ from typing import Any, Protocol
 
 from airflow_iceberg_provider._validation import TableIdent, validate_name, validate_table
 from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_INPUT_STATUSES, PHASE_LOGICAL, PHASE_PURGE
-from airflow_iceberg_provider.erasure_policy import (
+from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.ids import id_str
+from airflow_iceberg_provider.rules.erasure import (
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,
     erasure_table_facts,
@@ -29,10 +32,7 @@ from airflow_iceberg_provider.erasure_policy import (
     validate_subject_columns,
     validate_subjects_file,
 )
-from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
-from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.ids import id_str
-from airflow_iceberg_provider.maintenance_policy import preview_table_expiry
+from airflow_iceberg_provider.rules.maintenance import preview_table_expiry
 
 DEFAULT_SALT_CONN_ID = "erasure_salt"
 

@@ -1,6 +1,6 @@
 """Shared plumbing of the maintenance operators: one Spark job for planned actions, verification, ledger rows.
 
-Owns how a list of :class:`~airflow_iceberg_provider.maintenance_policy.PlannedAction` becomes
+Owns how a list of :class:`~airflow_iceberg_provider.rules.maintenance.PlannedAction` becomes
 one spark-submit, how each action's outcome is proven through the catalog (``replace``
 commits, expired snapshots gone, statistics present, orphans deleted or kept), and the
 per-action ledger rows. It decides nothing: what to run is :mod:`maintenance_policy`'s
@@ -25,7 +25,9 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.maintenance_policy import (
+from airflow_iceberg_provider.models import snapshot_info
+from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.rules.maintenance import (
     COMPUTE_STATS,
     DEFAULT_EXPIRY_FLOOR,
     REWRITE_OPERATION,
@@ -33,8 +35,6 @@ from airflow_iceberg_provider.maintenance_policy import (
     PlannedAction,
     rewrite_commit_problem,
 )
-from airflow_iceberg_provider.models import snapshot_info
-from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.ui.links import GovernanceHealthLink
 
 if TYPE_CHECKING:

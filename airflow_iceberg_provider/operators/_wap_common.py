@@ -4,8 +4,8 @@ The operators themselves: :mod:`~airflow_iceberg_provider.operators.wap_branch` 
 branch), :mod:`~airflow_iceberg_provider.operators.wap_write`,
 :mod:`~airflow_iceberg_provider.operators.wap_audit` and
 :mod:`~airflow_iceberg_provider.operators.wap_publish`; their pure rules are
-:mod:`airflow_iceberg_provider._wap_refs` (which snapshot each ref moves to) and
-:mod:`airflow_iceberg_provider._wap_rerun` (interval identity and re-runs).
+:mod:`airflow_iceberg_provider.rules.wap_refs` (which snapshot each ref moves to) and
+:mod:`airflow_iceberg_provider.rules.wap_rerun` (interval identity and re-runs).
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_refs, params
-from airflow_iceberg_provider import _wap_rerun as rerun
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH, branch_name_for_run, validate_name
 from airflow_iceberg_provider.core.governance import airflow_identity
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.rules import wap_refs as _wap_refs
+from airflow_iceberg_provider.rules import wap_rerun as rerun
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -9,7 +9,7 @@ Built on ``airflow.providers.standard.operators.hitl`` (Airflow 3.1+; on 3.3 the
 * :class:`IcebergRefApprovalOperator`: before an erasure that drops a named tag
   (``ref_policy="drop"``) or before releasing a legal hold. Options: approve, reject.
 
-Every answer is one ``approval`` ledger row (:mod:`airflow_iceberg_provider.approval_records`):
+Every answer is one ``approval`` ledger row (:mod:`airflow_iceberg_provider.governance.approvals`):
 who, when, what, the comment, and what the steward was shown.
 """
 
@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
 from airflow.sdk import Param
 
-from airflow_iceberg_provider import _approval_logic as rules
 from airflow_iceberg_provider import params as param_rules
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.exceptions import (
@@ -33,6 +32,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._wap_common import resolve_branch
+from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider.erasure_policy import validate_phase
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._erasure_job import (
@@ -30,6 +29,7 @@ from airflow_iceberg_provider.operators._erasure_job import (
     prepare_erasure,
     verify_evidence,
 )
+from airflow_iceberg_provider.rules.erasure import validate_phase
 from airflow_iceberg_provider.ui.links import GovernanceEvidenceLink
 
 if TYPE_CHECKING:

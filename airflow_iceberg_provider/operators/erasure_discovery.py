@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider._validation import validate_name
-from airflow_iceberg_provider.erasure_policy import (
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.rules.erasure import (
     discover_subject_tables,
     erasure_mapping,
     erasure_table_facts,
     subject_column_map,
     validate_subject_kind,
 )
-from airflow_iceberg_provider.exceptions import IcebergValidationError
-from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

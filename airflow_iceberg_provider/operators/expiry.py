@@ -3,7 +3,7 @@
 Owns the resolution of ``IcebergExpireSnapshotsOperator``'s arguments (cutoff, floor,
 ``retain_last``, explicit ids, ``gc.enabled``) and the choice between a catalog-only preview
 (dry run, or nothing to expire: no JVM) and one ``expire_snapshots`` Spark job. Which
-snapshots expire is decided by :func:`~airflow_iceberg_provider.maintenance_policy.preview_table_expiry`
+snapshots expire is decided by :func:`~airflow_iceberg_provider.rules.maintenance.preview_table_expiry`
 (Iceberg's retention rules, pure); submitting, verifying and recording the job is
 :class:`~airflow_iceberg_provider.operators._maintenance_base._IcebergMaintenanceOperator`'s.
 """
@@ -16,9 +16,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider.expiry_policy import validate_retain_last
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.maintenance_policy import (
+from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._maintenance_base import (
+    _IcebergMaintenanceOperator,
+    _parse_ids,
+    expiry_floor,
+)
+from airflow_iceberg_provider.rules.expiry import validate_retain_last
+from airflow_iceberg_provider.rules.maintenance import (
     ExpiryPreview,
     PlannedAction,
     TableDefaults,
@@ -27,12 +33,6 @@ from airflow_iceberg_provider.maintenance_policy import (
     iso,
     now_ms,
     preview_table_expiry,
-)
-from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
-from airflow_iceberg_provider.operators._maintenance_base import (
-    _IcebergMaintenanceOperator,
-    _parse_ids,
-    expiry_floor,
 )
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 ``IcebergTableHealthCheckOperator`` reads a table's health (manifests only, never data
 files) and compares it with the thresholds practitioners alert on
-(:mod:`~airflow_iceberg_provider.health_policy`): it fails or warns, as configured, naming
+(:mod:`~airflow_iceberg_provider.rules.health`): it fails or warns, as configured, naming
 each crossed threshold with its value, and its XCom (``healthy``, ``breaches``) serves as a
 branch condition. ``IcebergMetadataHygieneOperator`` bounds the metadata log through table
 properties and deletes metadata files proven unreferenced (left by failed commits).
@@ -15,9 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider.erasure_policy import bloom_filter_warnings
 from airflow_iceberg_provider.exceptions import IcebergHealthThresholdError, IcebergValidationError
-from airflow_iceberg_provider.health_policy import (
+from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.erasure import bloom_filter_warnings
+from airflow_iceberg_provider.rules.health import (
     METADATA_LEFTOVER_DEFAULT_AGE,
     THRESHOLDS,
     breaches,
@@ -25,15 +27,13 @@ from airflow_iceberg_provider.health_policy import (
     metadata_property_changes,
     resolve_thresholds,
 )
-from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.maintenance_policy import now_ms
-from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.maintenance import now_ms
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_iceberg_provider.health_policy import Breach, HealthThresholds
     from airflow_iceberg_provider.models import TableHealth
+    from airflow_iceberg_provider.rules.health import Breach, HealthThresholds
 
 ON_BREACH = ("fail", "warn")
 

@@ -23,25 +23,8 @@ from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_PURGE
 from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
-from airflow_iceberg_provider.expiry_policy import validate_retain_last
+from airflow_iceberg_provider.governance.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.maintenance_policy import (
-    ORPHAN_DEFAULT_AGE,
-    ExpiryPreview,
-    MaintenanceDecision,
-    PlannedAction,
-    check_gc_enabled,
-    check_main_branch,
-    check_orphan_cutoff,
-    decide,
-    iso,
-    now_ms,
-    resolve_policy,
-    rewrite_options,
-    validate_strategy,
-    validate_where,
-)
-from airflow_iceberg_provider.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._erasure_job import (
     ErasureArgs,
@@ -56,6 +39,23 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     _options_mapping,
     expiry_floor,
     health_summary,
+)
+from airflow_iceberg_provider.rules.expiry import validate_retain_last
+from airflow_iceberg_provider.rules.maintenance import (
+    ORPHAN_DEFAULT_AGE,
+    ExpiryPreview,
+    MaintenanceDecision,
+    PlannedAction,
+    check_gc_enabled,
+    check_main_branch,
+    check_orphan_cutoff,
+    decide,
+    iso,
+    now_ms,
+    resolve_policy,
+    rewrite_options,
+    validate_strategy,
+    validate_where,
 )
 
 #: The keys ``erasure_purge`` accepts (:class:`IcebergErasureOperator` arguments of the purge).

@@ -1,6 +1,6 @@
 """Publish several tables' audited WAP branches together: every table's ``main`` moves, or none.
 
-See :mod:`airflow_iceberg_provider._multi_publish_logic` for the rules (plan per table, journal,
+See :mod:`airflow_iceberg_provider.rules.multi_publish` for the rules (plan per table, journal,
 repair of a try that died part-way) and :mod:`airflow_iceberg_provider.hooks._multi_table` for
 the one-commit REST transaction.
 """
@@ -14,13 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_iceberg_provider import _multi_publish_logic as mp
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
-from airflow_iceberg_provider._wap_refs import PublishState, audit_verdict, audited_snapshot, plan_publish
-from airflow_iceberg_provider.approval_records import steward_waivers
-from airflow_iceberg_provider.asset_partitions import (
+from airflow_iceberg_provider.assets.partitions import (
     add_partition_keys,
     check_partition_events,
     interval_partition_key,
@@ -33,10 +29,14 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.hooks._multi_table import MultiTableCommitUnsupported, commit_ref_changes_together
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._wap_common import refuse_unsupported_format, resolve_branch
+from airflow_iceberg_provider.rules import multi_publish as mp
+from airflow_iceberg_provider.rules.refs import check_tag_name
+from airflow_iceberg_provider.rules.wap_refs import PublishState, audit_verdict, audited_snapshot, plan_publish
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -348,7 +348,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
         )
 
     def _emit(self, context: Context, steps: Sequence[mp.TableStep], method: str) -> None:
-        from airflow_iceberg_provider.assets import emit_table_asset_events
+        from airflow_iceberg_provider.assets.uris import emit_table_asset_events
 
         hook = self.catalog_hook
         for s in steps:

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._ref_logic import check_tag_name, tag_retention, validate_summary
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.exceptions import (
@@ -29,6 +28,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.refs import check_tag_name, tag_retention, validate_summary
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -199,7 +199,7 @@ class IcebergCreateTagOperator(_RefOperator):
             raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
 
     def _resolve(self) -> tuple[str, int | None]:
-        """The tag's name (the one rule: :func:`~airflow_iceberg_provider._ref_logic.check_tag_name`) and retention."""
+        """The tag's name (the one rule: :func:`~airflow_iceberg_provider.rules.refs.check_tag_name`) and retention."""
         if self.legal_hold and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires a non-empty case_id.")
         tag = check_tag_name(self.tag, "tag", legal_hold=self.legal_hold, case_id=self.case_id)

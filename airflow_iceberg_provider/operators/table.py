@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
-from airflow_iceberg_provider.schema import parse_columns, parse_partition_spec
-from airflow_iceberg_provider.table_evolution import build_request, describe
+from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
+from airflow_iceberg_provider.rules.table_evolution import build_request, describe
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -1,6 +1,6 @@
 """Change a table's schema, partitioning, sort order and column properties (metadata only, no JVM).
 
-The rules live in :mod:`airflow_iceberg_provider.table_evolution` (pure): it diffs the request
+The rules live in :mod:`airflow_iceberg_provider.rules.table_evolution` (pure): it diffs the request
 against the table's current metadata and returns the changes, or refuses an unsafe one. This
 module applies a plan in ONE pyiceberg transaction (one compare-and-swap commit: schema, spec,
 sort order and properties change together or not at all), re-plans on the committed metadata
@@ -25,7 +25,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
-from airflow_iceberg_provider.table_evolution import (
+from airflow_iceberg_provider.rules.table_evolution import (
     PARTITION_KINDS,
     SCHEMA_KINDS,
     Change,

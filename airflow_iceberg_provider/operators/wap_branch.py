@@ -2,7 +2,7 @@
 
 Composed with the write, audit and publish steps by
 :func:`airflow_iceberg_provider.task_groups.wap_task_group`; the plan is
-:func:`airflow_iceberg_provider._wap_refs.plan_create_branch`.
+:func:`airflow_iceberg_provider.rules.wap_refs.plan_create_branch`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
-from airflow_iceberg_provider._wap_refs import BranchPlan, plan_create_branch
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
 )
@@ -24,6 +23,7 @@ from airflow_iceberg_provider.operators._wap_common import (
     resolve_branch,
     snapshots_by_id,
 )
+from airflow_iceberg_provider.rules.wap_refs import BranchPlan, plan_create_branch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -1,6 +1,6 @@
 """Write-audit-publish, step 4: move ``main`` to exactly the audited snapshot, once per interval.
 
-``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider._wap_refs.plan_publish`,
+``execute()`` is resolve (one table load) -> plan (:func:`airflow_iceberg_provider.rules.wap_refs.plan_publish`,
 pure) -> apply (one catalog commit) -> verify -> record.
 """
 
@@ -10,29 +10,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._ref_logic import check_tag_name
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider._wap_refs import (
-    ON_CONFLICT,
-    PublishPlan,
-    PublishState,
-    audit_verdict,
-    audited_snapshot,
-    cherrypick_missing,
-    plan_publish,
-)
-from airflow_iceberg_provider.approval_records import steward_waivers
-from airflow_iceberg_provider.asset_partitions import (
+from airflow_iceberg_provider.assets.partitions import (
     add_partition_keys,
     check_partition_events,
     interval_partition_key,
     touched_partition_keys,
 )
-from airflow_iceberg_provider.assets import iceberg_asset_uri
+from airflow_iceberg_provider.assets.uris import iceberg_asset_uri
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
+from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
@@ -41,6 +30,17 @@ from airflow_iceberg_provider.operators._wap_common import (
     refuse_wap_conf,
     resolve_branch,
     stop_for_rerun,
+)
+from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.refs import check_tag_name
+from airflow_iceberg_provider.rules.wap_refs import (
+    ON_CONFLICT,
+    PublishPlan,
+    PublishState,
+    audit_verdict,
+    audited_snapshot,
+    cherrypick_missing,
+    plan_publish,
 )
 from airflow_iceberg_provider.ui.links import GovernancePublishLink
 
@@ -75,7 +75,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     new ``main``) and ``"skip"`` skips.
 
     On success it emits an Asset event on its Asset outlets (``iceberg://<catalog>/<ns>/<table>``,
-    see :func:`~airflow_iceberg_provider.assets.iceberg_asset`) whose ``extra``
+    see :func:`~airflow_iceberg_provider.assets.uris.iceberg_asset`) whose ``extra``
     carries the published snapshot id.
 
     :param table: ``namespace.table`` (templated).
@@ -90,7 +90,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     :param partition_events: put partition keys on the Asset events (Airflow asset partitions, one
         downstream run per partition under ``PartitionedAssetTimetable``): ``"iceberg"`` (the partition
         values of the files the published snapshots added or removed) or ``"interval"`` (the DAG run's
-        partition key or interval start); see :mod:`airflow_iceberg_provider.asset_partitions`.
+        partition key or interval start); see :mod:`airflow_iceberg_provider.assets.partitions`.
     :param tag: optionally tag the published snapshot (templated), e.g. ``"release-{{ ds }}"``; the
         rules of :class:`~airflow_iceberg_provider.operators.refs.IcebergCreateTagOperator` apply
         (a ``legal-hold-`` name is refused: a hold needs a case id; a name taken by a branch or by a
@@ -172,7 +172,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         return with_string_ids(plan.result())
 
     def _emit_partitions(self, context: Context, plan: PublishPlan, tbl: Table) -> list[str]:
-        """Partition keys on the asset events (:mod:`airflow_iceberg_provider.asset_partitions`).
+        """Partition keys on the asset events (:mod:`airflow_iceberg_provider.assets.partitions`).
 
         :param tbl: the table as :meth:`_verify` loaded it after the publish (read only).
         """

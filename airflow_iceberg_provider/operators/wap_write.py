@@ -8,10 +8,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _wap_rerun as rerun
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import MAIN_BRANCH
-from airflow_iceberg_provider._wap_refs import plan_branch_reset, write_base
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefNotFoundError,
@@ -32,6 +30,8 @@ from airflow_iceberg_provider.operators._wap_common import (
     wap_write_conf,
 )
 from airflow_iceberg_provider.params import SNAPSHOT_OPERATIONS
+from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.wap_refs import plan_branch_reset, write_base
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

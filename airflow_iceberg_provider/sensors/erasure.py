@@ -13,8 +13,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.core.erasure_lifecycle import FINAL_STATUSES
-from airflow_iceberg_provider.erasure_policy import deadline_report, validate_deadlines
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.rules.erasure import deadline_report, validate_deadlines
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -10,11 +10,11 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._ref_logic import matches, validate_summary
 from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, IcebergRefNotFoundError
 from airflow_iceberg_provider.ids import id_str, with_string_ids
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.rules.refs import matches, validate_summary
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
 
@@ -28,7 +28,7 @@ def pending_commits(
 ) -> list[SnapshotInfo]:
     """Every matching commit of a ref after the watermark, oldest first.
 
-    The baseline rule is :func:`~airflow_iceberg_provider._ref_logic.select_new_commit`'s:
+    The baseline rule is :func:`~airflow_iceberg_provider.rules.refs.select_new_commit`'s:
     commits after ``after_snapshot_id`` in the ref's ancestry; when that snapshot is no longer
     in it (rolled back past, expired), commits newer than ``after_timestamp_ms``.
     """

@@ -12,17 +12,17 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider._validation import validate_table
-from airflow_iceberg_provider.erasure_policy import deadline_report
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.rules.erasure import deadline_report
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
 #: ``logical``: the rows must be deleted (``logically_erased``); ``physical``: no file may hold them
 #: (``erased``). Which statuses still owe which deadline is the erasure lifecycle's rule
-#: (:func:`airflow_iceberg_provider.erasure_policy.deadline_report`, also used by the deadline sensor).
+#: (:func:`airflow_iceberg_provider.rules.erasure.deadline_report`, also used by the deadline sensor).
 DEADLINE_KINDS = ("logical", "physical")
 #: the deadline sensor's defaults: logical 24 h, physical 30 days (PIPEDA / Law 25; GDPR: one month)
 DEFAULT_DEADLINES = {"logical": "24h", "physical": "30d"}

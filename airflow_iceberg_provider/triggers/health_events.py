@@ -18,9 +18,9 @@ from airflow_iceberg_provider.exceptions import (
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.governance.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.ids import id_str, with_string_ids
-from airflow_iceberg_provider.maintenance_policy import decide, now_ms, resolve_policy
-from airflow_iceberg_provider.maintenance_state import read_maintenance_state
+from airflow_iceberg_provider.rules.maintenance import decide, now_ms, resolve_policy
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 
 
@@ -29,7 +29,7 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
 
     The same steps as the operator's ``plan()``: policy from the table properties
     (``resolve_policy``, the configured expiry floor), the one read of
-    :func:`~airflow_iceberg_provider.maintenance_state.read_maintenance_state`, then
+    :func:`~airflow_iceberg_provider.governance.maintenance_state.read_maintenance_state`, then
     ``maintenance_policy.decide``.
     """
     from airflow_iceberg_provider.operators._maintenance_base import expiry_floor, health_summary

@@ -288,7 +288,7 @@ class GovernanceReader:
 
     # ------------------------------------------------------------ erasure map
     def subject_column_map(self, namespaces: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """:func:`~airflow_iceberg_provider.erasure_policy.subject_column_map` over the catalog (or
+        """:func:`~airflow_iceberg_provider.rules.erasure.subject_column_map` over the catalog (or
         ``namespaces``): one row per (table, key kind, column) a table declares in its
         ``erasure.subject-columns.<kind>`` properties, with its erasure readiness.
 
@@ -296,7 +296,7 @@ class GovernanceReader:
         (schema, partitioning, properties, format version; no manifest read), cached per table
         metadata location. Metadata only: no data file is opened, so no personal value is read.
         """
-        from airflow_iceberg_provider.erasure_policy import erasure_table_facts, subject_column_map
+        from airflow_iceberg_provider.rules.erasure import erasure_table_facts, subject_column_map
 
         facts = {}
         for name in self.catalog_tables(namespaces):

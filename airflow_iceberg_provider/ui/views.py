@@ -387,14 +387,14 @@ HEALTH_LEVELS = {"healthy": "ok", "needs maintenance": "warn", "unhealthy": "fai
 def health_verdict(health: Any, properties: Mapping[str, str], *, now_ms: int) -> dict[str, Any]:
     """The table's health verdict from the provider's own thresholds, with the reasons.
 
-    ``unhealthy``: an absolute threshold of :mod:`~airflow_iceberg_provider.health_policy` is crossed
+    ``unhealthy``: an absolute threshold of :mod:`~airflow_iceberg_provider.rules.health` is crossed
     (table properties ``airflow-iceberg.health.*`` over the defaults). ``needs maintenance``: the
     maintenance policy's ratios (``airflow-iceberg.maintenance.*``) would have the plan compact,
     rewrite deletes or merge manifests. A table with fewer data files than the policy's
     ``min_input_files`` has nothing to compact, so a small average file size alone is a note there.
     """
-    from airflow_iceberg_provider.health_policy import breaches, resolve_thresholds
-    from airflow_iceberg_provider.maintenance_policy import resolve_policy
+    from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
+    from airflow_iceberg_provider.rules.maintenance import resolve_policy
 
     try:
         thresholds = resolve_thresholds(properties)

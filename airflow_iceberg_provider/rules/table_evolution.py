@@ -14,7 +14,7 @@ Every message names the parameter, the value's problem and the fix. The operator
 (:mod:`airflow_iceberg_provider.operators.table_changes`) applies a plan in one pyiceberg
 transaction and re-plans after the commit: an empty re-plan is the verification.
 
-Types, columns and partition transforms are parsed by :mod:`airflow_iceberg_provider.schema`
+Types, columns and partition transforms are parsed by :mod:`airflow_iceberg_provider.rules.schema`
 (one parser for the provider's and Spark DDL's spellings). Sort terms (``WRITE ORDERED BY``)
 reuse its ``parse_transform``: ``bucket(16, id) DESC NULLS LAST``.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
-from airflow_iceberg_provider.schema import (  # parse_transform/parse_type: table_changes imports them here
+from airflow_iceberg_provider.rules.schema import (  # parse_transform/parse_type: table_changes imports them here
     BARE_COLUMN,
     TRANSFORM_HELP,
     TransformSpec,

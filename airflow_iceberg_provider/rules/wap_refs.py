@@ -8,12 +8,12 @@ writes its ledger row (*record*). The rules live here, once:
 * :func:`audit_verdict`: whether ``governance.audit_results`` holds a passing audit of it;
 * :func:`plan_publish` -> :class:`PublishPlan`: no-op, fast-forward or cherry-pick, the refusals
   (``main`` moved, non-append snapshots, another run published the interval) and every ref change
-  of the publish (``main``, the tag, the dropped branch) as :class:`~airflow_iceberg_provider._ref_logic.RefChange`
+  of the publish (``main``, the tag, the dropped branch) as :class:`~airflow_iceberg_provider.rules.refs.RefChange`
   values that the hook commits **at once** with one compare-and-swap requirement per ref;
 * :func:`plan_create_branch` and :func:`plan_branch_reset` for the first two steps.
 
 The tag of a publish follows the rules of ``IcebergCreateTagOperator``
-(:func:`~airflow_iceberg_provider._ref_logic.check_tag_name`, :func:`~airflow_iceberg_provider._ref_logic.plan_tag`).
+(:func:`~airflow_iceberg_provider.rules.refs.check_tag_name`, :func:`~airflow_iceberg_provider.rules.refs.plan_tag`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_iceberg_provider import _wap_rerun as rerun
-from airflow_iceberg_provider._ref_logic import RefChange, plan_tag
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
@@ -31,6 +29,8 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
 )
 from airflow_iceberg_provider.models import RefInfo
+from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.refs import RefChange, plan_tag
 
 ON_CONFLICT = ("fail", "cherrypick")
 
@@ -216,7 +216,7 @@ def plan_publish(
 ) -> PublishPlan:
     """Decide the publish of ``state.audited`` and every ref change it makes.
 
-    :param tag: the tag name, already checked by :func:`~airflow_iceberg_provider._ref_logic.check_tag_name`.
+    :param tag: the tag name, already checked by :func:`~airflow_iceberg_provider.rules.refs.check_tag_name`.
     :raises IcebergPublishConflictError: ``main`` moved and ``on_conflict="fail"``, or a cherry-pick
         would replay non-append snapshots (nothing was changed).
     :raises IcebergRefusedError: the branch was replaced, or the tag's name is taken (nothing was changed).

@@ -4,7 +4,7 @@ Pure logic (plain values in, plain values out; no catalog, no Spark). The previe
 mirrors Iceberg's ``RemoveSnapshots`` (1.10) retention rules exactly, so a dry run
 lists what ``expire_snapshots`` would remove and which refs (branches, tags, legal
 holds) keep which old snapshots; an expiry that would drop a legal hold is refused.
-:func:`airflow_iceberg_provider.maintenance_policy.preview_table_expiry` feeds it a
+:func:`airflow_iceberg_provider.rules.maintenance.preview_table_expiry` feeds it a
 loaded table with the table's own defaults.
 
 It must not read the catalog or parse operator parameters beyond ``retain_last``.

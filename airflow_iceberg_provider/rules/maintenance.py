@@ -7,7 +7,7 @@ decides as one Spark job.
 
 Here: durations and cutoffs, parameter checks and safety floors, ``TableDefaults``
 (what a table's properties say), ``preview_table_expiry`` (a loaded table's defaults fed
-to :mod:`airflow_iceberg_provider.expiry_policy`, which mirrors Iceberg's
+to :mod:`airflow_iceberg_provider.rules.expiry`, which mirrors Iceberg's
 ``RemoveSnapshots`` retention rules), ``file_layout`` / ``compaction_candidates``
 (binpack's size rules), ``resolve_policy`` and ``decide`` (one planner per action
 family). It must not read the catalog (``maintenance_state`` does, once) nor build SQL
@@ -37,9 +37,9 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.expiry_policy import ExpiryPreview, iso, preview_expiry, validate_retain_last
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
 from airflow_iceberg_provider.params import JAVA_LONG_MAX
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, preview_expiry, validate_retain_last
 
 # Iceberg defaults (TableProperties) -------------------------------------------
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
@@ -340,7 +340,7 @@ def preview_table_expiry(
     """Which snapshots Spark ``expire_snapshots`` would remove from a loaded table (metadata only, no JVM).
 
     The table's own properties give the defaults, exactly as Iceberg applies them;
-    :func:`~airflow_iceberg_provider.expiry_policy.preview_expiry` applies the retention
+    :func:`~airflow_iceberg_provider.rules.expiry.preview_expiry` applies the retention
     rules (refs keep what they reach; the result lists which *old* snapshots are kept by
     which ref: ``branch:``, ``tag:`` or ``legal_hold:``).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 
-from airflow_iceberg_provider.catalog_config import CATALOG_TYPES
+from airflow_iceberg_provider.hooks.catalog_config import CATALOG_TYPES
 
 #: words this provider's connections carry that are never secrets (all shorter than 5 characters)
 NON_SECRET_TERMS = frozenset({*CATALOG_TYPES, "true"})

@@ -200,8 +200,8 @@ class GovernanceStore:
     # ---------------------------------------------------- erasure requests
     def ensure_erasure_requests_table(self, table: str | TableIdent) -> str:
         """Create an erasure requests table (request_id, subject_key, received_at, status…) if missing."""
-        from airflow_iceberg_provider.erasure_policy import REQUESTS_COLUMNS
-        from airflow_iceberg_provider.schema import parse_columns
+        from airflow_iceberg_provider.rules.erasure import REQUESTS_COLUMNS
+        from airflow_iceberg_provider.rules.schema import parse_columns
 
         hook = self.hook
         ident = validate_table(table, "requests_table")
@@ -220,7 +220,7 @@ class GovernanceStore:
         """Add ``{request_id: subject_key}`` as ``pending`` requests (creating the table if missing) in
         one commit and return the ids added; ids already in the table are skipped, so a re-run adds
         nothing. The subject keys are written to the requests table only: never logged or returned."""
-        from airflow_iceberg_provider.erasure_policy import new_request_rows
+        from airflow_iceberg_provider.rules.erasure import new_request_rows
 
         name = self.ensure_erasure_requests_table(table)
         states = self.erasure_request_states(name)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider.assets import asset_names_table
+from airflow_iceberg_provider.assets.uris import asset_names_table
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ partition specs (``parse_partition_spec``). A transform is accepted in the provi
 ``bucket(16, id)``, ``truncate(4, s)``). Also Iceberg's safe type promotions (``promotion_problem``).
 
 Pure: pyiceberg types are imported inside the functions, no catalog is read. Used by the
-create/alter table operators, the table-change planner (:mod:`airflow_iceberg_provider.table_evolution`)
+create/alter table operators, the table-change planner (:mod:`airflow_iceberg_provider.rules.table_evolution`)
 and the governance store (erasure requests table); hooks import it, never an operator.
 Errors are :class:`IcebergValidationError` naming the parameter, the value and the fix.
 """

@@ -3,9 +3,9 @@
 ``IcebergMaintenancePlanOperator.plan()`` and the health event trigger's
 ``maintenance_verdict`` both decide from the same facts; this module reads them once,
 through the catalog hook (manifests of ``main``'s current state, metadata only, no JVM),
-and hands them to the pure rules (:func:`~airflow_iceberg_provider.maintenance_policy.file_layout`,
-:func:`~airflow_iceberg_provider.maintenance_policy.preview_table_expiry`,
-:func:`~airflow_iceberg_provider.maintenance_policy.decide`). It holds no thresholds itself.
+and hands them to the pure rules (:func:`~airflow_iceberg_provider.rules.maintenance.file_layout`,
+:func:`~airflow_iceberg_provider.rules.maintenance.preview_table_expiry`,
+:func:`~airflow_iceberg_provider.rules.maintenance.decide`). It holds no thresholds itself.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
-from airflow_iceberg_provider.maintenance_policy import (
+from airflow_iceberg_provider.rules.maintenance import (
     ExpiryPreview,
     MaintenancePolicy,
     PartitionFiles,

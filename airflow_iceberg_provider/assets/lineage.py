@@ -16,7 +16,7 @@ joins with what Spark jobs emit for the same table whichever engine created it),
 
 * a ``symlinks`` facet with the logical name ``<namespace>.<table>`` in the catalog's
   namespace (``iceberg://<catalog>``: the same identity as the Asset URI,
-  :mod:`airflow_iceberg_provider.assets`), type ``TABLE``;
+  :mod:`airflow_iceberg_provider.assets.uris`), type ``TABLE``;
 * a ``schema`` facet from the catalog (Iceberg types spelled as Spark's type names);
 * a ``version`` facet with the current snapshot id (Spark emits the same).
 

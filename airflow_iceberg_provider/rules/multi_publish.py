@@ -2,7 +2,7 @@
 
 A multi-table publish moves ``main`` of several tables to their audited snapshots together.
 Each table's publish is planned with the single-table rules
-(:func:`~airflow_iceberg_provider._wap_refs.plan_publish`), so every refusal of a publish
+(:func:`~airflow_iceberg_provider.rules.wap_refs.plan_publish`), so every refusal of a publish
 (unaudited snapshot, branch moved after its audit, ``main`` moved since the branch was cut, a
 taken tag name) refuses the whole publish before anything moves.
 
@@ -29,9 +29,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_iceberg_provider._ref_logic import RefChange
 from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.rules.refs import RefChange
 
 OPERATION = "wap_multi_publish"
 

@@ -4,15 +4,15 @@ Each decision taken at a gate is one ``approval`` ledger row: ``table_name``, ``
 or tag decided on), ``snapshot_after`` (the snapshot decided on) and in ``details`` the gate, the
 decision, who decided (name and id), when, the comment, and what the steward was shown (the failed
 checks with observed and expected values, or the hold's case id). Rules live in
-:mod:`airflow_iceberg_provider._approval_logic`.
+:mod:`airflow_iceberg_provider.rules.approval`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider import _approval_logic as rules
 from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook

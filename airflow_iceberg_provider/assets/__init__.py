@@ -1,0 +1,1 @@
+"""Airflow assets for Iceberg tables: URIs, asset partitions and OpenLineage datasets."""

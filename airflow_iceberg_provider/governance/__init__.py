@@ -1,0 +1,1 @@
+"""The governance ledger stores: reading and writing the provider's governance tables through the catalog hook."""

@@ -14,7 +14,7 @@ travels as a **decimal string**, under the same key as before:
 
 No integer copy is kept alongside: a second key holding the rounded number would be the one
 a browser shows. Inputs keep accepting both forms
-(:func:`airflow_iceberg_provider._validation.validate_snapshot_id` takes an ``int`` or a
+(:func:`airflow_iceberg_provider.params.validate_snapshot_id` takes an ``int`` or a
 decimal string), so ``{{ ti.xcom_pull(task_ids='audit')['snapshot_id'] }}`` renders the same
 text as before and feeds any operator's ``snapshot_id`` argument unchanged. Python code that
 pulls the XCom and needs a number calls ``int(value)``. Hooks keep returning ``int`` (they

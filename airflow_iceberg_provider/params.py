@@ -45,17 +45,24 @@ ISO-8601 timestamp in extended form (``"2026-01-31T23:59:59Z"``, ``"2026-01-31"`
 milliseconds as a number or as a decimal string of at least 10 digits (a shorter digit string
 is refused: it reads as a count or a compact date ``"20260131"``, not as a time in 2001 or
 later). The result must lie between 1970 and the year 9999 (:data:`MAX_EPOCH_MS`).
+**Identifiers and ref names** (:func:`validate_table`, :func:`validate_name`,
+:func:`validate_ref`). Every table identifier and ref name reaches SQL, file paths or catalog
+calls through these helpers, so their patterns are the project's injection guard: plain ASCII
+letters, digits and underscores, starting with a letter or underscore (refs may also contain
+``-`` and ``.`` after the first character, which Iceberg allows and tag conventions such as
+``release-1.2`` use).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NoReturn, overload
 
-from airflow_iceberg_provider._validation import REF_RE, validate_ref
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 #: Snapshot operations Iceberg records in a snapshot summary (the one definition).
@@ -73,6 +80,94 @@ _SHORT = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(ms|w|d|h|m|s)", re.IGNORECASE)
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _DURATION_FORMS = "a timedelta / pendulum.duration(...), '90m', '36h', '3d', or an ISO-8601 duration such as 'P3D'"
 _INSTANT_FORMS = "a datetime, an ISO-8601 timestamp such as '2026-01-31T23:59:59+00:00', or epoch milliseconds"
+
+
+# --------------------------------------------------------------------- identifiers and ref names
+_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+NAME_RE = re.compile(rf"^{_NAME}\Z")
+TABLE_RE = re.compile(rf"^({_NAME})\.({_NAME})\Z")
+REF_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")
+MAIN_BRANCH = "main"
+
+
+@dataclass(frozen=True)
+class TableIdent:
+    """A validated ``namespace.table`` identifier."""
+
+    namespace: str
+    name: str
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    def quoted(self, catalog: str | None = None) -> str:
+        """Backtick-quoted form for Spark SQL (``catalog``.``ns``.``tbl``)."""
+        parts = ([catalog] if catalog else []) + [self.namespace, self.name]
+        return ".".join(f"`{p}`" for p in parts)
+
+    def __str__(self) -> str:
+        return self.dotted
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "...'"
+
+
+def validate_table(value: object, param: str = "table") -> TableIdent:
+    """Return the :class:`TableIdent` for ``namespace.table`` or raise a clear error."""
+    if isinstance(value, TableIdent):
+        return value
+    if not isinstance(value, str):
+        raise IcebergValidationError(
+            f"{param}={_describe(value)} is not a string; pass the table as 'namespace.table'."
+        )
+    match = TABLE_RE.match(value)
+    if not match:
+        raise IcebergValidationError(
+            f"{param}={_describe(value)} is not a valid table identifier; expected "
+            "'namespace.table' where each part matches [A-Za-z_][A-Za-z0-9_]* (ASCII, at most "
+            "128 characters, exactly one dot, no quotes, spaces or catalog prefix)."
+        )
+    return TableIdent(match.group(1), match.group(2))
+
+
+def validate_name(value: object, param: str) -> str:
+    """Validate a column, namespace or catalog name."""
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise IcebergValidationError(
+            f"{param}={_describe(value)} is not a valid name; expected [A-Za-z_][A-Za-z0-9_]* "
+            "(ASCII letters, digits and underscores, at most 128 characters)."
+        )
+    return value
+
+
+def validate_ref(value: object, param: str = "ref", *, allow_main: bool = True) -> str:
+    """Validate a branch or tag name; optionally refuse ``main``."""
+    if not isinstance(value, str) or not REF_RE.match(value):
+        raise IcebergValidationError(
+            f"{param}={_describe(value)} is not a valid ref name; expected a name matching "
+            "[A-Za-z_][A-Za-z0-9_.-]* (ASCII, at most 128 characters)."
+        )
+    if not allow_main and value.lower() == MAIN_BRANCH:
+        raise IcebergValidationError(
+            f"{param}={value!r} names the main branch, which this operation must not touch; "
+            "choose another branch or tag name."
+        )
+    return value
+
+
+def validate_snapshot_id(value: object, param: str = "snapshot_id") -> int:
+    """A required snapshot id: :func:`airflow_iceberg_provider.params.snapshot_id` (an int or its decimal string)."""
+    return snapshot_id(value, param, required=True)
+
+
+def branch_name_for_run(dag_id: str, run_id: str, prefix: str = "wap") -> str:
+    """Deterministic, valid branch name for a DAG run (same on every retry)."""
+    digest = hashlib.sha1(f"{dag_id}\x00{run_id}".encode()).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9_]+", "_", f"{dag_id}__{run_id}").strip("_")[:80]
+    return f"{prefix}_{slug}_{digest}"
 
 
 # --------------------------------------------------------------------- the two rules
@@ -373,7 +468,7 @@ def ref_name(value: Any, param: str = ..., *, required: Literal[True] = ..., all
 @overload
 def ref_name(value: Any, param: str = ..., *, required: bool, allow_main: bool = ...) -> str | None: ...
 def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_main: bool = True) -> str | None:
-    """A branch or tag name (the strict pattern of :mod:`~airflow_iceberg_provider._validation`).
+    """A branch or tag name (the strict pattern of :mod:`~airflow_iceberg_provider.params`).
 
     Not stripped: a name with a trailing blank or newline is refused, never silently changed.
     Unset gives ``None`` when ``required=False``.

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iceberg_provider._validation import (
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.params import (
     branch_name_for_run,
     validate_name,
     validate_ref,
     validate_snapshot_id,
     validate_table,
 )
-from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 
 @pytest.mark.parametrize("value", ["db.orders", "_a.b_1", "A1.Z9"])

@@ -20,12 +20,12 @@ import pytest
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
-from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from airflow_iceberg_provider.params import validate_table
 
 T = "db.orders"
 

@@ -15,7 +15,6 @@ from _wap_helpers import commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import branch_name_for_run
 from airflow_iceberg_provider.assets.uris import iceberg_asset, iceberg_asset_uri
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
@@ -34,6 +33,7 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from airflow_iceberg_provider.params import branch_name_for_run
 
 T = "db.orders"
 

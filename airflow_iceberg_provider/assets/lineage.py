@@ -91,7 +91,7 @@ def table_dataset(hook: IcebergCatalogHook, table: str, *, output: bool = False)
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import dataset_version_dataset, schema_dataset, symlinks_dataset
 
-    from airflow_iceberg_provider._validation import validate_table
+    from airflow_iceberg_provider.params import validate_table
 
     ident = validate_table(table)
     catalog = hook.catalog_name

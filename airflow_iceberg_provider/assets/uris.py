@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from airflow_iceberg_provider._validation import validate_name, validate_table
 from airflow_iceberg_provider.ids import id_str, with_string_ids
+from airflow_iceberg_provider.params import validate_name, validate_table
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset

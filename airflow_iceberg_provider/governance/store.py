@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__
-from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.core.governance import (
     GOVERNANCE_TABLE_PROPERTIES,
     GOVERNANCE_TABLES,
@@ -30,6 +29,7 @@ from airflow_iceberg_provider.core.governance import (
     is_legal_hold,
     pyiceberg_schema,
 )
+from airflow_iceberg_provider.params import TableIdent, validate_table
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -24,7 +24,7 @@ from airflow_iceberg_provider.rules.maintenance import DEFAULT_TARGET_FILE_SIZE,
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider._validation import TableIdent
+    from airflow_iceberg_provider.params import TableIdent
 
 
 def _table_name(tbl: Table) -> str:

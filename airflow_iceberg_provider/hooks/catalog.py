@@ -25,14 +25,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_iceberg_provider._validation import (
-    MAIN_BRANCH,
-    TableIdent,
-    validate_name,
-    validate_ref,
-    validate_snapshot_id,
-    validate_table,
-)
 from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
 from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE
 from airflow_iceberg_provider.exceptions import (
@@ -48,6 +40,14 @@ from airflow_iceberg_provider.hooks._multi_table import stage_on
 from airflow_iceberg_provider.hooks._table_files import TableFilesMixin
 from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo, ref_infos, snapshot_info
+from airflow_iceberg_provider.params import (
+    MAIN_BRANCH,
+    TableIdent,
+    validate_name,
+    validate_ref,
+    validate_snapshot_id,
+    validate_table,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from airflow_iceberg_provider._validation import NAME_RE
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
+from airflow_iceberg_provider.params import NAME_RE
 
 CATALOG_TYPES = ("sql", "rest", "glue", "hive")
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import TableIdent, validate_table
 from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, JobRun, SubmitPlan
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.params import TableIdent, validate_table
 from airflow_iceberg_provider.rules.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from airflow_iceberg_provider._validation import TableIdent, validate_name, validate_table
 from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_INPUT_STATUSES, PHASE_LOGICAL, PHASE_PURGE
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import id_str
+from airflow_iceberg_provider.params import TableIdent, validate_name, validate_table
 from airflow_iceberg_provider.rules.erasure import (
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,

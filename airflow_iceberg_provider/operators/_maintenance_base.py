@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__, params
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.core.governance import LedgerEntry, airflow_identity
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
@@ -27,6 +26,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.models import snapshot_info
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules.maintenance import (
     COMPUTE_STATS,
     DEFAULT_EXPIRY_FLOOR,

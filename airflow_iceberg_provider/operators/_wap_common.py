@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, branch_name_for_run, validate_name
 from airflow_iceberg_provider.core.governance import airflow_identity
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.params import MAIN_BRANCH, branch_name_for_run, validate_name
 from airflow_iceberg_provider.rules import wap_refs as _wap_refs
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 

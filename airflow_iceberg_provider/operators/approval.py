@@ -23,7 +23,6 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBran
 from airflow.sdk import Param
 
 from airflow_iceberg_provider import params as param_rules
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergRefNotFoundError,
@@ -32,6 +31,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._wap_common import resolve_branch
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:

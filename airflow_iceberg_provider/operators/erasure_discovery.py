@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.params import validate_name
 from airflow_iceberg_provider.rules.erasure import (
     discover_subject_tables,
     erasure_mapping,

@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_PURGE
 from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
@@ -40,6 +39,7 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     expiry_floor,
     health_summary,
 )
+from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules.expiry import validate_retain_last
 from airflow_iceberg_provider.rules.maintenance import (
     ORPHAN_DEFAULT_AGE,

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.assets.partitions import (
     add_partition_keys,
     check_partition_events,
@@ -34,6 +33,7 @@ from airflow_iceberg_provider.hooks._multi_table import MultiTableCommitUnsuppor
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._wap_common import refuse_unsupported_format, resolve_branch
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.rules import multi_publish as mp
 from airflow_iceberg_provider.rules.refs import check_tag_name
 from airflow_iceberg_provider.rules.wap_refs import PublishState, audit_verdict, audited_snapshot, plan_publish

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
@@ -28,6 +27,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.rules.refs import check_tag_name, tag_retention, validate_summary
 
 if TYPE_CHECKING:

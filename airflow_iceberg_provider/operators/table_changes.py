@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider._validation import TableIdent
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.params import TableIdent
 
 _ARGS = (
     "add_columns",

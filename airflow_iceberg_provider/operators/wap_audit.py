@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_name
 from airflow_iceberg_provider.core import audit_checks, audit_report
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
@@ -24,6 +23,7 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._wap_common import resolve_branch, snapshot_shape, snapshots_by_id
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_name
 from airflow_iceberg_provider.rules import wap_refs as _wap_refs
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 from airflow_iceberg_provider.rules.wap_refs import AuditPlan, audit_target, plan_audit

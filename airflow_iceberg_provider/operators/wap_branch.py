@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
 )
@@ -23,6 +22,7 @@ from airflow_iceberg_provider.operators._wap_common import (
     resolve_branch,
     snapshots_by_id,
 )
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.rules.wap_refs import BranchPlan, plan_create_branch
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
 
     :param table: ``namespace.table`` (templated).
     :param branch: branch name (templated); default ``wap_<dag>__<run>_<hash>``, the same
-        on every retry of the run (:func:`~airflow_iceberg_provider._validation.branch_name_for_run`).
+        on every retry of the run (:func:`~airflow_iceberg_provider.params.branch_name_for_run`).
     :param from_ref: ref to branch from (templated), default ``main``.
     :param from_snapshot_id: snapshot to branch from instead of ``from_ref``'s head (templated).
     :param branch_prefix: prefix of the derived branch name.

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.assets.partitions import (
     add_partition_keys,
     check_partition_events,
@@ -31,6 +30,7 @@ from airflow_iceberg_provider.operators._wap_common import (
     resolve_branch,
     stop_for_rerun,
 )
+from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 from airflow_iceberg_provider.rules.refs import check_tag_name
 from airflow_iceberg_provider.rules.wap_refs import (

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefNotFoundError,
@@ -29,7 +28,7 @@ from airflow_iceberg_provider.operators._wap_common import (
     stop_for_rerun,
     wap_write_conf,
 )
-from airflow_iceberg_provider.params import SNAPSHOT_OPERATIONS
+from airflow_iceberg_provider.params import MAIN_BRANCH, SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 from airflow_iceberg_provider.rules.wap_refs import plan_branch_reset, write_base
 

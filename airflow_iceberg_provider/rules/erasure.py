@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.core.erasure_lifecycle import (
     FINAL_STATUSES,
     PHASE_INPUT_STATUSES,
@@ -36,6 +35,7 @@ from airflow_iceberg_provider.core.erasure_lifecycle import (
     hmac_hex,
 )
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.params import validate_name
 
 __all__ = [
     "new_request_rows",

@@ -351,8 +351,8 @@ def preview_table_expiry(
         ``history.expire.min-snapshots-to-keep`` (Iceberg default 1).
     :param snapshot_ids: snapshots to expire explicitly (refused when a ref points at one).
     """
-    from airflow_iceberg_provider._validation import validate_snapshot_id
     from airflow_iceberg_provider.models import ref_infos, snapshot_info
+    from airflow_iceberg_provider.params import validate_snapshot_id
 
     meta = tbl.metadata
     defaults = TableDefaults.from_properties(meta.properties)

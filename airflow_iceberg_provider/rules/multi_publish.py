@@ -29,8 +29,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules.refs import RefChange
 
 OPERATION = "wap_multi_publish"

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_iceberg_provider._validation import validate_ref
 from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
+from airflow_iceberg_provider.params import validate_ref
 
 
 @dataclass(frozen=True)
@@ -237,8 +237,8 @@ def rollback_target(
     :param as_of_ms: picks the newest snapshot of the ref's ancestry committed at or before that time.
     :raises IcebergRefusedError: the target is not an ancestor of the ref's head.
     """
-    from airflow_iceberg_provider._validation import validate_snapshot_id
     from airflow_iceberg_provider.exceptions import IcebergRefNotFoundError
+    from airflow_iceberg_provider.params import validate_snapshot_id
 
     if sum(x is not None for x in (snapshot_id, tag, as_of_ms)) != 1:
         raise ValueError("resolve_rollback_target() takes exactly one of snapshot_id, tag or as_of_ms.")

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.params import validate_name
 
 TYPES = ("boolean", "int", "long", "float", "double", "date", "timestamp", "timestamptz", "string", "binary")
 _DECIMAL = re.compile(r"^decimal\(\s*(\d{1,2})\s*,\s*(\d{1,2})\s*\)\Z")

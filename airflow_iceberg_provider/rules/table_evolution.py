@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_iceberg_provider._validation import validate_name
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.params import validate_name
 from airflow_iceberg_provider.rules.schema import (  # parse_transform/parse_type: table_changes imports them here
     BARE_COLUMN,
     TRANSFORM_HELP,

@@ -22,13 +22,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_iceberg_provider._validation import MAIN_BRANCH
 from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
     IcebergRefNotFoundError,
     IcebergRefusedError,
 )
 from airflow_iceberg_provider.models import RefInfo
+from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 from airflow_iceberg_provider.rules.refs import RefChange, plan_tag
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.core.erasure_lifecycle import FINAL_STATUSES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from airflow_iceberg_provider.params import validate_table
 from airflow_iceberg_provider.rules.erasure import deadline_report, validate_deadlines
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.exceptions import IcebergProviderError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.rules.refs import validate_summary
 from airflow_iceberg_provider.triggers.snapshot import IcebergSnapshotTrigger
 

@@ -10,10 +10,10 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, IcebergRefNotFoundError
 from airflow_iceberg_provider.ids import id_str, with_string_ids
 from airflow_iceberg_provider.models import SnapshotInfo
+from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.rules.refs import matches, validate_summary
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 

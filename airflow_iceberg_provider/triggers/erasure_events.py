@@ -11,12 +11,12 @@ from typing import Any
 from airflow.triggers.base import TriggerEvent
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergTableNotFoundError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.params import validate_table
 from airflow_iceberg_provider.rules.erasure import deadline_report
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_iceberg_provider._validation import validate_table
 from airflow_iceberg_provider.core.maintenance_actions import ACTIONS
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
@@ -20,6 +19,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.governance.maintenance_state import read_maintenance_state
 from airflow_iceberg_provider.ids import id_str, with_string_ids
+from airflow_iceberg_provider.params import validate_table
 from airflow_iceberg_provider.rules.maintenance import decide, now_ms, resolve_policy
 from airflow_iceberg_provider.triggers._event_state import IcebergEventTriggerBase, validate_poll_interval
 

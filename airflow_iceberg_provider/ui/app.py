@@ -31,8 +31,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_iceberg_provider import __version__
-from airflow_iceberg_provider._validation import validate_name, validate_table
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.params import validate_name, validate_table
 from airflow_iceberg_provider.ui import charts, views
 from airflow_iceberg_provider.ui.links import URL_PREFIX, URL_ROUTE
 from airflow_iceberg_provider.ui.reader import (

@@ -22,10 +22,11 @@ def _section(kind: str) -> list[dict[str, Any]]:
     return [{"integration-name": "Governed Apache Iceberg", "python-modules": modules}] if modules else []
 
 
-#: Where the Providers page links: the index of the docs site built from ``docs/`` (also
+#: Where the Providers page links: the repository's ``docs/`` folder, readable on GitHub (also
 #: ``[project.urls] Documentation`` in pyproject.toml, which Airflow reads from the installed
 #: package's metadata; without it the page links to a non-existent page on airflow.apache.org).
-DOCUMENTATION_URL = "https://airflow-iceberg-provider.github.io/airflow-iceberg-provider/"
+#: No docs site is published; ``make docs-serve`` serves the built site on 127.0.0.1.
+DOCUMENTATION_URL = "https://github.com/airflow-iceberg-provider/airflow-iceberg-provider/tree/main/docs"
 
 #: What each catalog type needs (the hook refuses a connection without it, naming the field).
 REQUIRED_FIELDS = {

@@ -92,8 +92,7 @@ def test_every_page_is_in_the_nav_once() -> None:
     assert set(nav) == pages, f"not in the nav: {sorted(pages - set(nav))}; missing files: {sorted(set(nav) - pages)}"
 
 
-def test_the_documentation_url_is_the_docs_index_everywhere() -> None:
-    site_url = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["site_url"]
+def test_the_documentation_url_is_the_docs_folder_everywhere() -> None:
     project_urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
     info = ast.parse((ROOT / "airflow_iceberg_provider/get_provider_info.py").read_text())
     constant = next(
@@ -101,8 +100,24 @@ def test_the_documentation_url_is_the_docs_index_everywhere() -> None:
         for node in info.body
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DOCUMENTATION_URL"
     )
-    assert site_url == project_urls["Documentation"] == constant
-    assert site_url in (ROOT / "README.md").read_text(), "the README links to the docs site"
+    assert project_urls["Documentation"] == constant
+    assert "site_url" not in yaml.safe_load((ROOT / "mkdocs.yml").read_text()), "no docs site is published"
+    assert "github.io" not in (ROOT / "README.md").read_text(), "the README links to a site nothing publishes"
+
+
+def test_every_metadata_url_is_the_repository_or_a_path_in_it() -> None:
+    """No site is published: every URL of the package metadata is the repository or one of its files."""
+    project_urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    repo = project_urls["Source"]
+    assert yaml.safe_load((ROOT / "mkdocs.yml").read_text())["repo_url"] == repo
+    for name, url in project_urls.items():
+        if url == repo:
+            continue
+        match = re.fullmatch(re.escape(repo) + r"/(?:tree|blob)/main/(?P<path>.+)", url)
+        assert match, f"[project.urls] {name} = {url!r} is neither the repository nor a path in it"
+        assert (ROOT / match["path"]).exists(), (
+            f"[project.urls] {name} points at {match['path']}, not in the repository"
+        )
 
 
 @pytest.mark.parametrize("kind", ["operators", "sensors", "triggers", "hooks"])

@@ -2,7 +2,7 @@
 # Both bootstrap the environment first (idempotent: a second run skips what exists).
 SHELL := /bin/bash
 
-.PHONY: bootstrap demo ui test test-fast bench lint docs clean
+.PHONY: bootstrap demo ui test test-fast bench lint docs docs-serve dist clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -36,5 +36,14 @@ lint:
 docs: bootstrap
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 
+# The docs site served on http://127.0.0.1:$(DOCS_PORT)/ (rebuilt on every change); Ctrl-C stops it.
+DOCS_PORT ?= 8000
+docs-serve: bootstrap
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# A wheel and an sdist in dist/ (setuptools' build backend in .work/build-env; see scripts/build_dist.py).
+dist:
+	.venv/bin/python scripts/build_dist.py dist
+
 clean:
-	rm -rf .work site
+	rm -rf .work site dist

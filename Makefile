@@ -2,7 +2,7 @@
 # Both bootstrap the environment first (idempotent: a second run skips what exists).
 SHELL := /bin/bash
 
-.PHONY: bootstrap demo ui test test-fast bench lint docs docs-serve dist clean
+.PHONY: bootstrap demo ui test test-fast bench lint docs docs-serve docs-images dist clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -40,6 +40,11 @@ docs: bootstrap
 DOCS_PORT ?= 8000
 docs-serve: bootstrap
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --strict --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# The screenshots in docs/images/, refreshed by the browser test of the governance view (the test
+# suite itself writes its screenshots under .work/screenshots/, so a test run changes no tracked file).
+docs-images: bootstrap
+	AIP_SCREENSHOTS=$(CURDIR)/docs/images AIP_TEST_WORKERS=0 bash scripts/test.sh tests/test_ui_browser.py
 
 # A wheel and an sdist in dist/ (setuptools' build backend in .work/build-env; see scripts/build_dist.py).
 dist:

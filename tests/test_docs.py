@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -207,3 +208,24 @@ def test_every_bench_is_on_the_performance_page(bench: Path) -> None:
     assert f"bench/{bench.name}" in (DOCS / "performance.md").read_text(), (
         f"bench/{bench.name} is not on docs/performance.md: say what it measures, the command and the figure"
     )
+
+
+def test_no_test_writes_under_docs_and_screenshots_go_to_an_ignored_folder() -> None:
+    """A test run changes no tracked file: the browser test's screenshots land under ``.work/``,
+    and only ``make docs-images`` (``AIP_SCREENSHOTS=docs/images``) refreshes the docs' images."""
+    writers = [
+        f"{test.name}:{number}"
+        for test in sorted((ROOT / "tests").glob("*.py"))
+        if test.name != "test_docs.py"
+        for number, line in enumerate(test.read_text().splitlines(), start=1)
+        if re.search(r"""ROOT\s*/\s*["']docs["']""", line)
+    ]
+    assert not writers, f"tests that reach into docs/ (screenshots belong under .work/): {writers}"
+    browser = (ROOT / "tests" / "test_ui_browser.py").read_text()
+    assert 'IMAGES = Path(os.environ.get("AIP_SCREENSHOTS") or ROOT / ".work" / "screenshots")' in browser
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", ".work/screenshots/governance-table.png"], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0, ".work/ must stay in .gitignore: the test screenshots are written there"
+    makefile = (ROOT / "Makefile").read_text()
+    assert "AIP_SCREENSHOTS=$(CURDIR)/docs/images" in makefile, "make docs-images refreshes docs/images/"

@@ -6,7 +6,8 @@ One ``scripts/ui.sh`` per module, over an Airflow home and a catalog laid out as
 them (``$AIP_WORK/lake/catalog.db``, task logs written by the demo's own ``write_task_logs``); the
 governance rows are written with pyiceberg (``_ui_helpers.fill_lake``), no Spark. The test logs in
 through Airflow's login form like a person, opens the pages, asserts what a person looks for, and saves
-screenshots under ``docs/images/``.
+screenshots under ``.work/screenshots/`` (ignored by git), or under ``$AIP_SCREENSHOTS``: ``make docs-images``
+sets it to ``docs/images/`` to refresh the docs' screenshots.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
 
@@ -31,7 +33,7 @@ from conftest import ROOT, catalog_conn_json, pristine_airflow_db
 
 pytestmark = pytest.mark.airflow
 
-IMAGES = ROOT / "docs" / "images"
+IMAGES = Path(os.environ.get("AIP_SCREENSHOTS") or ROOT / ".work" / "screenshots")
 CHROME_FLAGS = (
     "--headless",
     "--no-sandbox",

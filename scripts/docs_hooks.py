@@ -1,13 +1,20 @@
-"""MkDocs hook: code examples come from the tested example DAGs.
+"""MkDocs hook: code examples are the tested example DAGs' code, visible wherever a page is read.
 
-A page includes the code between two markers of an example DAG, as Airflow's ``exampleinclude``
-directive does::
+A page shows the code between two markers of an example DAG as a real fenced code block, right
+after a comment naming its source::
 
     <!-- exampleinclude: example_dags/example_iceberg_wap.py howto_wap -->
+    ```python title="example_dags/example_iceberg_wap.py"
+    wap = wap_task_group(
+        ...
+    ```
 
-includes, dedented, the lines between ``# [START howto_wap]`` and ``# [END howto_wap]`` of that
-file as a Python code block. A page can also include a whole file of the repository (the
-changelog page includes ``CHANGELOG.md``)::
+The block holds, dedented, the lines between ``# [START howto_wap]`` and ``# [END howto_wap]`` of
+that file, so GitHub, an editor and the built site all show the code (GitHub hides the comment).
+The build fails when a block is missing or differs from its marked region (``tests/test_docs.py``
+checks the same); ``python scripts/docs_hooks.py --sync`` writes every block from the example DAGs
+after a DAG changed. A page can also include a whole file of the repository (the changelog page
+includes ``CHANGELOG.md``)::
 
     <!-- fileinclude: CHANGELOG.md -->
 
@@ -33,7 +40,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-EXAMPLE_DIRECTIVE = re.compile(r"^<!--\s*exampleinclude:\s*(?P<path>\S+)\s+(?P<marker>[A-Za-z0-9_]+)\s*-->\s*$", re.M)
+EXAMPLE_DIRECTIVE = re.compile(
+    r"^<!--\s*exampleinclude:\s*(?P<path>\S+)\s+(?P<marker>[A-Za-z0-9_]+)\s*-->[ \t]*$", re.M
+)
+#: The fenced block that follows a directive (on the next line).
+EXAMPLE_BLOCK = re.compile(r"\n```python title=\"(?P<title>[^\"]*)\"\n(?P<code>.*?)\n```[ \t]*$", re.M | re.S)
 FILE_DIRECTIVE = re.compile(r"^<!--\s*fileinclude:\s*(?P<path>\S+)\s*-->\s*$", re.M)
 API_DIRECTIVE = re.compile(r"^<!--\s*apireference:\s*(?P<kind>[a-z_]+)\s*-->\s*$", re.M)
 #: Which classes each API reference kind lists: (package directory, class-name suffixes).
@@ -124,19 +135,60 @@ def render_api_reference(kind: str) -> str:
     return "\n".join(blocks)
 
 
-def render_includes(markdown: str) -> str:
-    """Replace every include directive of a page by the included text."""
+def example_block(path: str, marker: str) -> str:
+    """The fenced block a page shows for ``(path, marker)``: the marked region, as a Python block."""
+    return f'```python title="{path}"\n{extract_example(path, marker)}\n```'
 
-    def example(match: re.Match[str]) -> str:
-        path, marker = match["path"], match["marker"]
-        code = extract_example(path, marker)
-        return f'```python title="{path}"\n{code}\n```'
+
+def shown_examples(markdown: str) -> list[tuple[str, str, str | None]]:
+    """``(path, marker, code)`` for every directive of a page: ``code`` is the fenced block right
+    after the directive, ``None`` when there is none."""
+    shown: list[tuple[str, str, str | None]] = []
+    for match in EXAMPLE_DIRECTIVE.finditer(markdown):
+        block = EXAMPLE_BLOCK.match(markdown, match.end())
+        shown.append((match["path"], match["marker"], block["code"] if block else None))
+    return shown
+
+
+def check_examples(markdown: str) -> None:
+    """Raise when a directive of the page has no block, or its block differs from the marked region.
+
+    :raises ExampleIncludeError: naming the file, the marker and how to fix it
+    """
+    for path, marker, code in shown_examples(markdown):
+        expected = extract_example(path, marker)
+        if code is None:
+            raise ExampleIncludeError(
+                f"{path} {marker}: no fenced ```python block follows the directive; "
+                "run `python scripts/docs_hooks.py --sync` to write it"
+            )
+        if code != expected:
+            raise ExampleIncludeError(
+                f"{path} {marker}: the page's code block differs from the marked region of the example DAG; "
+                "run `python scripts/docs_hooks.py --sync` to copy the DAG's code into the page"
+            )
+
+
+def sync_examples(markdown: str) -> str:
+    """The page with every directive followed by its marked region's block (replacing the old block)."""
+
+    def replace(match: re.Match[str]) -> str:
+        directive = f"<!-- exampleinclude: {match['path']} {match['marker']} -->"
+        return f"{directive}\n{example_block(match['path'], match['marker'])}"
+
+    pattern = re.compile(EXAMPLE_DIRECTIVE.pattern + r"(?:" + EXAMPLE_BLOCK.pattern + r")?", re.M | re.S)
+    return pattern.sub(replace, markdown)
+
+
+def render_includes(markdown: str) -> str:
+    """Check the page's example blocks and expand its API reference and file includes."""
+    check_examples(markdown)
 
     def whole_file(match: re.Match[str]) -> str:
         return _repo_file(match["path"]).read_text(encoding="utf-8")
 
     markdown = API_DIRECTIVE.sub(lambda m: render_api_reference(m["kind"]), markdown)
-    return FILE_DIRECTIVE.sub(whole_file, EXAMPLE_DIRECTIVE.sub(example, markdown))
+    return FILE_DIRECTIVE.sub(whole_file, markdown)
 
 
 def strip_sphinx_roles(html: str) -> str:
@@ -172,3 +224,28 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         from mkdocs.exceptions import PluginError
 
         raise PluginError(f"{page.file.src_path}: {err}") from err
+
+
+def main(argv: list[str]) -> int:
+    """``--sync``: rewrite every page's example blocks from the example DAGs; otherwise check them."""
+    status = 0
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if argv == ["--sync"]:
+            synced = sync_examples(text)
+            if synced != text:
+                page.write_text(synced, encoding="utf-8")
+                print(f"updated {page.relative_to(ROOT)}")
+            continue
+        try:
+            check_examples(text)
+        except ExampleIncludeError as err:
+            print(f"{page.relative_to(ROOT)}: {err}")
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

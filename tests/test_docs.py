@@ -26,10 +26,27 @@ def _directives() -> list[tuple[Path, str, str]]:
     return [(page, path, marker) for page in PAGES for path, marker in docs_hooks.example_directives(page.read_text())]
 
 
-@pytest.mark.parametrize(("page", "path", "marker"), _directives(), ids=lambda v: getattr(v, "name", v))
-def test_every_included_example_marker_exists(page: Path, path: str, marker: str) -> None:
-    code = docs_hooks.extract_example(path, marker)
+def _shown() -> list[tuple[Path, str, str, str | None]]:
+    return [(page, *shown) for page in PAGES for shown in docs_hooks.shown_examples(page.read_text())]
+
+
+@pytest.mark.parametrize(("page", "path", "marker", "code"), _shown(), ids=lambda v: getattr(v, "name", None))
+def test_every_code_block_of_a_page_equals_its_marked_region(
+    page: Path, path: str, marker: str, code: str | None
+) -> None:
+    """The pages show real fenced blocks (GitHub hides the directive comment), equal to the DAG's code."""
+    expected = docs_hooks.extract_example(path, marker)
+    where = f"{page.relative_to(ROOT)} ({path} {marker})"
+    assert code is not None, f"{where}: no fenced python block after the directive; run scripts/docs_hooks.py --sync"
+    assert code == expected, f"{where}: the block drifted from the DAG's region; run scripts/docs_hooks.py --sync"
     compile(code if not code.startswith(" ") else f"if True:\n{code}", f"{path}:{marker}", "exec")
+
+
+def test_the_pages_show_every_example_of_the_site() -> None:
+    """34 examples on 12 pages at the time of writing; a page losing its blocks fails here."""
+    shown = _shown()
+    assert len(shown) >= 34 and len({page for page, *_ in shown}) >= 12
+    assert all(code for *_, code in shown)
 
 
 def test_a_missing_marker_fails_with_its_name(tmp_path: Path) -> None:
@@ -39,10 +56,21 @@ def test_a_missing_marker_fails_with_its_name(tmp_path: Path) -> None:
         docs_hooks.render_includes("<!-- exampleinclude: example_dags/nope.py howto_wap -->")
 
 
-def test_an_include_becomes_a_python_block_of_the_example_code() -> None:
-    rendered = docs_hooks.render_includes("<!-- exampleinclude: example_dags/example_iceberg_wap.py howto_wap -->")
-    assert rendered.startswith('```python title="example_dags/example_iceberg_wap.py"\nwap = wap_task_group(')
-    assert "# [START" not in rendered and "# [END" not in rendered
+def test_a_directive_without_its_block_or_with_a_drifted_block_fails_the_build() -> None:
+    directive = "<!-- exampleinclude: example_dags/example_iceberg_wap.py howto_wap -->"
+    with pytest.raises(docs_hooks.ExampleIncludeError, match="no fenced"):
+        docs_hooks.render_includes(f"# Page\n\n{directive}\n\nText.\n")
+    synced = docs_hooks.sync_examples(f"# Page\n\n{directive}\n\nText.\n")
+    assert synced.startswith(
+        f'# Page\n\n{directive}\n```python title="example_dags/example_iceberg_wap.py"\nwap = wap_task_group('
+    )
+    assert "# [START" not in synced and "# [END" not in synced and synced.endswith("```\n\nText.\n")
+    assert docs_hooks.render_includes(synced) == synced
+    assert docs_hooks.sync_examples(synced) == synced, "--sync is idempotent"
+    drifted = synced.replace("wap = wap_task_group(", "wap = wap_task_group(  # edited in the page", 1)
+    with pytest.raises(docs_hooks.ExampleIncludeError, match="differs from the marked region"):
+        docs_hooks.render_includes(drifted)
+    assert docs_hooks.sync_examples(drifted) == synced
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

@@ -63,6 +63,7 @@ def erasure_deadline_alert(
     :param margin: time kept back for a retry or a person to act.
     :param callback: an ``AsyncCallback``/``SyncCallback``; default :func:`erasure_deadline_missed`.
     :param iceberg_catalog_conn_id: where the default callback writes its ledger row (``None``: log only).
+    :param name: the alert's name, as Airflow shows it (default ``statutory erasure deadline``).
     """
     from airflow.sdk.definitions.callback import AsyncCallback
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference

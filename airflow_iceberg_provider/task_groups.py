@@ -80,6 +80,25 @@ def wap_task_group(
     every user-varied argument is templated.
 
     :param table: ``namespace.table``; must be static (it names the Asset outlet).
+    :param group_id: the TaskGroup's id (default ``wap``); the tasks are ``<group_id>.create_branch``,
+        ``.write``, ``.audit`` and ``.publish``.
+    :param application: path of a PySpark application to run on the branch (templated); it receives
+        a configured session and a spec, and applies ``spec["snapshot_properties"]`` to its commit.
+        Exactly one of ``application`` / ``sql``.
+    :param sql: one SQL statement or a list of them (templated); ``{table}`` stands for the quoted
+        ``catalog.namespace.table``.
+    :param sql_args: named parameters for the statements (``:name`` markers) (templated).
+    :param params_for_job: JSON parameters for the application, in its spec file (templated).
+    :param column_mapping: per-column audit checks in the common-sql format, e.g.
+        ``{"order_id": {"null_check": {"equal_to": 0}}}``.
+    :param table_checks: table-level audit checks (``{"name": {"check_statement": "..."}}``).
+    :param change_checks: change-set audit checks on what the branch added (``added_rows``,
+        ``added_rows_ratio`` with ``min`` / ``max``).
+    :param partition_clause: a predicate that limits every audit check to some rows (templated).
+    :param branch: the WAP branch (templated); default derived from the DAG run, the same on every
+        retry.
+    :param branch_prefix: prefix of the derived branch name (default ``wap``).
+    :param from_ref: ref the branch is cut from (templated), default ``main``.
     :param asset: the Asset to emit on publish: ``True`` (default) for
         ``iceberg://<catalog_name>/<namespace>/<table>``, an :class:`~airflow.sdk.Asset`, or
         ``None``/``False`` for none.
@@ -97,7 +116,22 @@ def wap_task_group(
         earlier publish's append snapshots are removed. See the README's re-run table.
     :param drop_branch: drop the branch after a successful publish (default ``True``).
     :param tag: optional tag for the published snapshot (templated), e.g. ``"daily-{{ ds }}"``.
-    :param write_kwargs: / ``audit_kwargs`` / ``publish_kwargs``: extra operator arguments.
+    :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection id of every task (templated).
+    :param spark_conn_id: the Spark provider's connection of the write, audit and publish (templated).
+    :param spark_conf: extra Spark configuration of the Spark tasks (public; never secrets) (templated).
+    :param jars: local jars for the Iceberg runtime (default ``[iceberg_provider] spark_jars``).
+    :param packages: Maven coordinates (default ``[iceberg_provider] spark_packages``).
+    :param write_kwargs: extra arguments of the write task
+        (:class:`~airflow_iceberg_provider.operators.wap_write.IcebergWapWriteOperator`), e.g.
+        ``{"retries": 2}``; they override the group's.
+    :param audit_kwargs: extra arguments of the audit task
+        (:class:`~airflow_iceberg_provider.operators.wap_audit.IcebergWapAuditOperator`), e.g.
+        ``{"warn_checks": [...]}``.
+    :param publish_kwargs: extra arguments of the publish task
+        (:class:`~airflow_iceberg_provider.operators.wap_publish.IcebergWapPublishOperator`), e.g.
+        ``{"partition_events": "iceberg"}``.
+    :param group_kwargs: any other keyword goes to Airflow's ``TaskGroup`` (``tooltip``,
+        ``default_args``, ...).
     :return: the TaskGroup (use it in ``>>`` like a task).
     """
     common: dict[str, Any] = {"table": table, "iceberg_catalog_conn_id": iceberg_catalog_conn_id}

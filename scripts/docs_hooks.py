@@ -123,8 +123,107 @@ def public_classes(kind: str) -> list[tuple[str, str]]:
     return found
 
 
+PARAM_LINE = re.compile(r"^\s*:param\s+(?:[\w\[\], .|]+\s+)?(?P<name>\w+):\s*(?P<text>.*)$")
+
+
+def _module_file(module: str) -> Path:
+    path = ROOT / (module.replace(".", "/") + ".py")
+    return path if path.is_file() else ROOT / module.replace(".", "/") / "__init__.py"
+
+
+def _class_node(module: str, name: str) -> ast.ClassDef | None:
+    file = _module_file(module)
+    if not file.is_file():
+        return None
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _imported_from(module: str, name: str) -> str | None:
+    """The package module a name of ``module`` is imported from (``None`` outside the package)."""
+    tree = ast.parse(_module_file(module).read_text(encoding="utf-8"))
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            source = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                source = ".".join(parts[: len(parts) - node.level + 1] + ([source] if source else []))
+            return source if source.startswith("airflow_iceberg_provider") else None
+    return None
+
+
+def provider_bases(module: str, name: str) -> list[tuple[str, str]]:
+    """``(module, class)`` of the class and its bases defined in the package, nearest first."""
+    chain: list[tuple[str, str]] = []
+    todo = [(module, name)]
+    while todo:
+        current = todo.pop(0)
+        node = _class_node(*current)
+        if node is None or current in chain:
+            continue
+        chain.append(current)
+        for base in node.bases:
+            if isinstance(base, ast.Name):
+                if _class_node(current[0], base.id) is not None:
+                    todo.append((current[0], base.id))
+                elif (source := _imported_from(current[0], base.id)) is not None:
+                    todo.append((source, base.id))
+    return chain
+
+
+def docstring_params(docstring: str) -> dict[str, str]:
+    """``{name: description}`` of a reST docstring's ``:param name:`` fields (continuation lines joined)."""
+    params: dict[str, str] = {}
+    current = None
+    for line in docstring.splitlines():
+        match = PARAM_LINE.match(line)
+        if match:
+            current = match["name"]
+            params[current] = match["text"].strip()
+        elif current and line.startswith((" ", "\t")) and line.strip() and not line.strip().startswith(":"):
+            params[current] += " " + line.strip()
+        else:
+            current = None
+    return params
+
+
+def _docstrings(node: ast.ClassDef) -> str:
+    init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    return "\n".join(
+        textwrap.dedent(doc)
+        for doc in (ast.get_docstring(node, clean=False), init and ast.get_docstring(init, clean=False))
+        if doc
+    )
+
+
+def documented_params(module: str, name: str) -> dict[str, tuple[str, str]]:
+    """``{parameter: (class documenting it, description)}`` over the class and its package bases: what the
+    rendered reference shows (the class's own ``:param`` first, then each base's)."""
+    documented: dict[str, tuple[str, str]] = {}
+    for owner_module, owner in provider_bases(module, name):
+        node = _class_node(owner_module, owner)
+        assert node is not None
+        for param, text in docstring_params(_docstrings(node)).items():
+            documented.setdefault(param, (owner, text))
+    return documented
+
+
+def inherited_params_table(module: str, name: str) -> str:
+    """A markdown table of the parameters a class takes from its package bases and does not document itself."""
+    rows = [
+        f"| `{param}` | {text} *(from `{owner}`)* |"
+        for param, (owner, text) in documented_params(module, name).items()
+        if owner != name
+    ]
+    if not rows:
+        return ""
+    return "\n".join(["**Inherited parameters:**", "", "| Name | Description |", "|---|---|", *rows, ""])
+
+
 def render_api_reference(kind: str) -> str:
-    """mkdocstrings blocks for every public class of ``kind``, one section per module."""
+    """mkdocstrings blocks for every public class of ``kind``, one section per module, each followed by the
+    parameters it inherits from the package's base classes (documented once, on the base)."""
     blocks: list[str] = []
     current = None
     for module, name in public_classes(kind):
@@ -132,6 +231,9 @@ def render_api_reference(kind: str) -> str:
             current = module
             blocks.append(f"## `{module.removeprefix('airflow_iceberg_provider.')}`\n")
         blocks.append(f"::: {module}.{name}\n    options:\n      heading_level: 3\n")
+        inherited = inherited_params_table(module, name)
+        if inherited:
+            blocks.append(inherited)
     return "\n".join(blocks)
 
 

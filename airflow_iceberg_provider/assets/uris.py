@@ -41,7 +41,13 @@ def iceberg_asset_uri(table: str, catalog: str = "lakehouse") -> str:
 
 
 def iceberg_asset(table: str, catalog: str = "lakehouse", **kwargs: Any) -> Asset:
-    """The Airflow Asset of a table (use as ``outlets=[...]`` / a consumer's ``schedule``)."""
+    """The Airflow Asset of a table (use as ``outlets=[...]`` / a consumer's ``schedule``).
+
+    :param table: ``namespace.table``.
+    :param catalog: the catalog name of the URI ``iceberg://<catalog>/<namespace>/<table>``
+        (the connection's ``catalog_name``; ``lakehouse`` by default).
+    :param kwargs: other :class:`~airflow.sdk.Asset` arguments (``name``, ``group``, ``extra``, ...).
+    """
     from airflow.sdk import Asset
 
     return Asset(iceberg_asset_uri(table, catalog), **kwargs)

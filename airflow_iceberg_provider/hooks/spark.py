@@ -290,6 +290,16 @@ class IcebergSparkHook(BaseHook):
     :param conf: extra Spark conf (public: it appears on the command line).
     :param env_vars: extra environment for spark-submit (client mode only, not for secrets).
     :param pyspark_python: Python for the driver/executors; default ``[iceberg_provider] pyspark_python``.
+    :param driver_memory: the driver's memory, e.g. ``"2g"`` (default: the Spark connection's or Spark's).
+    :param executor_memory: each executor's memory on a cluster, e.g. ``"4g"``.
+    :param executor_cores: cores per executor on a cluster.
+    :param num_executors: number of executors (YARN, Kubernetes).
+    :param spark_binary: the submit command, ``spark-submit`` by default (as the Spark provider's).
+    :param deploy_mode: ``"client"`` or ``"cluster"``; default the Spark connection's ``deploy-mode``
+        extra, else client (a Spark standalone master runs Python applications in client mode only).
+    :param verbose: pass ``--verbose`` to spark-submit.
+    :param catalog_hook: an already built :class:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook`
+        to reuse (its connection and loaded catalog); default one built from ``iceberg_catalog_conn_id``.
     """
 
     conn_name_attr = "spark_conn_id"

@@ -54,7 +54,11 @@ def _comment_param() -> dict[str, Param]:
 
 
 class _GateMixin:
-    """Catalog access and the ledger row of a decision (shared by both gates)."""
+    """Catalog access and the ledger row of a decision (shared by both gates).
+
+    :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection id (templated).
+    :param governance_namespace: namespace of the governance tables (default from the connection).
+    """
 
     iceberg_catalog_conn_id: str
     governance_namespace: str | None
@@ -110,6 +114,8 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
     :param publish_task_id: the task that publishes (a direct downstream task).
     :param drop_task_id: the task that drops the branch (a direct downstream task), optional.
     :param subject: the form's headline (templated).
+    :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
+        given (default ``wap``); the same prefix as the create-branch task's.
     """
 
     template_fields: Sequence[str] = (
@@ -234,6 +240,7 @@ class IcebergRefApprovalOperator(_GateMixin, ApprovalOperator):
     :param table: ``namespace.table`` (templated).
     :param ref: the tag (templated); for ``gate="legal_hold_release"`` the hold's tag name.
     :param gate: ``"erasure_drop_tag"`` or ``"legal_hold_release"``.
+    :param subject: the form's headline (templated); default "Approve removing a protected tag?".
     """
 
     template_fields: Sequence[str] = (*HITLOperator.template_fields, "table", "ref", "iceberg_catalog_conn_id")

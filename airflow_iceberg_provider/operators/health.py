@@ -52,6 +52,11 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
     :param subject_columns: erasure subject columns: one WARNING (and an entry in the
         XCom's ``warnings``) per column written without a Parquet bloom filter; a name that is
         not a column is refused before anything is read or recorded.
+    :param max_files: most data files (default 10,000; ``"off"`` disables the check) (templated).
+    :param min_avg_file_size_bytes: smallest average data file size in bytes (default 10 MiB) (templated).
+    :param max_snapshots: most snapshots kept in the metadata (default 1,000) (templated).
+    :param max_metadata_bytes: largest current ``metadata.json`` in bytes (default 50 MiB) (templated).
+    :param max_metadata_log: most entries of the metadata log (default off) (templated).
     :return: ``{"table", "healthy", "breaches": [{"threshold", "limit", "value", "message"}],
         "health", "thresholds", "warnings"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
     """

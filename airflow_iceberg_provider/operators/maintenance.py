@@ -377,6 +377,8 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
     :param remove_orphans: also remove orphan files (only alongside other actions, or with ``force``).
     :param orphan_older_than: orphan minimum age (>= 24 h, default 3 days).
     :param orphan_dry_run: list orphans only (default ``True``).
+    :param partial_progress: with compaction, commit file groups as they finish (several ``replace``
+        commits) instead of one commit at the end (default: Iceberg's, off).
     :param actions: the actions the plan may choose from (default all).
     :param compute_stats: regenerate Puffin table statistics (``compute_table_stats``) when they do not
         describe the current snapshot, or when a rewrite in this plan will make them stale (default

@@ -82,6 +82,9 @@ class IcebergWapMultiPublishOperator(BaseOperator):
     :param transaction: ``"auto"`` (default: one catalog commit where the catalog offers it, else the
         protocol), ``"catalog"`` (one catalog commit or fail) or ``"protocol"``.
     :param iceberg_catalog_conn_id: ``iceberg_catalog`` connection id (templated).
+    :param governance_namespace: namespace of the governance tables (default from the connection).
+    :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
+        given (default ``wap``); the same prefix as the create-branch task's.
     """
 
     template_fields: Sequence[str] = ("tables", "branch", "tag", "iceberg_catalog_conn_id")

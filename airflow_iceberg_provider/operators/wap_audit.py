@@ -109,6 +109,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         rows straight from their Parquet files and evaluate the checks itself (no Spark job;
         exact Spark semantics for the SQL subset of ``spark_jobs/arrow_sql.py``, anything else
         is left to Spark). ``False``: a Spark job always reads them.
+    :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
+        given (default ``wap``); the same prefix as the create-branch task's.
     :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "outcome", "checks", "failed",
         "failed_checks", "results", "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
         ``"driver"`` when the appended Parquet files were read by the Spark driver itself, no

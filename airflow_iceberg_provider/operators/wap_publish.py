@@ -95,6 +95,8 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         rules of :class:`~airflow_iceberg_provider.operators.refs.IcebergCreateTagOperator` apply
         (a ``legal-hold-`` name is refused: a hold needs a case id; a name taken by a branch or by a
         tag on another snapshot is refused before ``main`` moves).
+    :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
+        given (default ``wap``); the same prefix as the create-branch task's.
     """
 
     template_fields: Sequence[str] = (

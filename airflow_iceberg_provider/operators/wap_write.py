@@ -117,6 +117,8 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         the interval's rows (templated; validated like the audit's SQL fragments), e.g.
         ``"order_ts >= TIMESTAMP '{{ data_interval_start }}' AND order_ts < TIMESTAMP
         '{{ data_interval_end }}'"``. SQL writes only.
+    :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
+        given (default ``wap``); the same prefix as the create-branch task's.
     :return: ``{"branch", "base_snapshot_id", "snapshot_id", "added_records", ...,
         "reset_from_snapshot_id", "rerun"}``
     """

@@ -430,6 +430,13 @@ def erasure_ready_properties(
 
     Pass them to ``IcebergCreateTableOperator(properties=...)`` or ``ALTER TABLE ... SET TBLPROPERTIES``
     (files written before keep no filter until rewritten).
+
+    :param columns: the subject columns (a name, a comma-separated string or a list).
+    :param fpp: the bloom filters' false-positive rate, between 0 and 1 (default 0.01).
+    :param keep_bounds: keep the columns' min/max bounds in the manifests (default ``False``).
+    :param kind: the kind of subject key the columns hold (e.g. ``customer_id``), declared for a
+        catalog-wide erasure; ``None`` declares nothing.
+    :raises IcebergValidationError: a column name or ``fpp`` is invalid.
     """
     cols = validate_subject_columns(columns)
     if not 0 < float(fpp) < 1:

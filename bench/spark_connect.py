@@ -12,6 +12,10 @@ operator's ``execute()`` as a worker runs it (plan, job, commit verification), t
 * with ``--demo``: ``make demo``'s wall time (``scripts/demo.sh``) with ``AIP_DEMO_MODE=submit``
   and ``=connect`` (goal: Connect at most a third); the demo starts its own server, included.
 
+  Last results (Zen 5 EPYC, idle): against spark-submit with the JVM's defaults the cherry-pick
+  met 10x (10.5x), the audit did not (8.5x: what remains is one query and its two record
+  commits); ``make demo`` 1.13x, not a third: more than half of the demo is Airflow's own time.
+
 Four sides run each task: Connect through the host's warm client (the default: the task's client
 is forked from a process that has pyspark's Connect client imported), Connect with a new Python
 process per task (``warm_client: false``), spark-submit with the JVM start-up options of

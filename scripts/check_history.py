@@ -2,8 +2,10 @@
 
 What ships (the package, whose docstrings and messages Airflow shows, the example DAGs, the docs
 site and the README) describes the product as it is. Issue numbers, development rounds and
-sessions, "the issue's target" or "this machine" belong in commit messages and ``CHANGELOG.md``
-(which is exempt).
+sessions, "the issue's target" or "this machine", host nicknames ("the machine above"), test
+reports ("2,893 passed", "failure by design"), goals "(not met)" and, in user pages, the names of
+test modules belong in commit messages, ``CHANGELOG.md`` (which is exempt), the benches' own
+docstrings or the contributor pages.
 
 Usage: ``python scripts/check_history.py [PATH ...]`` (default: the shipped paths). Exit code 1
 with one ``path:line: [rule] text`` line per finding.
@@ -32,8 +34,19 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("the team", r"\bother engineers\b|\bengineers'"),
         ("newness marker", r"(?<![\w.])\(new\)|\bpre-#"),
         ("diary heading", r"^#+ what changed\b"),
+        (
+            "host nickname",
+            r"\bzen[- ]?\d+ (host|machine)\b|\bthe (machine|host) (above|below)\b|\b(reference|other|first|second|faster|slower) host\b",
+        ),
+        ("test report", r"\b\d[\d,]*\s+(passed|xfailed|xpassed|deselected)\b|\bfailures? by design\b"),
+        ("goal not met", r"\bnot met\b|\(met\)"),
     )
 )
+#: Test module names: a user page explains the product, not the test suite. Contributor pages and the
+#: package's own comments (which point maintainers at the test that pins a rule) may name them.
+TEST_MODULE = re.compile(r"\btest_\w+\.py\b")
+USER_PAGES = ("docs", "README.md", "example_dags")
+CONTRIBUTOR_PAGES = {"docs/contributing.md", "docs/architecture.md"}
 ISSUE_REF = re.compile(r"#(\d+)\b")
 UPSTREAM_PREFIX = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 #: A CSS colour: after a property (``color: ``, ``--fg: ``), an attribute (``fill="``) or a quote.
@@ -54,11 +67,19 @@ def _issue_refs(line: str) -> Iterator[str]:
         yield match.group(0)
 
 
+def _user_page(path: Path) -> bool:
+    name = path.as_posix()
+    return name not in CONTRIBUTOR_PAGES and any(name == p or name.startswith(p + "/") for p in USER_PAGES)
+
+
 def findings(path: Path, text: str) -> Iterator[str]:
     """One ``path:line: [rule] line`` string per history mention in ``text``."""
+    user_page = _user_page(path)
     for number, line in enumerate(text.splitlines(), start=1):
         hits = [f"issue reference {ref}" for ref in _issue_refs(line)]
         hits += [name for name, pattern in RULES if pattern.search(line)]
+        if user_page and TEST_MODULE.search(line):
+            hits.append("test module in a user page")
         for hit in hits:
             yield f"{path}:{number}: [{hit}] {line.strip()[:160]}"
 

@@ -204,11 +204,31 @@ def test_readme_links_point_at_files_that_exist() -> None:
         ("short of the issue's 20x", {"the issue"}),
         ("browsers round 64-bit ids; a round trip", set()),
         ("On a machine with 2 cores", set()),
+        ("Figures marked **(Zen 5 host)** come from", {"host nickname"}),
+        ("on the machine above (slower JVM starts)", {"host nickname"}),
+        ("On the reference host that took 20 s", {"host nickname"}),
+        ("a Zen 5 EPYC (CPU family 26); on the Zen 5 CPU", set()),
+        ("2,893 passed, 5 skipped and one failure by design", {"test report"}),
+        ("the audit passed; every check passed", set()),
+        ("| ≥ 20× (not met) |", {"goal not met"}),
+        ("files read ≤ 2× (met)", {"goal not met"}),
+        ("the deadline was met", set()),
+        ("round 3 of the work", {"development round"}),
+        ("closed in issue 45", {"the issue"}),
     ],
 )
 def test_history_lint_rules(line: str, rules: set[str]) -> None:
     found = {f.split("[", 1)[1].split("]", 1)[0] for f in check_history.findings(Path("x.py"), line)}
     assert found == rules
+
+
+def test_history_lint_flags_test_modules_in_user_pages_only() -> None:
+    line = "Tested in `tests/test_durable_jobs_airflow.py` with a real scheduler"
+    rule = "test module in a user page"
+    assert any(rule in f for f in check_history.findings(Path("docs/reliability.md"), line))
+    assert any(rule in f for f in check_history.findings(Path("README.md"), line))
+    assert not any(rule in f for f in check_history.findings(Path("docs/contributing.md"), line))
+    assert not any(rule in f for f in check_history.findings(Path("airflow_iceberg_provider/core/__init__.py"), line))
 
 
 def test_shipped_text_has_no_development_history() -> None:

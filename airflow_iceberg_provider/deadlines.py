@@ -1,4 +1,4 @@
-"""Airflow deadline alerts (3.1+) tied to the statutory erasure deadline.
+"""Airflow 3.3 deadline alerts tied to the statutory erasure deadline.
 
 An erasure DAG that runs every ``cadence`` keeps a request's statutory deadline only if each run
 finishes within ``deadline - cadence`` of being queued: a request received just after a run started

@@ -1,4 +1,4 @@
-"""Partition keys on the asset events of a publish (Airflow 3.2+ asset partitions).
+"""Partition keys on the asset events of a publish (Airflow 3.3's asset partitions).
 
 A publish can say *which partitions* it changed: its asset event then carries partition keys
 (``outlet_events[asset].add_partitions(keys)``; Airflow stores one asset event per key), and a

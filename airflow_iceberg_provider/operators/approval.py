@@ -1,6 +1,6 @@
 """Approval gates: a data steward decides in Airflow's own human-in-the-loop form, the ledger records it.
 
-Built on ``airflow.providers.standard.operators.hitl`` (Airflow 3.1+; on 3.3 the task waits in the
+Built on ``airflow.providers.standard.operators.hitl`` (Airflow 3.3: the task waits in the
 ``awaiting_input`` state, answered in the UI's *Required actions* or through the REST API
 ``PATCH /api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{map_index}/hitlDetails``).
 

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, rows_of
 from _s3_helpers import backdate, bucket_objects, s3fs
-from _servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed, skip_or_fail
+from _servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
@@ -116,9 +116,8 @@ class RestLake:
 @pytest.fixture(scope="module", params=["seaweedfs", "iceberg-fixture"])
 def lake(request, tmp_path_factory):
     """A REST catalog + ``s3://`` warehouse, event log on, a spark-submit argv shim."""
-    s3_jars = os.environ.get("AIP_S3_SPARK_JARS", "")
-    if not s3_jars:
-        skip_or_fail("S3 jars missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
+    # the default configuration: spark_jars lists the runtime jars only; the provider adds the S3 jars
+    # (S3FileIO's AWS bundle, S3A) from beside the Iceberg runtime jar, as a deployment would get them
     s3 = seaweed()
     if request.param == "seaweedfs":
         conn = json.loads(rest_conn_json(s3))
@@ -143,11 +142,9 @@ def lake(request, tmp_path_factory):
     # conf directory is on the JVM's class path and would make the drivers refuse the class-data-sharing archive
     defaults = json.loads(os.environ.get("AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS") or "{}")
     defaults.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{events}"})
-    jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))
         mp.setenv("AIRFLOW_CONN_ERASURE_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
-        mp.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", f"{jars},{s3_jars}")
         mp.setenv("PATH", f"{shim}:{os.environ['PATH']}")
         mp.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_CONF_DEFAULTS", json.dumps(defaults))
         hook = IcebergCatalogHook()

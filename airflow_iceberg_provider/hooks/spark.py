@@ -48,6 +48,7 @@ from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
+from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.catalog_config import is_secret_key
@@ -91,8 +92,8 @@ class SparkJob:
         return SPARK_JOBS_DIR / self.script
 
 
-#: The built-in jobs, by name. Storage jars (S3: ``AIP_S3_SPARK_JARS``) are per deployment and
-#: come from ``[iceberg_provider] spark_jars``, not from here.
+#: The built-in jobs, by name. Storage jars (S3) are added per submission from the connection's
+#: FileIO (``hooks._storage_jars``), not from here.
 SPARK_JOBS: dict[str, SparkJob] = {
     job.name: job
     for job in (
@@ -402,6 +403,8 @@ class IcebergSparkHook(BaseHook):
         if not jars and not packages:
             packages = [ICEBERG_SPARK_RUNTIME]
         jars += [j for j in extra_jars if j not in jars]
+        # an S3 warehouse: the AWS bundle (S3FileIO) and S3A's jars, pinned, or a refusal naming the setting
+        jars, packages = with_storage_jars({**conf, **catalog_conf.secret}, jars, packages)
         env = dict(self.env_vars)
         if self.pyspark_python:
             # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster

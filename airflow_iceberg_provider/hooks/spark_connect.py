@@ -166,7 +166,7 @@ def check_reachable(endpoint: ConnectEndpoint, timeout_s: float = 5.0) -> None:
     except OSError as err:
         raise IcebergSparkJobError(
             f"Spark Connect server of connection {endpoint.conn_id!r} at {endpoint.address} is not reachable "
-            f"({err.strerror or err}); start it (scripts/connect_server.sh start) or point the connection at a "
+            f"({err.strerror or err}); start it (scripts/connect_server.py start) or point the connection at a "
             "running server. Nothing was submitted."
         ) from err
 

@@ -70,7 +70,7 @@ def open_session(doc: dict[str, Any]) -> Any:
         raise RuntimeError(
             f"the Spark Connect server at {doc['address']} runs without the Iceberg SQL extensions "
             f"(spark.sql.extensions={extensions!r}); start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} "
-            "and the Iceberg Spark runtime jar (scripts/connect_server.sh does)."
+            "and the Iceberg Spark runtime jar (scripts/connect_server.py does)."
         )
     skipped = []
     for key, value in {**doc["conf"], **doc["secret_conf"]}.items():

@@ -3,9 +3,14 @@
 #
 # Runs, as child processes of this script (Ctrl-C stops them all):
 #   airflow api-server     the UI, the REST API and the Governance view (plugin), on 127.0.0.1:$AIP_UI_PORT
-#   airflow scheduler      so the home page's health shows a live scheduler (the demo's DAGs stay paused)
+#   airflow scheduler      so the home page's health shows a live scheduler (the demo's DAGs stay paused);
+#                          its task-log server on $AIP_UI_PORT+1, as many LocalExecutor workers as cores
 #   airflow dag-processor  parses example_dags/ (DAG pages, code view)
-#   airflow triggerer      runs deferred tasks and asset watchers of unpaused DAGs
+#   airflow triggerer      runs deferred tasks and asset watchers of unpaused DAGs; its log server on $AIP_UI_PORT+2
+# One setting moves every server: AIP_UI_PORT (default 8080) and the two ports after it; a busy port is
+# refused before anything starts. Stopping (Ctrl-C, SIGTERM) stops every process this script started,
+# their children included (marked by AIP_UI_SESSION in their environment, found through /proc), and
+# leaves no file beside the demo catalog (a read leaves SQLite's -wal/-shm files, removed at the end).
 # over the demo's Airflow home (AIRFLOW_HOME, default .work/airflow: run history, notes, XCom, task logs)
 # and the demo's catalog (AIP_WORK, default .work/demo: the SQLite catalog and warehouse under lake/).
 # Logins (SimpleAuthManager): `admin` sees everything, `viewer` sees table health, audits and the
@@ -21,10 +26,43 @@ HOST=127.0.0.1
 URL="http://$HOST:$PORT"
 PW_FILE="$AIRFLOW_HOME/ui-passwords.json"
 RUN_DIR="$AIP_WORK/ui"
+CATALOG_DB="$AIP_WORK/lake/catalog.db"
 mkdir -p "$RUN_DIR" "$AIRFLOW_HOME"
 
-if [ ! -f "$AIP_WORK/lake/catalog.db" ]; then
-  echo "[ui] no demo catalog at $AIP_WORK/lake/catalog.db: run \`make demo\` first (the Governance view will say the catalog cannot be read)."
+# every server on a port derived from AIP_UI_PORT, each checked free before anything starts
+export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=$((PORT + 1))
+export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=$((PORT + 2))
+if ! python - "$HOST" "$PORT" "$((PORT + 1))" "$((PORT + 2))" <<'EOF'
+import socket, sys
+host, ports = sys.argv[1], [int(p) for p in sys.argv[2:]]
+busy = []
+for port in ports:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            busy.append(port)
+if busy:
+    print(f"[ui] port(s) {busy} on {host} are in use: `make ui` needs AIP_UI_PORT ({ports[0]}) and the two ports "
+          f"after it (the scheduler's and the triggerer's log servers); set AIP_UI_PORT to a free range, "
+          f"e.g. AIP_UI_PORT=18080 make ui. Nothing was started.", file=sys.stderr)
+    sys.exit(1)
+EOF
+then
+  exit 1
+fi
+# the worker count fits the machine: LocalExecutor starts `parallelism` workers, the API server `workers`
+CORES="$(nproc 2>/dev/null || echo 2)"
+export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-$CORES}"
+export AIRFLOW__API__WORKERS="${AIRFLOW__API__WORKERS:-1}"
+# every process of this UI, and their children, carry this mark: stop() finds them all through /proc
+AIP_UI_SESSION="${AIP_UI_SESSION:-$(python -c 'import secrets; print(secrets.token_hex(8))')}"
+export AIP_UI_SESSION
+CATALOG_SIDE_FILES=()
+for suffix in -wal -shm; do [ -e "$CATALOG_DB$suffix" ] || CATALOG_SIDE_FILES+=("$CATALOG_DB$suffix"); done
+
+if [ ! -f "$CATALOG_DB" ]; then
+  echo "[ui] no demo catalog at $CATALOG_DB: run \`make demo\` first (the Governance view will say the catalog cannot be read)."
 fi
 if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   echo "[ui] migrating a new Airflow metadata DB in $AIRFLOW_HOME"
@@ -53,17 +91,48 @@ STOPPING=0
 stop() {
   STOPPING=1
   trap - INT TERM EXIT
-  if [ "${#PIDS[@]}" -gt 0 ]; then
-    echo
-    echo "[ui] stopping: ${PIDS[*]}"
-    kill "${PIDS[@]}" 2>/dev/null || true
-    for _ in $(seq 1 30); do
-      alive=0
-      for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      [ "$alive" = 0 ] && break
-      sleep 1
+  echo
+  echo "[ui] stopping the API server, scheduler, DAG processor, triggerer and their workers"
+  # SIGTERM to every process of this session, SIGKILL to what is left after 30 s (LocalExecutor workers
+  # ignore SIGTERM); the scan runs without the mark, so it never finds itself
+  env -u AIP_UI_SESSION python - "$AIP_UI_SESSION" "$$" <<'EOF' || true
+import os, signal, sys, time
+mark, me = f"AIP_UI_SESSION={sys.argv[1]}".encode(), int(sys.argv[2])
+def session() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if mark in fh.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
+    for pid in session():
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace
+    while session() and time.monotonic() < deadline:
+        time.sleep(0.5)
+left = session()
+if left:
+    print(f"[ui] processes still running: {left}", file=sys.stderr)
+EOF
+  # a read-only reader of a WAL-mode catalog leaves -wal/-shm beside it: the last read-write close removes them
+  if [ "${#CATALOG_SIDE_FILES[@]}" -gt 0 ] && [ -f "$CATALOG_DB" ]; then
+    python - "$CATALOG_DB" <<'EOF' || true
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], timeout=10)
+connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+connection.close()
+EOF
+    for file in "${CATALOG_SIDE_FILES[@]}"; do
+      if [ -e "$file" ] && [ ! -s "$CATALOG_DB-wal" ]; then rm -f "$file"; fi
     done
-    kill -9 "${PIDS[@]}" 2>/dev/null || true
   fi
 }
 trap stop INT TERM EXIT

@@ -11,7 +11,8 @@ demo: bootstrap
 	bash scripts/demo.sh
 
 # The Airflow UI over what `make demo` did (its Airflow home and catalog) on 127.0.0.1:8080
-# (AIP_UI_PORT); prints the URL and the logins; Ctrl-C stops it. See scripts/ui.sh.
+# (AIP_UI_PORT, and its log servers on the two ports after it); prints the URL and the logins;
+# Ctrl-C stops every process it started. See scripts/ui.sh.
 ui:
 	bash scripts/ui.sh
 

@@ -9,7 +9,8 @@
 #   airflow triggerer      runs deferred tasks and asset watchers of unpaused DAGs; its log server on $AIP_UI_PORT+2
 # One setting moves every server: AIP_UI_PORT (default 8080) and the two ports after it; a busy port is
 # refused before anything starts. Stopping (Ctrl-C, SIGTERM) stops every process this script started,
-# their children included (marked by AIP_UI_SESSION in their environment, found through /proc), and
+# their children included (its process tree, and every process marked by AIP_UI_SESSION in its
+# environment, which finds the workers a dead parent left behind; both through /proc), and
 # leaves no file beside the demo catalog (a read leaves SQLite's -wal/-shm files, removed at the end).
 # over the demo's Airflow home (AIRFLOW_HOME, default .work/airflow: run history, notes, XCom, task logs)
 # and the demo's catalog (AIP_WORK, default .work/demo: the SQLite catalog and warehouse under lake/).
@@ -99,16 +100,26 @@ stop() {
 import os, signal, sys, time
 mark, me = f"AIP_UI_SESSION={sys.argv[1]}".encode(), int(sys.argv[2])
 def session() -> list[int]:
-    found = []
+    """Processes marked in their environment, and every descendant of this script (a process that
+    rewrites its title, as the API server does, can overwrite its environment block)."""
+    marked, parent = set(), {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if mark in fh.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
+        if not entry.isdigit() or int(entry) in (me, os.getpid()):
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                parent[int(entry)] = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                if mark in fh.read().split(b"\0"):
+                    marked.add(int(entry))
+        except (OSError, ValueError, IndexError):
+            pass
+    tree, grew = {me}, True
+    while grew:
+        children = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= children
+        grew = bool(children)
+    return sorted((marked | tree) - {me, os.getpid()})
 for sig, grace in ((signal.SIGTERM, 30.0), (signal.SIGKILL, 10.0)):
     for pid in session():
         try:

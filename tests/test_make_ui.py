@@ -64,6 +64,31 @@ def session_processes(mark: str) -> dict[int, str]:
     return found
 
 
+def descendants(root: int) -> set[int]:
+    """Every live process under ``root`` (through the parent pids of /proc)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent[int(entry)] = int(Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, grew = {root}, True
+    while grew:
+        children = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= children
+        grew = bool(children)
+    return tree - {root}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != b"Z"
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
@@ -154,8 +179,12 @@ def test_make_ui_moves_every_server_fits_the_machine_and_stops_clean(tmp_path: P
         tables = urllib.request.Request(f"{base}/governance/api/tables", headers={"Authorization": f"Bearer {token}"})
         listing = json.loads(urllib.request.urlopen(tables, timeout=120).read())
         assert listing["catalog"]["state"] == "ok" and listing["catalog"]["tables"] == 1, listing
+        during = sorted(p.name for p in lake.iterdir())
+        assert set(during) - set(before) <= {"catalog.db-wal", "catalog.db-shm"}, during
+        print(f"beside the catalog while the view ran: {during}; processes: {sorted(session_processes(mark).values())}")
         # the workers fit the machine: no more LocalExecutor workers than cores
         running = session_processes(mark)
+        tree = descendants(proc.pid) | set(running)
         workers = [cmd for cmd in running.values() if "LocalExecutor" in cmd]
         assert len(workers) <= (os.cpu_count() or 2), workers
         assert len(running) < 30, running
@@ -165,6 +194,8 @@ def test_make_ui_moves_every_server_fits_the_machine_and_stops_clean(tmp_path: P
         proc.wait(timeout=120)
     left = session_processes(mark)
     assert not left, f"processes left after make ui stopped: {left}"
+    survivors = sorted(pid for pid in tree if _alive(pid))
+    assert not survivors, f"processes of make ui's tree left after it stopped: {survivors}"
     assert sorted(p.name for p in lake.iterdir()) == before, "files left beside the catalog"
     for port_in_use in (port, port + 1, port + 2):
         assert not _listening(port_in_use), f"port {port_in_use} still served"

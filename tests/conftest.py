@@ -277,6 +277,8 @@ MODULE_SECONDS = {
     "tests/test_erasure_lifecycle_spark.py": 250,
     "tests/test_spark_s3.py": 180,
     "tests/test_ui_browser.py": 150,
+    "tests/test_make_ui.py": 120,
+    "tests/test_readme_dag.py": 90,
     "tests/test_erasure_spark.py": 120,
     "tests/test_maintenance_erasure_purge_spark.py": 105,
     "tests/test_governance_airflow.py": 100,

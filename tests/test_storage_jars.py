@@ -131,3 +131,15 @@ def test_hadoop_file_io_needs_only_s3a() -> None:
     bundle_conf = {"spark.sql.catalog.c.io-impl": "org.apache.iceberg.aws.s3.S3FileIO"}
     _, packages = with_storage_jars(bundle_conf, [], ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"])
     assert packages[-1] == "org.apache.iceberg:iceberg-aws-bundle:1.12.0", "the bundle follows the runtime's version"
+
+
+def test_a_spark_connect_connection_takes_no_storage_jar(s3_lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Connect server has its jars already: the plan neither adds nor refuses (its session cannot add jars)."""
+    runtime = _runtime(s3_lake, with_s3=False)
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", str(runtime))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CONNECT_TEST",
+        json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15002}),
+    )
+    plan = IcebergSparkHook(spark_conn_id="spark_connect_test").plan("/app.py")
+    assert plan.jars == [str(runtime)] and plan.packages == []

@@ -403,8 +403,9 @@ class IcebergSparkHook(BaseHook):
         if not jars and not packages:
             packages = [ICEBERG_SPARK_RUNTIME]
         jars += [j for j in extra_jars if j not in jars]
-        # an S3 warehouse: the AWS bundle (S3FileIO) and S3A's jars, pinned, or a refusal naming the setting
-        jars, packages = with_storage_jars({**conf, **catalog_conf.secret}, jars, packages)
+        if self.connect_endpoint() is None:  # a Spark Connect server has its jars already
+            # an S3 warehouse: the AWS bundle (S3FileIO) and S3A's jars, pinned, or a refusal naming the setting
+            jars, packages = with_storage_jars({**conf, **catalog_conf.secret}, jars, packages)
         env = dict(self.env_vars)
         if self.pyspark_python:
             # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster

@@ -1,6 +1,6 @@
 """Maintenance action names, their execution order, and the checks of user-given option values.
 
-The Airflow side plans with these names (``maintenance_policy``, the maintenance operators,
+The Airflow side plans with these names (``rules.maintenance``, the maintenance operators,
 health triggers) and the ``maintenance`` Spark job runs them
 (``spark_jobs/maintenance_sql.py`` renders the ``CALL`` statements). Stdlib only.
 """

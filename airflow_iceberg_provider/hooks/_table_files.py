@@ -6,8 +6,8 @@ re-runs with ``on_rerun="replace"``, ``files_added_by``, ``live_paths``,
 ``remove_files_on_branch``), kept in its own module so the hook module holds the connection,
 error translation, load/refs/snapshots and compare-and-swap ref moves. The reads go through
 manifests (in parallel threads) and the metadata directory, never a data file, and return
-plain values; the rules that judge them live in ``maintenance_policy`` / ``health_policy`` /
-``_wap_rerun``. The one write, ``remove_files_on_branch``, is a single ``overwrite`` commit on
+plain values; the rules that judge them live in ``rules.maintenance`` / ``rules.health`` /
+``rules.wap_rerun``. The one write, ``remove_files_on_branch``, is a single ``overwrite`` commit on
 a branch (compare-and-swap on its head) that refuses when a file is no longer live there.
 """
 

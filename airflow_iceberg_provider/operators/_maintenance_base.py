@@ -3,7 +3,7 @@
 Owns how a list of :class:`~airflow_iceberg_provider.rules.maintenance.PlannedAction` becomes
 one spark-submit, how each action's outcome is proven through the catalog (``replace``
 commits, expired snapshots gone, statistics present, orphans deleted or kept), and the
-per-action ledger rows. It decides nothing: what to run is :mod:`maintenance_policy`'s
+per-action ledger rows. It decides nothing: what to run is :mod:`~airflow_iceberg_provider.rules.maintenance`'s
 (pure) job, and the operators in :mod:`.maintenance` / :mod:`.expiry` only resolve their
 arguments and call :meth:`_IcebergMaintenanceOperator.run_actions`.
 """

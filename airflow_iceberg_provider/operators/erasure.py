@@ -71,7 +71,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     re-run for the same requests deletes nothing, re-verifies and updates the same
     evidence rows.
 
-    Lifecycle (:func:`erasure_policy.transition`): ``pending`` -> ``logically_erased``
+    Lifecycle (:func:`~airflow_iceberg_provider.core.erasure_lifecycle.transition`): ``pending`` -> ``logically_erased``
     (``phase="logical"``) -> ``erased`` (``phase="purge"``); ``full`` goes to ``erased`` at once;
     ``blocked`` when a hold keeps rows. Requests whose key matched no row (``rows_found = 0``
     in the evidence) are logged as a warning by request id (never the key).

@@ -2,7 +2,7 @@
 
 Tables declare which columns hold which kind of subject key in a table property,
 ``erasure.subject-columns.<kind>=<column>[,<column>...]`` (set with
-:func:`erasure_policy.erasure_ready_properties` ``(columns, kind=...)`` at creation or through
+:func:`~airflow_iceberg_provider.rules.erasure.erasure_ready_properties` ``(columns, kind=...)`` at creation or through
 :class:`IcebergAlterTableOperator`). The discovery reads table metadata through the catalog
 (pyiceberg, no JVM) and returns one set of :class:`IcebergErasureOperator` arguments per table,
 for dynamically mapped erasure tasks::
@@ -63,7 +63,7 @@ def catalog_table_facts(
 def catalog_subject_column_map(
     hook: IcebergCatalogHook, namespaces: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
-    """:func:`erasure_policy.subject_column_map` over the catalog (tables x declared subject columns)."""
+    """:func:`~airflow_iceberg_provider.rules.erasure.subject_column_map` over the catalog (tables x declared subject columns)."""
     return subject_column_map(catalog_table_facts(hook, namespaces, with_deletes=False))
 
 

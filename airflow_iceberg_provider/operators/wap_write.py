@@ -48,7 +48,7 @@ def plan_rerun_from_catalog(
     *,
     stamped: bool = True,
 ) -> tuple[Table, rerun.RerunPlan, float]:
-    """Load the table once and decide (``_wap_rerun.plan_rerun``); the ledger only if history expired
+    """Load the table once and decide (``rules.wap_rerun.plan_rerun``); the ledger only if history expired
     or the writes carry no stamps (``stamped=False``: SQL statements through Spark Connect).
 
     :return: the loaded table, the plan and the check's cost in milliseconds.
@@ -83,7 +83,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
     (``writer.option("snapshot-property." + k, v)``).
 
     Re-runs: before writing, one catalog read decides whether this interval was
-    already published to ``main`` (``_wap_rerun.plan_rerun``). ``on_rerun="fail"`` (default)
+    already published to ``main`` (``rules.wap_rerun.plan_rerun``). ``on_rerun="fail"`` (default)
     refuses, naming the earlier publish's snapshot and run; ``"skip"`` records a ``noop``
     ledger row and skips (the audit and publish are skipped, no Asset event);
     ``"replace"`` first removes on the branch what the earlier publish added (the rows of

@@ -454,7 +454,7 @@ def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mappin
     only by exact manifest bounds or by fully dictionary-encoded column chunks, and raw-reads the rest)."""
     return [
         f"{table}: subject column {c!r} has no Parquet bloom filter (set write.parquet.bloom-filter-enabled.column."
-        f"{c}=true, see erasure_policy.erasure_ready_properties); erasure analysis and verification skip a file "
+        f"{c}=true, see rules.erasure.erasure_ready_properties); erasure analysis and verification skip a file "
         "only when its exact manifest bounds or its dictionary pages (column chunks whose every data page is "
         "dictionary-encoded) prove no subject is in it, and raw-read every other file"
         for c in columns
@@ -569,7 +569,7 @@ def erasure_mapping(discovered: Sequence[Mapping[str, Any]], kind: str) -> list[
     if not discovered:
         raise IcebergValidationError(
             f"no table declares subject columns of kind {kind!r} (table property {SUBJECT_COLUMNS_PREFIX}{kind}); "
-            "declare them with erasure_policy.erasure_ready_properties(columns, kind=...) through "
+            "declare them with rules.erasure.erasure_ready_properties(columns, kind=...) through "
             "IcebergAlterTableOperator(set_properties=...) or at table creation, or check the namespaces searched."
         )
     bad = [p for d in discovered for p in d.get("problems") or []]

@@ -1,6 +1,6 @@
 """Absolute health thresholds and metadata hygiene rules (pure: no catalog, no Spark, no Airflow).
 
-The maintenance plan (:mod:`maintenance_policy`) reasons in ratios (share of small files,
+The maintenance plan (:mod:`~airflow_iceberg_provider.rules.maintenance`) reasons in ratios (share of small files,
 delete files per data file). Platform teams also alert on absolute numbers; these are the
 ones practitioners use, each overridable by an operator argument or a table property
 ``airflow-iceberg.health.<key>`` (argument wins; ``off`` in either disables the threshold):

@@ -102,7 +102,7 @@ def approaching(
 ) -> list[dict[str, Any]]:
     """Requests that still owe a deadline and are within its margin (or past it), one item per request and kind.
 
-    ``erasure_policy.deadline_report`` decides what is owed and what is late; "near" is its
+    ``rules.erasure.deadline_report`` decides what is owed and what is late; "near" is its
     ``at_risk`` with ``warn_fraction = (deadline - margin) / deadline``.
     """
     rows = [

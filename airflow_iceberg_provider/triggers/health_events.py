@@ -30,7 +30,7 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     The same steps as the operator's ``plan()``: policy from the table properties
     (``resolve_policy``, the configured expiry floor), the one read of
     :func:`~airflow_iceberg_provider.governance.maintenance_state.read_maintenance_state`, then
-    ``maintenance_policy.decide``.
+    ``rules.maintenance.decide``.
     """
     from airflow_iceberg_provider.operators._maintenance_base import expiry_floor, health_summary
 
@@ -77,7 +77,7 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
     "Needs maintenance" is exactly what :class:`IcebergMaintenancePlanOperator` (default
     arguments) would act on: the thresholds come from the table properties
     (``write.target-file-size-bytes``, ``history.expire.*``, ``commit.manifest.min-count-to-merge``,
-    ``airflow-iceberg.maintenance.*``) through ``maintenance_policy.resolve_policy`` and
+    ``airflow-iceberg.maintenance.*``) through ``rules.maintenance.resolve_policy`` and
     ``decide``. A maintenance DAG scheduled on the asset therefore runs the plan when, and
     only when, the plan has something to do.
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, rows_of
-from _servers import REST_FIXTURE_PORTS, iceberg_rest_fixture, rest_fixture_conn_json, seaweed, skip_or_fail
+from _servers import REST_FIXTURE_PORTS, iceberg_rest_fixture, rest_fixture_conn_json, seaweed
 from _wap_helpers import commit_to_branch, record_audit
 from conftest import append_batches, create_orders_table, fake_context
 
@@ -215,19 +215,16 @@ def lake_on_cluster(cluster):
     """REST catalog (Iceberg's RESTCatalogServer) + s3:// warehouse; ``spark_cluster`` connection."""
     import uuid
 
-    s3_jars = os.environ.get("AIP_S3_SPARK_JARS", "")
-    if not s3_jars:
-        skip_or_fail("S3 jars missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
+    # the default configuration: spark_jars lists the runtime jars only; the provider adds the S3 jars
+    # (S3FileIO's AWS bundle, S3A) from beside the Iceberg runtime jar and ships them with --jars
     seaweed()
     conn = json.loads(rest_fixture_conn_json(iceberg_rest_fixture()))
     suffix = uuid.uuid4().hex[:8]
     conn["extra"]["governance_namespace"] = f"gov{suffix}"
-    jars = os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS"]
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", json.dumps(conn))
         mp.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": cluster.url}))
         mp.setenv("AIRFLOW_CONN_ERASURE_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
-        mp.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", f"{jars},{s3_jars}")
         hook = IcebergCatalogHook()
         lake = ClusterLake(hook, f"c{suffix}")
         hook.ensure_namespace(lake.ns)

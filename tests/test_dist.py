@@ -39,11 +39,24 @@ def fresh_venv(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactor
     venv = tmp_path_factory.mktemp("venv") / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
+    # without PYTHONPATH: a repository root on it (with the editable install's egg-info) would make pip
+    # think the package is installed already and skip the wheel
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(built[1])],
         check=True,
         capture_output=True,
+        env=clean,
     )
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.util as u; print(u.find_spec('airflow_iceberg_provider').origin)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean,
+        cwd=venv,
+    ).stdout.strip()
+    assert installed.startswith(str(venv)), f"the wheel was not installed into the fresh venv: {installed}"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,

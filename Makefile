@@ -2,7 +2,7 @@
 # Both bootstrap the environment first (idempotent: a second run skips what exists).
 SHELL := /bin/bash
 
-.PHONY: bootstrap demo ui test test-fast bench lint docs clean
+.PHONY: bootstrap demo ui test test-fast bench lint docs docs-images clean
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -35,6 +35,10 @@ lint:
 # missing example markers are errors; nothing is fetched from the network.
 docs: bootstrap
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+# Refresh the screenshots under docs/images/ from the browser test (tests write them to .work/screenshots/).
+docs-images: bootstrap
+	source scripts/env.sh && AIP_SCREENSHOTS=$(CURDIR)/docs/images python -m pytest -q -p no:cacheprovider tests/test_ui_browser.py
 
 clean:
 	rm -rf .work site

@@ -36,7 +36,7 @@ def ui(tmp_path_factory):
         yield SimpleNamespace(client=client, hook=hook, ids=ids, tokens=tokens, tmp=tmp)
 
 
-def get(ui, url, user="viewer", **kw):
+def get(ui, url, user="auditor", **kw):
     return ui.client.get(url, headers={"Authorization": f"Bearer {ui.tokens[user]}"}, **kw)
 
 
@@ -123,9 +123,92 @@ def test_the_second_permission_maps_to_a_configurable_role(ui, monkeypatch):
 
     monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "viewer")
     assert get(ui, "/governance/api/erasure").status_code == 200
-    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "op")
+    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "admin")
     assert get(ui, "/governance/api/erasure").status_code == 403
     assert get(ui, "/governance/api/erasure", user="admin").status_code == 200
+
+
+# ------------------------------------------------ Airflow's own permissions
+def test_rows_of_unreadable_dags_are_hidden_by_one_rule():
+    from airflow_iceberg_provider.ui.access import NO_DAG, hidden_dag_ids, without_dags
+
+    rows = [{"dag_id": "a", "n": 1}, {"dag_id": "b", "n": 2}, {"dag_id": None, "n": 3}, {"n": 4}]
+    everything = hidden_dag_ids(rows, lambda d: True)
+    assert everything == frozenset() and without_dags(rows, everything) == rows
+    only_a = hidden_dag_ids(rows, lambda d: d == "a")
+    assert only_a == {"b", NO_DAG}  # rows written outside Airflow need the right to read every DAG
+    assert [r["n"] for r in without_dags(rows, only_a)] == [1]
+
+
+def test_access_asks_the_real_auth_manager_per_dag_and_per_connection(monkeypatch):
+    """The SimpleAuthManager (viewer: no connection) and the per-DAG subclass, asked as the view asks."""
+    from _dag_limited_auth import DagLimitedAuthManager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    from airflow_iceberg_provider.ui.access import NO_DAG, Access
+
+    manager = DagLimitedAuthManager()
+    conns = {"iceberg_catalog_default": None, "other": None}
+    limited = Access(SimpleAuthManagerUser(username="limited", role="op"), manager, restricted=False)
+    viewer = Access(SimpleAuthManagerUser(username="viewer", role="viewer"), manager, restricted=False)
+    admin = Access(SimpleAuthManagerUser(username="admin", role="admin"), manager, restricted=True)
+    monkeypatch.setenv("AIP_DAG_LIMITS", "limited=orders_wap")
+    assert limited.readable_connections(conns) == ["iceberg_catalog_default", "other"]
+    assert viewer.readable_connections(conns) == []  # Airflow's viewers read no connection
+    assert limited.may_read_dag("orders_wap") and not limited.may_read_dag("erasure_nightly")
+    assert not limited.may_read_dag(NO_DAG) and admin.may_read_dag(NO_DAG) and viewer.may_read_dag("x")
+
+
+def test_a_user_without_connection_permission_sees_no_connection_and_no_data(ui):
+    assert get(ui, "/governance/api/connections", user="viewer").json() == {"connections": []}
+    assert set(get(ui, "/governance/api/connections").json()["connections"]) == {
+        "iceberg_catalog_default",
+        "empty_catalog",
+    }
+    for url in ("/governance/", "/governance/api/tables", "/governance/tables/db.orders"):
+        resp = get(ui, url, user="viewer", follow_redirects=False)
+        assert resp.status_code == 403, url
+        assert "may not read any iceberg_catalog connection" in resp.text and "db.orders" not in resp.text, url
+    # naming a connection answers as for one that does not exist: its existence is not confirmed
+    named = get(ui, "/governance/api/tables?conn=iceberg_catalog_default", user="viewer")
+    missing = get(ui, "/governance/api/tables?conn=no_such_conn", user="viewer")
+    assert named.status_code == missing.status_code == 404
+    assert named.json()["detail"].replace("iceberg_catalog_default", "X") == missing.json()["detail"].replace(
+        "no_such_conn", "X"
+    )
+    assert "empty_catalog" not in named.text and "min_rows" not in named.text
+
+
+def test_a_user_limited_to_some_dags_sees_only_their_rows(ui):
+    limited = get(ui, "/governance/api/tables/db.orders", user="limited").json()
+    auditor = get(ui, "/governance/api/tables/db.orders").json()
+    seen = {r["dag_id"] for r in limited["ledger"]} | {a["dag_id"] for a in limited["audits"]}
+    assert seen == {"orders_wap"}
+    assert limited["maintenance"] == [] and auditor["maintenance"]  # orders_maintenance is not theirs
+    assert {r["dag_id"] for r in auditor["ledger"]} > {"orders_wap", "orders_maintenance"}
+    assert limited["ledger_options"]["operations"] == ["wap_create_branch", "wap_publish"]
+    assert "orders_maintenance" not in get(ui, "/governance/tables/db.orders", user="limited").text
+    tables = get(ui, "/governance/api/tables", user="limited").json()["tables"]
+    assert [t["table"] for t in tables] == ["db.orders"]
+    assert tables[0]["last_audit"]["failed"] == 1  # the audits of their DAG are all there
+
+
+def test_public_ledger_rows_carry_no_erasure_facts():
+    ledger = [
+        {"operation": "maintenance.erasure_purge", "metrics": {"requests": 2}, "details": {}},
+        {"operation": "erasure", "metrics": {}, "details": {}},
+        {"operation": "approval", "metrics": {}, "details": {}},
+        {
+            "operation": "maintenance_plan",
+            "metrics": {"rewritten_data_files_count": 3, "erasure_purge": {"request_ids": ["R-1"]}},
+            "details": {"args": {"subject_hash": "ab", "where": "x"}, "actions": [{"request_ids": ["R-2"], "n": 1}]},
+        },
+    ]
+    (kept,) = views.public_ledger(ledger)
+    assert kept["operation"] == "maintenance_plan"
+    assert kept["metrics"] == {"rewritten_data_files_count": 3}
+    assert kept["details"] == {"args": {"where": "x"}, "actions": [{"n": 1}]}
+    assert "R-1" not in json.dumps(kept) and "R-2" not in json.dumps(kept)
 
 
 def test_every_route_is_read_only(ui):
@@ -365,9 +448,9 @@ def test_erasure_map_lists_declared_tables_and_their_readiness(declared):
 def test_erasure_map_is_restricted_and_filters_by_namespace(declared):
     ui = declared
     for url in ("/governance/erasure-map", "/governance/api/erasure-map"):
-        refused = get(ui, url, user="viewer", follow_redirects=False)
+        refused = get(ui, url, user="auditor", follow_redirects=False)
         assert refused.status_code == 403 and "crm." not in refused.text, url
-    assert "erasure-map" not in get(ui, "/governance/", user="viewer").text
+    assert "erasure-map" not in get(ui, "/governance/", user="auditor").text
     only = get(ui, "/governance/api/erasure-map?namespace=crm&namespace=db", user="admin").json()
     assert only["namespaces"] == ["crm", "db"] and [t["table"] for t in only["tables"]] == [
         "crm.contacts",
@@ -470,7 +553,7 @@ def test_operator_extra_links_open_this_tasks_records(ui):
     compact = IcebergRewriteDataFilesOperator(task_id="compact", table="db.orders")
     url = link(compact, "compact")
     assert url.endswith("#maintenance") and "dag_id" not in url
-    assert 'aria-label="what each maintenance action did"' in _follow(ui, url, user="viewer").text
+    assert 'aria-label="what each maintenance action did"' in _follow(ui, url, user="auditor").text
 
 
 def test_ledger_shows_verdicts_and_links_to_airflow(ui):

@@ -664,27 +664,51 @@ def erasure_map(rows: Iterable[Mapping[str, Any]], open_by_table: Mapping[str, i
     }
 
 
-#: Ledger operations whose rows belong to the restricted side of the view (erasure and approvals).
-RESTRICTED_OPERATION_PREFIXES = ("erasure",)
-RESTRICTED_OPERATION_WORDS = ("approval",)
+#: Words of ledger operations whose rows belong to the restricted side of the view (erasure, including
+#: the maintenance plan's ``maintenance.erasure_purge``, and approvals).
+RESTRICTED_OPERATION_WORDS = ("erasure", "approval")
+#: Words of ``metrics``/``details`` keys that carry erasure facts (request ids, subject hashes, evidence):
+#: public rows lose these keys, at any depth.
+RESTRICTED_KEY_WORDS = ("erasure", "request", "subject", "evidence", "purge")
 
 
 def is_restricted_operation(operation: str | None) -> bool:
     """Whether a ledger row is erasure or approval history (shown only with the restricted permission)."""
     op = (operation or "").lower()
-    return op.startswith(RESTRICTED_OPERATION_PREFIXES) or any(w in op for w in RESTRICTED_OPERATION_WORDS)
+    return any(w in op for w in RESTRICTED_OPERATION_WORDS)
+
+
+def _without_restricted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _without_restricted_keys(v)
+            for k, v in value.items()
+            if not any(w in str(k).lower() for w in RESTRICTED_KEY_WORDS)
+        }
+    if isinstance(value, list):
+        return [_without_restricted_keys(v) for v in value]
+    return value
 
 
 def public_ledger(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Ledger rows without erasure and approval history (what every viewer may see)."""
-    return [r for r in ledger if not is_restricted_operation(r.get("operation"))]
+    """Ledger rows without erasure and approval history, and without erasure facts inside the
+    ``metrics``/``details`` of the rows kept (what every viewer may see)."""
+    return [
+        {
+            **r,
+            "metrics": _without_restricted_keys(r.get("metrics") or {}),
+            "details": _without_restricted_keys(r.get("details") or {}),
+        }
+        for r in ledger
+        if not is_restricted_operation(r.get("operation"))
+    ]
 
 
 def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> list[dict[str, Any]]:
     """Approval decisions recorded in the ledger (``ledger_views`` output), newest first."""
     out = []
     for r in ledger:
-        if not any(w in (r.get("operation") or "").lower() for w in RESTRICTED_OPERATION_WORDS):
+        if "approval" not in (r.get("operation") or "").lower():
             continue
         if table and r.get("table") != table:
             continue

@@ -260,7 +260,16 @@ def test_tables_page_answers_which_tables_are_unhealthy(ui):
     assert row["health"]["snapshot_id"] == str(ui.ids["published"])
     assert row["last_publish"]["snapshot_after"] == str(ui.ids["published"])
     assert row["last_audit"]["passed"] is False and row["last_audit"]["failed"] == 1
-    assert row["health"]["verdict"]["verdict"] in ("healthy", "needs maintenance", "unhealthy")
+    # the verdict is the maintenance planner's: what IcebergMaintenancePlanOperator would do right now
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+
+    decision, _, _ = IcebergMaintenancePlanOperator(task_id="plan", table="db.orders").plan()
+    verdict = row["health"]["verdict"]
+    assert verdict["verdict"] == ("healthy" if decision.healthy else "needs maintenance")
+    assert len(verdict["reasons"]) == len(decision.actions)
+    assert not any(
+        "_" in word for text in verdict["reasons"] + verdict["notes"] for word in text.split() if "=" not in word
+    )
     assert "open_requests" not in row and "open_requests_without_evidence" not in data  # a viewer
     admin = get(ui, "/governance/api/tables", user="admin").json()
     assert admin["tables"][0]["open_requests"] == 0 and admin["open_requests_without_evidence"] == 2
@@ -653,46 +662,76 @@ def test_user_spark_job_rows_show_the_snapshots_their_task_stamped():
     assert row["verdict"] == {"text": "failed 2 of 11 checks", "ok": False}
 
 
-def test_health_verdict_uses_the_provider_thresholds():
+def _health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
     from airflow_iceberg_provider.models import TableHealth
 
-    def health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
-        return TableHealth(
-            table="db.t",
-            snapshot_id=1,
-            format_version=2,
-            data_files=files,
-            data_bytes=files * avg,
-            records=10,
-            delete_files=deletes,
-            position_delete_files=deletes,
-            equality_delete_files=0,
-            delete_bytes=0,
-            manifests=manifests,
-            snapshots=snapshots,
-            refs=1,
-            oldest_snapshot_ms=None,
-            target_file_size_bytes=512 * 2**20,
-            small_files=small,
-        )
+    return TableHealth(
+        table="db.t",
+        snapshot_id=1,
+        format_version=2,
+        data_files=files,
+        data_bytes=files * avg,
+        records=10,
+        delete_files=deletes,
+        position_delete_files=deletes,
+        equality_delete_files=0,
+        delete_bytes=0,
+        manifests=manifests,
+        snapshots=snapshots,
+        refs=1,
+        oldest_snapshot_ms=None,
+        target_file_size_bytes=512 * 2**20,
+        small_files=small,
+    )
 
+
+def _planner_verdict(health, props=None, *, files_per_partition=None, expiry_refused=None):
+    """The verdict exactly as the view computes it: the planner's decision, then ``health_verdict``."""
+    from airflow_iceberg_provider.models import DataFileFacts
+    from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
+    from airflow_iceberg_provider.rules.maintenance import decide, file_layout, health_verdict, resolve_policy
+
+    props = props or {}
     now = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
-    small_table = views.health_verdict(health(1, 1), {}, now_ms=now)
-    assert small_table["verdict"] == "healthy" and small_table["level"] == "ok" and small_table["notes"]
-    many_small = views.health_verdict(health(200, 200), {}, now_ms=now)
-    assert many_small["verdict"] == "unhealthy" and many_small["level"] == "fail"  # avg size below 10 MiB
-    assert any("min_avg_file_size_bytes" in r for r in many_small["reasons"])
-    big_files = views.health_verdict(health(200, 200, avg=20 * 2**20), {}, now_ms=now)
-    assert big_files["verdict"] == "needs maintenance" and big_files["level"] == "warn"
-    assert views.health_verdict(health(200, 0, avg=600 * 2**20), {}, now_ms=now)["verdict"] == "healthy"
+    policy = resolve_policy(props, now=now)
+    size = health.data_bytes // max(health.data_files, 1)
+    per = files_per_partition or health.data_files
+    files = [
+        DataFileFacts(spec_id=0, partition=f"p{i // per}", content="data", file_size_in_bytes=size, record_count=1)
+        for i in range(health.data_files)
+    ]
+    layout = file_layout(files, target_file_size=policy.target_file_size_bytes)
+    decision = decide(health, policy, properties=props, layout=layout)
+    breached = [(b.threshold, b.value, b.limit) for b in breaches(health, resolve_thresholds(props))]
+    return health_verdict(decision, breached, expiry_refused=expiry_refused).to_dict()
+
+
+def test_health_verdict_is_the_maintenance_planners_decision_in_words():
+    one_file = _planner_verdict(_health(1, 1))
+    assert one_file["verdict"] == "healthy" and one_file["level"] == "ok"
+    assert one_file["notes"] == [
+        "average data file 1.0 KiB, below the 10.0 MiB minimum, but there is nothing to "
+        "compact (0 compactable files (0% < 20%) and 0.00 delete files per data file (< 0.1))"
+    ]
+    # tiny files, one per partition (the demo after its maintenance): nothing to compact, so not red
+    spread = _planner_verdict(_health(8, 8), files_per_partition=1)
+    assert spread["verdict"] == "healthy" and "nothing to compact" in spread["notes"][0]
+    # many small files in one partition: the planner compacts; amber, its reason in words
+    many_small = _planner_verdict(_health(200, 200))
+    assert many_small["verdict"] == "needs maintenance" and many_small["level"] == "warn"
+    assert many_small["reasons"][0].startswith("compact data files: 200 of 200 data files (100%) are compactable")
+    assert "addresses it" in many_small["notes"][0]
+    assert not any("min_avg_file_size_bytes" in t for t in many_small["reasons"] + many_small["notes"])
+    assert _planner_verdict(_health(200, 0, avg=600 * 2**20))["verdict"] == "healthy"
+    # red is an incident: a threshold maintenance will not fix, or an expiry the refs refuse
+    crowded = _planner_verdict(_health(3, 0, avg=600 * 2**20, snapshots=5000))
+    assert crowded["verdict"] == "unhealthy" and crowded["level"] == "fail"
+    assert crowded["reasons"][0].startswith("5,000 snapshots, above the 1,000 maximum, and maintenance will not fix")
+    held = _planner_verdict(_health(3, 0, avg=600 * 2**20), expiry_refused="tag legal-hold-x would be dropped")
+    assert held["verdict"] == "unhealthy" and "legal-hold-x" in held["reasons"][0]
     # the table's own properties move the thresholds
-    props = {
-        "airflow-iceberg.health.min-avg-file-size-bytes": "off",
-        "airflow-iceberg.maintenance.max-small-file-ratio": "0.99",
-    }
-    assert views.health_verdict(health(200, 100), props, now_ms=now)["verdict"] == "healthy"
-    bad = views.health_verdict(health(2, 2), {"airflow-iceberg.health.max-files": "zero"}, now_ms=now)
-    assert bad["verdict"] == "unknown" and "max-files" in bad["reasons"][0]
+    props = {"airflow-iceberg.maintenance.min-input-files": "500"}
+    assert _planner_verdict(_health(200, 200), props)["verdict"] == "healthy"
 
 
 def test_evidence_runs_and_task_erasure_from_ledger_spans():

@@ -248,12 +248,13 @@ def _table_filters(
 TableFilters = Annotated[dict[str, Any], Depends(_table_filters)]
 
 
-def _health_view(h: Any, properties: dict[str, str] | None = None) -> dict[str, Any] | None:
-    if h is None:
+def _health_view(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A table's health figures and the maintenance planner's verdict (``GovernanceReader.table_state``)."""
+    if state is None or state["health"] is None:
         return None
-    d = h.to_dict()
+    d = state["health"].to_dict()
     d["snapshot_id"] = views.sid(d.get("snapshot_id"))
-    d["verdict"] = views.health_verdict(h, properties or {}, now_ms=int(time.time() * 1000))
+    d["verdict"] = state["verdict"]
     return d
 
 
@@ -290,7 +291,7 @@ def tables_data(reader: ScopedReader, *, restricted: bool = False) -> dict[str, 
         audit = latest.get(table)
         row: dict[str, Any] = {
             "table": table,
-            "health": _health_view(state["health"], state["properties"]) if state else None,
+            "health": _health_view(state),
             "last_publish": pubs[0] if pubs else None,
             "last_audit": {k: audit[k] for k in ("passed", "failed", "evaluated_at", "snapshot_id", "ref")}
             if audit
@@ -332,7 +333,7 @@ def table_data(
     out: dict[str, Any] = {
         "table": table,
         "exists": state is not None,
-        "health": _health_view(state["health"], state["properties"]) if state else None,
+        "health": _health_view(state),
         "timeline": views.timeline(state["snapshots"], state["refs"]) if state else {"snapshots": [], "refs": []},
         "at": at,
         "audits": audits if task else audits[:AUDITS_SHOWN],

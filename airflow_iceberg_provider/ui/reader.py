@@ -243,11 +243,13 @@ class GovernanceReader:
 
     # ------------------------------------------------------- governed tables
     def table_state(self, table: str) -> dict[str, Any] | None:
-        """Health, refs and snapshots of a governed table; ``None`` when it does not exist."""
+        """Health, health verdict, refs and snapshots of a governed table; ``None`` when it does not exist."""
 
         def load(tbl: Any) -> dict[str, Any]:
+            health, verdict = self._health_and_verdict(tbl)
             return {
-                "health": self.hook.health(tbl),
+                "health": health,
+                "verdict": verdict,
                 "properties": dict(tbl.properties),
                 "refs": self.hook.refs(tbl),
                 "snapshots": self.hook.list_snapshots(tbl),
@@ -255,6 +257,29 @@ class GovernanceReader:
             }
 
         return self._cached("state", table, load)
+
+    def _health_and_verdict(self, tbl: Any) -> tuple[Any, dict[str, Any]]:
+        """The table's health and the maintenance planner's verdict on it
+        (:func:`~airflow_iceberg_provider.rules.maintenance.health_verdict`), as the maintenance
+        operator would plan it now with the table's own policy (metadata only, no data file opened)."""
+        from airflow_iceberg_provider.exceptions import IcebergValidationError
+        from airflow_iceberg_provider.governance.maintenance_state import read_maintenance_state
+        from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
+        from airflow_iceberg_provider.rules.maintenance import decide, health_verdict, now_ms, resolve_policy
+
+        props = dict(tbl.properties)
+        try:
+            now = now_ms()
+            policy = resolve_policy(props, now=now)
+            thresholds = resolve_thresholds(props)
+        except IcebergValidationError as err:  # a bad table property: say so instead of guessing
+            reason = f"a table property is invalid, so the maintenance policy cannot be read: {err}"
+            return self.hook.health(tbl), {"verdict": "unknown", "level": "warn", "reasons": [reason], "notes": []}
+        state = read_maintenance_state(self.hook, tbl, policy, now=now, tolerate_refusal=True)
+        decision = decide(state.health, policy, properties=props, layout=state.layout, expiry=state.expiry)
+        breached = [(b.threshold, b.value, b.limit) for b in breaches(state.health, thresholds)]
+        verdict = health_verdict(decision, breached, expiry_refused=state.expiry_refused)
+        return state.health, verdict.to_dict()
 
     def health(self, table: str) -> Any:
         state = self.table_state(table)

@@ -379,57 +379,6 @@ def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[di
     return out
 
 
-# ------------------------------------------------------------------ health
-#: Verdict levels, worst last (a CSS class each: ok, warn, fail).
-HEALTH_LEVELS = {"healthy": "ok", "needs maintenance": "warn", "unhealthy": "fail", "unknown": "warn"}
-
-
-def health_verdict(health: Any, properties: Mapping[str, str], *, now_ms: int) -> dict[str, Any]:
-    """The table's health verdict from the provider's own thresholds, with the reasons.
-
-    ``unhealthy``: an absolute threshold of :mod:`~airflow_iceberg_provider.rules.health` is crossed
-    (table properties ``airflow-iceberg.health.*`` over the defaults). ``needs maintenance``: the
-    maintenance policy's ratios (``airflow-iceberg.maintenance.*``) would have the plan compact,
-    rewrite deletes or merge manifests. A table with fewer data files than the policy's
-    ``min_input_files`` has nothing to compact, so a small average file size alone is a note there.
-    """
-    from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
-    from airflow_iceberg_provider.rules.maintenance import resolve_policy
-
-    try:
-        thresholds = resolve_thresholds(properties)
-        policy = resolve_policy(properties, now=now_ms)
-    except Exception as err:  # a bad table property: say so instead of guessing
-        return {"verdict": "unknown", "level": "warn", "reasons": [f"table properties: {err}"], "notes": []}
-    reasons: list[str] = []
-    notes: list[str] = []
-    verdict = "healthy"
-    for b in breaches(health, thresholds):
-        if b.threshold == "min_avg_file_size_bytes" and health.data_files < policy.min_input_files:
-            notes.append(f"{b.message}; only {health.data_files} data file(s), nothing to compact")
-            continue
-        reasons.append(b.message)
-        verdict = "unhealthy"
-    warn: list[str] = []
-    if health.data_files >= policy.min_input_files and health.small_file_ratio >= policy.max_small_file_ratio:
-        warn.append(
-            f"small files {health.small_file_ratio * 100:.0f} % of {health.data_files} data files, "
-            f"policy compacts from {policy.max_small_file_ratio * 100:.0f} %"
-        )
-    if health.delete_files >= policy.delete_file_threshold and (
-        health.deletes_per_data_file >= policy.max_deletes_per_data_file
-    ):
-        warn.append(
-            f"{health.deletes_per_data_file:.2f} delete files per data file, "
-            f"policy rewrites from {policy.max_deletes_per_data_file:.2f}"
-        )
-    if health.manifests > policy.max_manifests:
-        warn.append(f"{health.manifests} manifests, policy merges above {policy.max_manifests}")
-    if warn and verdict == "healthy":
-        verdict = "needs maintenance"
-    return {"verdict": verdict, "level": HEALTH_LEVELS[verdict], "reasons": reasons + warn, "notes": notes}
-
-
 # ---------------------------------------------------------------- snapshots
 def timeline(snapshots: Sequence[Any], refs: Mapping[str, Any]) -> dict[str, Any]:
     """Snapshots (id as string, time, operation) and refs (branches, tags, legal holds) for the chart."""

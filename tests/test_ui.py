@@ -870,3 +870,42 @@ def test_maintenance_chart_shows_each_actions_own_figures():
         "a_count": 3,
         "orphan_files_count": 2,
     }
+
+
+def test_moments_of_an_erasure_purge_are_dates_never_bars():
+    """The purge's time-travel floors (epoch ms) were bars on an axis up to 2e12; now they are dates."""
+    from airflow_iceberg_provider.ui import charts
+
+    floor_before = int(datetime(2026, 2, 1, 8, 30, tzinfo=UTC).timestamp() * 1000)
+    floor_after = int(datetime(2026, 2, 28, 23, 0, tzinfo=UTC).timestamp() * 1000)
+    ledger = views.ledger_views(
+        [
+            {
+                "event_id": "job-1-0",
+                "operation": "maintenance.erasure_purge",
+                "table_name": "db.t",
+                "status": "succeeded",
+                "finished_at": datetime(2026, 3, 1, tzinfo=UTC),
+                "metrics": json.dumps(
+                    {
+                        "rows_deleted": 4,
+                        "time_travel_floor_before_ms": floor_before,
+                        "time_travel_floor_after_ms": floor_after,
+                        "purged_at": "2026-03-01T00:00:00+00:00",
+                    }
+                ),
+                "details": "{}",
+            }
+        ]
+    )
+    (run,) = views.maintenance_runs(ledger, "db.t")
+    assert run["output"] == {"rows_deleted": 4}
+    assert run["moments"] == {
+        "time_travel_floor_before": datetime(2026, 2, 1, 8, 30, tzinfo=UTC),
+        "time_travel_floor_after": datetime(2026, 2, 28, 23, 0, tzinfo=UTC),
+        "purged_at": datetime(2026, 3, 1, tzinfo=UTC),
+    }
+    svg = charts.health_svg([run])
+    assert "2026-02-01 08:30:00 UTC" in svg and "2026-02-28 23:00:00 UTC" in svg
+    assert svg.count('class="bar"') == 1  # rows deleted only
+    assert str(floor_before) not in svg and "e+12" not in svg and "TB" not in svg

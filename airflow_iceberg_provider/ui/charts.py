@@ -186,8 +186,13 @@ def health_svg(runs: Sequence[Mapping[str, Any]], *, max_jobs: int = 3, width: i
                 f'<text class="action" x="{left_pad}" y="{y - 4}" font-weight="bold">{escape(str(r.get("action")))}{escape(status)}</text>'
             )
             out = r.get("output") or {}
+            for key, when in (r.get("moments") or {}).items():  # dates are text, never bars
+                y += row_h
+                rows.append(f'<text x="{left_pad + 14}" y="{y - 5}">{escape(_label(key))}</text>')
+                rows.append(f'<text class="moment" x="{plot_x0}" y="{y - 5}">{when:%Y-%m-%d %H:%M:%S UTC}</text>')
             if not out:
-                rows.append(f'<text x="{plot_x0}" y="{y - 4}" class="muted">no figures reported</text>')
+                if not r.get("moments"):
+                    rows.append(f'<text x="{plot_x0}" y="{y - 4}" class="muted">no figures reported</text>')
                 continue
             counts = {k: v for k, v in out.items() if "bytes" not in k}
             sizes = {k: v for k, v in out.items() if "bytes" in k}

@@ -348,11 +348,43 @@ def _health_figures(h: Mapping[str, Any] | None) -> dict[str, Any] | None:
 _NOT_OUTPUT = {"health_before", "health_after", "seconds", "dry_run"}
 
 
+#: Endings of metric keys that hold a moment (epoch milliseconds or a timestamp), never a quantity.
+MOMENT_KEY_ENDINGS = ("_ms", "_at", "_time", "timestamp", "_floor", "_floor_before", "_floor_after")
+
+
+def is_moment_key(key: str) -> bool:
+    """Whether a metric is a moment (shown as a date), not a quantity (drawn as a bar)."""
+    return key.endswith(MOMENT_KEY_ENDINGS) and not key.endswith(("_bytes", "_count"))
+
+
+def action_moments(metrics: Mapping[str, Any]) -> dict[str, datetime]:
+    """The moments one maintenance action reported (e.g. the time-travel floor before and after an
+    erasure purge), as UTC dates: epoch milliseconds and ISO texts alike."""
+    out: dict[str, datetime] = {}
+    for k, v in metrics.items():
+        if not is_moment_key(k) or isinstance(v, bool) or v is None:
+            continue
+        when: datetime | None = None
+        if isinstance(v, (int, float)):
+            when = datetime.fromtimestamp(v / 1000, UTC)
+        elif isinstance(v, str):
+            try:
+                when = datetime.fromisoformat(v)
+            except ValueError:
+                when = None
+            if when is not None and when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+        if when is not None:
+            out[k.removesuffix("_ms")] = when
+    return out
+
+
 def action_output(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes)."""
+    """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes).
+    Moments (:func:`is_moment_key`) are not figures: :func:`action_moments` gives them as dates."""
     out: dict[str, float] = {}
     for k, v in metrics.items():
-        if k in _NOT_OUTPUT or isinstance(v, bool):
+        if k in _NOT_OUTPUT or isinstance(v, bool) or is_moment_key(k):
             continue
         if isinstance(v, (int, float)):
             out[k] = v
@@ -374,6 +406,7 @@ def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[di
         row["reason"] = row["details"].get("reason")
         row["seconds"] = m.get("seconds")
         row["output"] = action_output(m)
+        row["moments"] = action_moments(m)
         row["job_run_id"] = row["details"].get("job_run_id") or (row["event_id"] or "").rsplit("-", 1)[0]
         out.append(row)
     return out

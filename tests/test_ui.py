@@ -909,3 +909,53 @@ def test_moments_of_an_erasure_purge_are_dates_never_bars():
     assert "2026-02-01 08:30:00 UTC" in svg and "2026-02-28 23:00:00 UTC" in svg
     assert svg.count('class="bar"') == 1  # rows deleted only
     assert str(floor_before) not in svg and "e+12" not in svg and "TB" not in svg
+
+
+def _multi_publish_row(tables: list[tuple[str, int, int]], when: datetime) -> dict:
+    """A ledger row in ``IcebergWapMultiPublishOperator._record``'s shape: no table, the steps in details."""
+    steps = [
+        {"table": t, "branch": "wap_x", "audited_snapshot_id": str(a), "main_before": str(b), "main_after": str(a)}
+        for t, b, a in tables
+    ]
+    return {
+        "event_id": "multi-1",
+        "operation": "wap_multi_publish",
+        "table_name": None,
+        "ref": "main",
+        "dag_id": "orders_wap",
+        "run_id": "manual__multi",
+        "task_id": "publish_all",
+        "try_number": 1,
+        "started_at": when,
+        "finished_at": when,
+        "status": "succeeded",
+        "metrics": json.dumps({"tables": len(steps), "published_added_records": 30}),
+        "details": json.dumps({"publish_id": "p-1", "method": "fast_forward", "tables": steps}),
+        "provider_version": "test",
+    }
+
+
+def test_a_multi_table_publish_shows_on_each_table_it_touched():
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    ledger = views.ledger_views([_multi_publish_row([("db.a", 1, 2), ("db.b", 7, 8)], when)])
+    assert [r["table"] for r in ledger] == ["db.a", "db.b"]
+    assert views.governed_tables(ledger, [], [], "governance") == ["db.a", "db.b"]
+    (a,) = views.publishes(ledger, "db.a")
+    assert (a["snapshot_before"], a["snapshot_after"], a["branch"], a["method"]) == ("1", "2", "wap_x", "fast_forward")
+    assert a["together_with"] == ["db.b"] and a["added_records"] is None  # the total is not db.a's figure
+    (b,) = views.publishes(ledger, "db.b")
+    assert b["snapshot_after"] == "8" and b["together_with"] == ["db.a"]
+
+
+def test_the_tables_page_shows_the_last_multi_table_publish(ui):
+    """Runs last in this module: it adds a multi-table publish of db.orders and db.customers."""
+    after = ui.ids["published"]
+    ui.hook.governance.append(
+        "ledger",
+        [_multi_publish_row([("db.orders", ui.ids["base"], after), ("db.customers", 5, 6)], datetime.now(UTC))],
+    )
+    tables = {t["table"]: t for t in get(ui, "/governance/api/tables").json()["tables"]}
+    assert tables["db.customers"]["last_publish"]["snapshot_after"] == "6"
+    assert tables["db.orders"]["last_publish"]["operation"] == "wap_multi_publish"
+    html = get(ui, "/governance/tables/db.orders").text
+    assert 'data-publish="wap_multi_publish"' in html and "in one commit with <code>db.customers</code>" in html

@@ -168,10 +168,38 @@ def _ledger_view(r: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The ledger operation of a publish of several tables in one commit (one row, the tables in its details).
+MULTI_PUBLISH = "wap_multi_publish"
+
+
+def _per_table(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """A multi-table publish row as one row per table it touched (its ``details.tables`` steps), so the
+    publish shows on each table; other rows as they are."""
+    steps = view["details"].get("tables") if view["operation"] == MULTI_PUBLISH else None
+    if not view["table"] and isinstance(steps, list) and steps:
+        out = []
+        for step in steps:
+            if not isinstance(step, dict) or not step.get("table"):
+                continue
+            details = {**view["details"], **step, "tables": [s.get("table") for s in steps if isinstance(s, dict)]}
+            out.append(
+                {
+                    **view,
+                    "table": step["table"],
+                    "snapshot_before": step.get("main_before"),
+                    "snapshot_after": step.get("main_after"),
+                    "details": details,
+                }
+            )
+        return out or [view]
+    return [view]
+
+
 def ledger_views(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every ledger row shaped (JSON decoded, ids as strings), newest first."""
+    """Every ledger row shaped (JSON decoded, ids as strings), newest first; a multi-table publish
+    becomes one row per table it touched."""
     ordered = sorted(rows, key=lambda r: _when(r, "finished_at", "started_at"), reverse=True)
-    return [_ledger_view(r) for r in ordered]
+    return [v for r in ordered for v in _per_table(_ledger_view(r))]
 
 
 def ledger_rows(
@@ -204,17 +232,21 @@ def ledger_options(ledger: Iterable[Mapping[str, Any]], table: str) -> dict[str,
 
 
 def publishes(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
-    """Successful ``wap_publish`` rows (``ledger_views`` output) of a table, newest first."""
+    """Successful publishes of a table (``wap_publish`` rows, and its part of ``wap_multi_publish`` rows,
+    which name the other tables published in the same commit under ``together_with``), newest first."""
     out = []
-    for row in ledger_rows(ledger, table=table, operation="wap_publish"):
-        if row["status"] not in ("succeeded", "noop"):
+    for row in ledger_rows(ledger, table=table):
+        if row["operation"] not in ("wap_publish", MULTI_PUBLISH) or row["status"] not in ("succeeded", "noop"):
             continue
         d = row["details"]
         row["branch"] = d.get("branch")
         row["method"] = d.get("method")
         row["audited_snapshot_id"] = sid(d.get("audited_snapshot_id"))
         row["tag"] = d.get("tag")
-        row["added_records"] = row["metrics"].get("published_added_records")
+        multi = row["operation"] == MULTI_PUBLISH
+        # a multi-table publish records one total for every table: not this table's figure
+        row["added_records"] = None if multi else row["metrics"].get("published_added_records")
+        row["together_with"] = [t for t in d.get("tables") or [] if t != table] if multi else []
         out.append(row)
     return out
 

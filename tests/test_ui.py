@@ -948,7 +948,7 @@ def test_a_multi_table_publish_shows_on_each_table_it_touched():
 
 
 def test_the_tables_page_shows_the_last_multi_table_publish(ui):
-    """Runs last in this module: it adds a multi-table publish of db.orders and db.customers."""
+    """Adds a multi-table publish of db.orders and db.customers (tests after it in this module see it)."""
     after = ui.ids["published"]
     ui.hook.governance.append(
         "ledger",
@@ -959,3 +959,66 @@ def test_the_tables_page_shows_the_last_multi_table_publish(ui):
     assert tables["db.orders"]["last_publish"]["operation"] == "wap_multi_publish"
     html = get(ui, "/governance/tables/db.orders").text
     assert 'data-publish="wap_multi_publish"' in html and "in one commit with <code>db.customers</code>" in html
+
+
+def test_evidence_report_names_the_logical_and_the_purge_run_and_the_deadlines(ui):
+    r = get(ui, "/governance/api/erasure/R-100", user="admin").json()
+    assert [(x["dag_id"], x["task_id"]) for x in r["logical_runs"]] == [("erasure_daily", "erase_orders")]
+    assert [(x["dag_id"], x["task_id"]) for x in r["purge_runs"]] == [("erasure_nightly", "purge_orders")]
+    assert [d["label"] for d in r["deadlines"]] == [label for label, _ in views.DEADLINES] and not r["overdue"]
+    html = get(ui, "/governance/erasure/R-100/report", user="admin").text
+    logical = html.split('data-role="logical"')[1].split("</td>")[0]
+    purge = html.split('data-role="purge"')[1].split("</td>")[0]
+    assert "erasure_daily › erase_orders" in logical and "erasure_nightly › purge_orders" in purge
+    # the overdue request (no evidence yet) shows its deadlines, past due
+    overdue = get(ui, "/governance/api/erasure/R-300", user="admin").json()
+    assert overdue["overdue"] and all(d["overdue"] for d in overdue["deadlines"])
+    page = get(ui, "/governance/erasure/R-300/report", user="admin").text
+    assert page.count('data-overdue="true"') == 2 and "due <b>" in page and "not purged yet" in page
+
+
+def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    ledger = views.ledger_views(
+        [
+            {
+                "event_id": "job-logical",
+                "operation": "erasure",
+                "table_name": "db.t",
+                "dag_id": "gdpr",
+                "run_id": "r1",
+                "task_id": "erase",
+                "status": "succeeded",
+                "started_at": t0,
+                "finished_at": t0 + timedelta(minutes=1),
+                "metrics": json.dumps({"phase": "logical"}),
+            },
+            {
+                "event_id": "job-plan-0",
+                "operation": "maintenance.erasure_purge",
+                "table_name": "db.t",
+                "dag_id": "nightly",
+                "run_id": "r2",
+                "task_id": "maintain",
+                "status": "succeeded",
+                "started_at": t0 + timedelta(hours=5),
+                "finished_at": t0 + timedelta(hours=5, minutes=3),
+                "metrics": "{}",
+            },
+        ]
+    )
+    evidence = [
+        {
+            "request_id": "Q-1",
+            "table_name": "db.t",
+            "logical_erased_at": t0 + timedelta(seconds=30),
+            "purged_at": t0 + timedelta(hours=5, minutes=2),
+            "finished_at": t0 + timedelta(hours=5, minutes=2),
+            "verification": "verified",
+        }
+    ]
+    requests = [{"request_id": "Q-1", "received_at": t0 - timedelta(days=40), "status": "erased", "completed_at": t0}]
+    report = views.evidence_report("Q-1", requests, evidence, ledger, now=t0)
+    assert [(r["task_id"], r["table"]) for r in report["logical_runs"]] == [("erase", "db.t")]
+    assert [(r["task_id"], r["event_id"]) for r in report["purge_runs"]] == [("maintain", "job-plan-0")]
+    assert [d["left_text"] for d in report["deadlines"]] == ["closed", "closed"]  # erased after the deadlines

@@ -739,9 +739,8 @@ def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> 
 
 
 def _erasure_rows(ledger: Iterable[Mapping[str, Any]], table: str | None) -> list[Mapping[str, Any]]:
-    return [
-        r for r in ledger if (r.get("operation") or "").startswith("erasure") and (not table or r.get("table") == table)
-    ]
+    """Erasure runs: the erasure operator's rows and the maintenance plan's purge (``maintenance.erasure_purge``)."""
+    return [r for r in ledger if "erasure" in (r.get("operation") or "") and (not table or r.get("table") == table)]
 
 
 def _inside(when: Any, row: Mapping[str, Any]) -> bool:
@@ -819,11 +818,18 @@ REF_POLICY_TEXT = {
 }
 
 
+def _phase_runs(tables: Sequence[Mapping[str, Any]], role: str) -> list[dict[str, Any]]:
+    """The runs of one role (``logical`` or ``purge``) across a report's tables, each with its table."""
+    return [{**run, "table": t["table"]} for t in tables for run in t["batch"]["runs"] if run["role"] == role]
+
+
 def evidence_report(
     request_id: str,
     requests: Iterable[Mapping[str, Any]],
     evidence: Iterable[Mapping[str, Any]],
     ledger: Iterable[Mapping[str, Any]] = (),
+    *,
+    now: datetime | None = None,
 ) -> dict[str, Any] | None:
     """Everything a compliance officer hands over for one request; ``None`` when nothing is known.
 
@@ -885,7 +891,15 @@ def evidence_report(
         )
     hashes = sorted({str(e["subject_hash"]) for e in rows if e.get("subject_hash")})
     finished = [e["finished_at"] for e in rows if e.get("finished_at")]
+    shaped = erasure_requests([request], rows, now=now or datetime.now(UTC))[0] if request else None
     return {
+        "deadlines": shaped["deadlines"] if shaped else [],
+        "overdue": bool(shaped and shaped["overdue"]),
+        "open": bool(shaped and shaped["open"]),
+        "logical_runs": _phase_runs(tables, "logical"),
+        "purge_runs": _phase_runs(tables, "purge"),
+        "logically_erased": any(t["request"]["logical_erased_at"] for t in tables),
+        "purged": any(t["request"]["purged_at"] for t in tables),
         "request_id": request_id,
         "requests_table": request.get("requests_table") if request else None,
         "status": request.get("status") if request else None,

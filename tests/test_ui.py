@@ -454,6 +454,27 @@ def test_erasure_map_lists_declared_tables_and_their_readiness(declared):
         assert value not in html and value not in json.dumps(data)
 
 
+def test_erasure_map_flags_tables_with_evidence_but_no_declared_subject_columns(declared):
+    ui = declared
+    data = get(ui, "/governance/api/erasure-map", user="admin").json()
+    (flag,) = data["undeclared"]  # db.orders was erased but declares no subject columns
+    assert flag["table"] == "db.orders" and flag["requests_with_evidence"] == 2
+    assert "declares no subject columns" in flag["problem"] and "erasure.subject-columns." in flag["problem"]
+    html = get(ui, "/governance/erasure-map", user="admin").text
+    assert 'data-undeclared="db.orders"' in html and "R-100" not in html
+    assert get(ui, "/governance/api/erasure-map?namespace=crm", user="admin").json()["undeclared"] == []
+    assert views.undeclared_evidence_tables(
+        [{"table_name": "db.a", "request_id": "Q"}, {"table_name": "db.b", "request_id": "Q"}], ["db.a"]
+    ) == [
+        {
+            "table": "db.b",
+            "requests_with_evidence": 1,
+            "problem": "holds erasure evidence of 1 request(s) but declares no subject columns: a catalog-wide "
+            "erasure would skip it (set erasure.subject-columns.<kind>=<column> on db.b)",
+        }
+    ]
+
+
 def test_erasure_map_is_restricted_and_filters_by_namespace(declared):
     ui = declared
     for url in ("/governance/erasure-map", "/governance/api/erasure-map"):

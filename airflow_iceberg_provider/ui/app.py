@@ -398,11 +398,17 @@ def _namespaces_param(reader: ScopedReader, namespaces: list[str] | None) -> lis
 
 def erasure_map_data(reader: ScopedReader, namespaces: list[str] | None = None) -> dict[str, Any]:
     """Tables declaring subject columns (``erasure.subject-columns.<kind>``), their columns per key kind,
-    erasure readiness and open requests; names only, never a subject value."""
+    erasure readiness and open requests, and the tables holding erasure evidence that declare none;
+    names only, never a subject value."""
     names = _namespaces_param(reader, namespaces)
     open_by_table, unassigned = views.open_requests_by_table(_requests(reader))
     shaped = views.erasure_map(reader.subject_column_map(names), open_by_table)
-    return {**shaped, "namespaces": names, "open_requests_without_evidence": unassigned}
+    undeclared = views.undeclared_evidence_tables(
+        reader.governance_rows("erasure_evidence"),
+        [t["table"] for t in shaped["tables"]],
+        reader.catalog_tables(names) if names else None,
+    )
+    return {**shaped, "undeclared": undeclared, "namespaces": names, "open_requests_without_evidence": unassigned}
 
 
 def report_data(reader: ScopedReader, request_id: str) -> dict[str, Any]:

@@ -629,6 +629,36 @@ def _not_ready_reasons(row: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def undeclared_evidence_tables(
+    evidence: Iterable[Mapping[str, Any]], declared: Iterable[str], catalog_tables: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """Tables that hold erasure evidence (someone's data was erased there) but declare no subject columns:
+    a catalog-wide erasure driven by the declarations would miss them.
+
+    :param evidence: raw evidence rows (``table_name``, ``request_id``).
+    :param declared: the tables the erasure map lists (they declare subject columns).
+    :param catalog_tables: the tables in the map's scope; ``None``: every table with evidence.
+    """
+    known = set(declared)
+    scope = None if catalog_tables is None else set(catalog_tables)
+    counts: dict[str, set[str]] = defaultdict(set)
+    for e in evidence:
+        name = e.get("table_name")
+        if name and name not in known and (scope is None or name in scope):
+            counts[str(name)].add(str(e.get("request_id") or ""))
+    return [
+        {
+            "table": name,
+            "requests_with_evidence": len(counts[name]),
+            "problem": (
+                f"holds erasure evidence of {len(counts[name])} request(s) but declares no subject columns: "
+                f"a catalog-wide erasure would skip it (set erasure.subject-columns.<kind>=<column> on {name})"
+            ),
+        }
+        for name in sorted(counts)
+    ]
+
+
 def erasure_map(rows: Iterable[Mapping[str, Any]], open_by_table: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The erasure map: each table declaring subject columns, its columns per key kind and their readiness.
 

@@ -580,10 +580,18 @@ def test_operator_extra_links_open_this_tasks_records(ui):
     resp = _follow(ui, link(erase, "erase_orders", run_id="manual__refused", dag_id="erasure"))
     assert 'class="fail refusal"' in resp.text and "tag release-1 keeps rows" in resp.text
     assert 'data-request="' not in resp.text
+    # the maintenance task's link carries its context: the page shows that task's runs
     compact = IcebergRewriteDataFilesOperator(task_id="compact", table="db.orders")
-    url = link(compact, "compact")
-    assert url.endswith("#maintenance") and "dag_id" not in url
-    assert 'aria-label="what each maintenance action did"' in _follow(ui, url, user="auditor").text
+    url = link(compact, "compact", dag_id="orders_maintenance")
+    assert url.endswith("#maintenance") and "dag_id=orders_maintenance" in url and "task_id=compact" in url
+    page = _follow(ui, url, user="auditor").text
+    assert 'aria-label="what each maintenance action did"' in page and 'id="maintenance-task"' in page
+    assert "run by task orders_maintenance.compact" in page
+    other = _follow(ui, link(compact, "compact", dag_id="someone_else"), user="auditor").text
+    assert 'id="maintenance-task"' not in other  # no run of that task: every run is shown
+    for op in (audit, publish, erase, compact):  # every extra link names its task
+        url = link(op, "t", run_id="r", dag_id="d")
+        assert "dag_id=d" in url and "run_id=r" in url and "task_id=t" in url, op
 
 
 def test_ledger_shows_verdicts_and_links_to_airflow(ui):

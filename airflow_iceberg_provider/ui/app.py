@@ -329,6 +329,9 @@ def table_data(
             gating = views.gating_audit(all_audits, published)
             audits = [gating] if gating else []
     pubs, runs = views.publishes(ledger, table), views.maintenance_runs(ledger, table)
+    task_runs = views.filter_task(runs, task) if task else []
+    if task_runs:  # a maintenance task's link: that task's runs (the chart shows its job)
+        runs = task_runs
     verdicts = views.audit_verdicts(all_audits)
     out: dict[str, Any] = {
         "table": table,
@@ -342,6 +345,7 @@ def table_data(
         "publishes": pubs[:PUBLISHES_SHOWN],
         "publishes_total": len(pubs),
         "maintenance": runs[:MAINTENANCE_SHOWN],
+        "maintenance_of_task": bool(task_runs),
         "maintenance_total": len(runs),
         "ledger": views.with_verdicts(
             views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),

@@ -139,6 +139,12 @@ def filter_runs(
     ]
 
 
+def filter_task(rows: Iterable[Mapping[str, Any]], task: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Shaped rows written by one Airflow task (every ``dag_id``/``run_id``/``task_id`` it gives)."""
+    keys = ("dag_id", "run_id", "task_id")
+    return [dict(r) for r in rows if all(r.get(k) == task[k] for k in keys if task.get(k))]
+
+
 def latest_audits(runs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """The newest audit of each table, from ``audit_runs`` output (newest first)."""
     latest: dict[str, Mapping[str, Any]] = {}

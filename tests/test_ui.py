@@ -1004,6 +1004,11 @@ def test_evidence_report_names_the_logical_and_the_purge_run_and_the_deadlines(u
     assert overdue["overdue"] and all(d["overdue"] for d in overdue["deadlines"])
     page = get(ui, "/governance/erasure/R-300/report", user="admin").text
     assert page.count('data-overdue="true"') == 2 and "due <b>" in page and "not purged yet" in page
+    # and where its requests table is shown
+    row = (
+        get(ui, "/governance/tables/db.requests", user="admin").text.split('data-request="R-300"')[1].split("</tr>")[0]
+    )
+    assert row.count('data-overdue="true"') == 2 and "overdue" in row and "due 20" in row
 
 
 def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():

@@ -28,13 +28,18 @@ def _dag_key(row: Mapping[str, Any]) -> str:
     return str(row.get("dag_id") or NO_DAG)
 
 
+def dag_ids(rows: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The ``dag_id`` values of ``rows`` (:data:`NO_DAG` for rows without one)."""
+    return frozenset(_dag_key(r) for r in rows)
+
+
 def hidden_dag_ids(rows: Iterable[Mapping[str, Any]], may_read_dag: Callable[[str], bool]) -> frozenset[str]:
     """The ``dag_id`` values among ``rows`` the user may not read (:data:`NO_DAG` for rows without one).
 
     :param rows: governance rows (raw or shaped: both carry ``dag_id``).
     :param may_read_dag: the auth manager's answer for one DAG id (:data:`NO_DAG`: every DAG).
     """
-    return frozenset(d for d in {_dag_key(r) for r in rows} if not may_read_dag(d))
+    return frozenset(d for d in dag_ids(rows) if not may_read_dag(d))
 
 
 def without_dags(rows: Iterable[Mapping[str, Any]], hidden: frozenset[str]) -> list[Mapping[str, Any]]:
@@ -90,3 +95,7 @@ class Access:
     def hidden(self, rows: Iterable[Mapping[str, Any]]) -> frozenset[str]:
         """The DAG ids among ``rows`` whose rows this user may not see."""
         return hidden_dag_ids(rows, self.may_read_dag)
+
+    def hidden_of(self, ids: Iterable[str]) -> frozenset[str]:
+        """The DAG ids among ``ids`` (:func:`dag_ids`) this user may not read."""
+        return frozenset(d for d in ids if not self.may_read_dag(d))

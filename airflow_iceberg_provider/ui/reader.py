@@ -370,18 +370,23 @@ class ScopedReader:
     def status(self) -> dict[str, Any]:
         return self.base.status()
 
+    def _hidden(self, kind: str) -> frozenset[str]:
+        """The DAG ids of a governance table's rows this user may not read (the id set cached per commit)."""
+        from airflow_iceberg_provider.ui.access import dag_ids
+
+        return self.access.hidden_of(self.base.derived(kind, "dag_ids", dag_ids))
+
     def governance_rows(self, kind: str) -> list[dict[str, Any]]:
         """The rows of a governance table the user may see (:meth:`GovernanceReader.governance_rows`)."""
         from airflow_iceberg_provider.ui.access import without_dags
 
-        rows = self.base.governance_rows(kind)
-        return without_dags(rows, self.access.hidden(rows))  # type: ignore[return-value]
+        return without_dags(self.base.governance_rows(kind), self._hidden(kind))  # type: ignore[return-value]
 
     def derived(self, kind: str, name: str, shape: Callable[[list[dict[str, Any]]], Any]) -> Any:
         """``shape`` of the rows the user may see (:meth:`GovernanceReader.derived`)."""
         from airflow_iceberg_provider.ui.access import without_dags
 
-        hidden = self.access.hidden(self.base.governance_rows(kind))
+        hidden = self._hidden(kind)
         if not hidden:
             return self.base.derived(kind, name, shape)
         key = f"{name}:hidden={','.join(sorted(hidden))}"

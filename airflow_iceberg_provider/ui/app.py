@@ -3,7 +3,10 @@
 Access goes through Airflow's auth manager on every route (pages and JSON alike): the user comes from
 the API server's own ``get_user`` dependency (the UI's ``_token`` cookie or an ``Authorization: Bearer``
 JWT). Without a session a page redirects to Airflow's login (and back), a JSON route answers 401; an
-invalid token gives 403. Two custom-view resources split what a user may see:
+invalid token gives 403. The auth manager then decides, per request (:mod:`.access`), which
+``iceberg_catalog`` connections the user may read through (``is_authorized_connection``) and whose
+DAGs' governance rows they may see (``is_authorized_dag``); :class:`~.reader.ScopedReader` applies the
+DAG answers to every read. Two custom-view resources split what a user may see:
 
 * :data:`RESOURCE_NAME` (``Governance``): table health, audits, publishes, maintenance, the timeline
   and the ledger without erasure and approval rows. Every role from viewer up.

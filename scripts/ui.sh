@@ -14,8 +14,10 @@
 # leaves no file beside the demo catalog (a read leaves SQLite's -wal/-shm files, removed at the end).
 # over the demo's Airflow home (AIRFLOW_HOME, default .work/airflow: run history, notes, XCom, task logs)
 # and the demo's catalog (AIP_WORK, default .work/demo: the SQLite catalog and warehouse under lake/).
-# Logins (SimpleAuthManager): `admin` sees everything, `viewer` sees table health, audits and the
-# timeline but not erasure requests, evidence or approvals. Passwords are generated once and kept in
+# Logins (SimpleAuthManager; AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS overrides them): `admin` sees
+# everything; `auditor` (role op: reads connections and every DAG) sees table health, audits and the
+# timeline but not erasure requests, evidence or approvals. Airflow's `viewer` role reads no connection,
+# so the Governance view has nothing to show it. Passwords are generated once per user and kept in
 # $AIRFLOW_HOME/ui-passwords.json (0600); they are printed at start.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,16 +71,18 @@ if [ ! -f "$AIRFLOW_HOME/airflow.db" ]; then
   echo "[ui] migrating a new Airflow metadata DB in $AIRFLOW_HOME"
   airflow db migrate >"$RUN_DIR/db-migrate.log" 2>&1
 fi
-if [ ! -f "$PW_FILE" ]; then
-  (umask 077 && python - "$PW_FILE" <<'EOF'
-import json, secrets, sys
-json.dump({"admin": secrets.token_urlsafe(12), "viewer": secrets.token_urlsafe(12)}, open(sys.argv[1], "w"))
-EOF
-  )
-fi
-
 export AIRFLOW__CORE__AUTH_MANAGER="${AIRFLOW__CORE__AUTH_MANAGER:-airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager}"
-export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer"
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin,auditor:op}"
+# one password per user, generated once (a user added later gets one on the next start)
+(umask 077 && python - "$PW_FILE" "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS" <<'EOF'
+import json, os, secrets, sys
+path, users = sys.argv[1], [u.split(":")[0] for u in sys.argv[2].split(",") if u]
+known = json.load(open(path)) if os.path.exists(path) else {}
+if set(users) - set(known):
+    known.update({u: secrets.token_urlsafe(12) for u in users if u not in known})
+    json.dump(known, open(path, "w"))
+EOF
+)
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE="$PW_FILE"
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS=False
 export AIRFLOW__API__BASE_URL="$URL"
@@ -173,15 +177,26 @@ for _ in $(seq 1 180); do
   sleep 1
 done
 
-python - "$PW_FILE" "$URL" "$AIRFLOW_HOME" "$AIP_WORK" "$RUN_DIR" <<'EOF'
+python - "$PW_FILE" "$URL" "$AIRFLOW_HOME" "$AIP_WORK" "$RUN_DIR" "$AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS" <<'EOF'
 import json, sys
-pw, url, home, work, logs = sys.argv[1:]
+pw, url, home, work, logs, configured = sys.argv[1:]
 users = json.load(open(pw))
+sees = {
+    "admin": "everything, erasure and evidence included",
+    "op": "table health, audits, timeline of the DAGs it may read; erasure refused",
+    "user": "nothing: Airflow's user role reads no connection",
+    "viewer": "nothing: Airflow's viewer role reads no connection",
+}
+lines = []
+for entry in configured.split(","):
+    name, _, role = entry.partition(":")
+    role = role.split(":")[0].lower()
+    lines.append(f"  login {name:<8}/ {users[name]}   ({role}: {sees.get(role, 'as the auth manager grants')})")
+logins = "\n".join(lines)
 print(f"""
 Airflow UI (the demo's runs, notes, task logs, extra links): {url}
 Governance view:                                             {url}/plugin/iceberg-governance
-  login admin  / {users['admin']}   (everything, erasure and evidence included)
-  login viewer / {users['viewer']}   (table health, audits, timeline; erasure refused)
+{logins}
 AIRFLOW_HOME {home} · catalog {work}/lake · process logs {logs}
 Ctrl-C stops the API server, scheduler, DAG processor and triggerer.""", flush=True)
 EOF

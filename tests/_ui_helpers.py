@@ -307,12 +307,35 @@ def fill_lake(hook) -> dict[str, Any]:
     return {"table": table, "base": base, "published": published, "audited": audited, "bad": bad}
 
 
-USERS = {"admin": "admin-pw-1234", "viewer": "viewer-pw-1234"}
+#: The view's users: ``admin`` sees everything; ``auditor`` (op: may read connections and every DAG)
+#: lacks the erasure permission; ``limited`` (op) may read only the DAGs of :data:`DAG_LIMITS`;
+#: ``viewer`` may read no connection, so the view has nothing to show it.
+USERS = {
+    "admin": "admin-pw-1234",
+    "auditor": "auditor-pw-1234",
+    "limited": "limited-pw-1234",
+    "viewer": "viewer-pw-1234",
+}
+ROLES = {"admin": "admin", "auditor": "op", "limited": "op", "viewer": "viewer"}
+DAG_LIMITS = "limited=orders_wap"
+
+
+def auth_env() -> dict[str, str]:
+    """The auth-manager settings of the view's tests: :data:`USERS` with :data:`ROLES`, per-DAG limits."""
+    from _dag_limited_auth import CLASS_PATH, LIMITS_ENV
+
+    return {
+        "AIRFLOW__CORE__AUTH_MANAGER": CLASS_PATH,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in ROLES.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        LIMITS_ENV: DAG_LIMITS,
+    }
 
 
 @contextlib.contextmanager
 def airflow_api_client(tmp, **conns: str):
-    """Airflow's own API app (``create_app("core")``, plugin mounted, SimpleAuthManager) and user tokens.
+    """Airflow's own API app (``create_app("core")``, plugin mounted, the SimpleAuthManager with per-DAG
+    limits of ``_dag_limited_auth``) and one token per user of :data:`USERS`.
 
     :param conns: connection id -> connection JSON, set as ``AIRFLOW_CONN_*`` for the duration.
     """
@@ -322,9 +345,8 @@ def airflow_api_client(tmp, **conns: str):
 
     (tmp / "pw.json").write_text(json.dumps(USERS))
     env = {
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
+        **auth_env(),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "pw.json"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__API_AUTH__JWT_SECRET": "ui-test-jwt-secret-" + "x" * 48,
         **{f"AIRFLOW_CONN_{k.upper()}": v for k, v in conns.items()},
     }

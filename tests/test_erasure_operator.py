@@ -254,3 +254,21 @@ def test_erasure_refuses_when_its_expiry_would_drop_an_unpinned_legal_hold(erasu
     hook.set_ref("db.people", "legal-hold-case-3", first, ref_type="tag")  # placed by hand: no own max-ref-age
     hook.ensure_table_properties("db.people", {"history.expire.max-ref-age-ms": "1"})
     _refused(hook, _op(phase="full"), IcebergRefusedError, "would drop the legal hold.*legal-hold-case-3")
+
+
+def test_a_refusal_before_spark_is_recorded_with_its_reason_for_the_governance_link(erasure_lake):
+    """The erasure task's extra link shows why it was refused (a ledger row), and nothing else changed."""
+    from airflow_iceberg_provider.ui import views
+
+    ctx = fake_context("erasure", "manual__refused", "erase")
+    before = {t: erasure_lake.metadata_location(t) for t in ("db.people", "db.requests")}
+    with pytest.raises(IcebergRefusedError, match="email.*do not exist"):
+        _op(subject_columns=["customer_id", "email"]).execute(ctx)
+    assert {t: erasure_lake.metadata_location(t) for t in before} == before
+    rows = [r for r in erasure_lake.governance.read("ledger") if r["operation"] == "erasure"]
+    assert [(r["status"], r["table_name"], r["task_id"]) for r in rows] == [("refused", "db.people", "erase")]
+    done = views.task_erasure([], views.ledger_views(rows), {"dag_id": "erasure", "run_id": "manual__refused"})
+    (refusal,) = done["refusals"]
+    assert "email" in refusal["reason"] and "do not exist" in refusal["reason"]
+    assert refusal["table"] == "db.people" and done["request_ids"] == []
+    assert views.public_ledger(views.ledger_views(rows)) == []  # erasure rows stay on the restricted side

@@ -36,7 +36,7 @@ def ui(tmp_path_factory):
         yield SimpleNamespace(client=client, hook=hook, ids=ids, tokens=tokens, tmp=tmp)
 
 
-def get(ui, url, user="viewer", **kw):
+def get(ui, url, user="auditor", **kw):
     return ui.client.get(url, headers={"Authorization": f"Bearer {ui.tokens[user]}"}, **kw)
 
 
@@ -123,9 +123,92 @@ def test_the_second_permission_maps_to_a_configurable_role(ui, monkeypatch):
 
     monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "viewer")
     assert get(ui, "/governance/api/erasure").status_code == 200
-    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "op")
+    monkeypatch.setenv(f"AIRFLOW__ICEBERG_PROVIDER__{RESTRICTED_ROLE_OPTION.upper()}", "admin")
     assert get(ui, "/governance/api/erasure").status_code == 403
     assert get(ui, "/governance/api/erasure", user="admin").status_code == 200
+
+
+# ------------------------------------------------ Airflow's own permissions
+def test_rows_of_unreadable_dags_are_hidden_by_one_rule():
+    from airflow_iceberg_provider.ui.access import NO_DAG, hidden_dag_ids, without_dags
+
+    rows = [{"dag_id": "a", "n": 1}, {"dag_id": "b", "n": 2}, {"dag_id": None, "n": 3}, {"n": 4}]
+    everything = hidden_dag_ids(rows, lambda d: True)
+    assert everything == frozenset() and without_dags(rows, everything) == rows
+    only_a = hidden_dag_ids(rows, lambda d: d == "a")
+    assert only_a == {"b", NO_DAG}  # rows written outside Airflow need the right to read every DAG
+    assert [r["n"] for r in without_dags(rows, only_a)] == [1]
+
+
+def test_access_asks_the_real_auth_manager_per_dag_and_per_connection(monkeypatch):
+    """The SimpleAuthManager (viewer: no connection) and the per-DAG subclass, asked as the view asks."""
+    from _dag_limited_auth import DagLimitedAuthManager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    from airflow_iceberg_provider.ui.access import NO_DAG, Access
+
+    manager = DagLimitedAuthManager()
+    conns = {"iceberg_catalog_default": None, "other": None}
+    limited = Access(SimpleAuthManagerUser(username="limited", role="op"), manager, restricted=False)
+    viewer = Access(SimpleAuthManagerUser(username="viewer", role="viewer"), manager, restricted=False)
+    admin = Access(SimpleAuthManagerUser(username="admin", role="admin"), manager, restricted=True)
+    monkeypatch.setenv("AIP_DAG_LIMITS", "limited=orders_wap")
+    assert limited.readable_connections(conns) == ["iceberg_catalog_default", "other"]
+    assert viewer.readable_connections(conns) == []  # Airflow's viewers read no connection
+    assert limited.may_read_dag("orders_wap") and not limited.may_read_dag("erasure_nightly")
+    assert not limited.may_read_dag(NO_DAG) and admin.may_read_dag(NO_DAG) and viewer.may_read_dag("x")
+
+
+def test_a_user_without_connection_permission_sees_no_connection_and_no_data(ui):
+    assert get(ui, "/governance/api/connections", user="viewer").json() == {"connections": []}
+    assert set(get(ui, "/governance/api/connections").json()["connections"]) == {
+        "iceberg_catalog_default",
+        "empty_catalog",
+    }
+    for url in ("/governance/", "/governance/api/tables", "/governance/tables/db.orders"):
+        resp = get(ui, url, user="viewer", follow_redirects=False)
+        assert resp.status_code == 403, url
+        assert "may not read any iceberg_catalog connection" in resp.text and "db.orders" not in resp.text, url
+    # naming a connection answers as for one that does not exist: its existence is not confirmed
+    named = get(ui, "/governance/api/tables?conn=iceberg_catalog_default", user="viewer")
+    missing = get(ui, "/governance/api/tables?conn=no_such_conn", user="viewer")
+    assert named.status_code == missing.status_code == 404
+    assert named.json()["detail"].replace("iceberg_catalog_default", "X") == missing.json()["detail"].replace(
+        "no_such_conn", "X"
+    )
+    assert "empty_catalog" not in named.text and "min_rows" not in named.text
+
+
+def test_a_user_limited_to_some_dags_sees_only_their_rows(ui):
+    limited = get(ui, "/governance/api/tables/db.orders", user="limited").json()
+    auditor = get(ui, "/governance/api/tables/db.orders").json()
+    seen = {r["dag_id"] for r in limited["ledger"]} | {a["dag_id"] for a in limited["audits"]}
+    assert seen == {"orders_wap"}
+    assert limited["maintenance"] == [] and auditor["maintenance"]  # orders_maintenance is not theirs
+    assert {r["dag_id"] for r in auditor["ledger"]} > {"orders_wap", "orders_maintenance"}
+    assert limited["ledger_options"]["operations"] == ["wap_create_branch", "wap_publish"]
+    assert "orders_maintenance" not in get(ui, "/governance/tables/db.orders", user="limited").text
+    tables = get(ui, "/governance/api/tables", user="limited").json()["tables"]
+    assert [t["table"] for t in tables] == ["db.orders"]
+    assert tables[0]["last_audit"]["failed"] == 1  # the audits of their DAG are all there
+
+
+def test_public_ledger_rows_carry_no_erasure_facts():
+    ledger = [
+        {"operation": "maintenance.erasure_purge", "metrics": {"requests": 2}, "details": {}},
+        {"operation": "erasure", "metrics": {}, "details": {}},
+        {"operation": "approval", "metrics": {}, "details": {}},
+        {
+            "operation": "maintenance_plan",
+            "metrics": {"rewritten_data_files_count": 3, "erasure_purge": {"request_ids": ["R-1"]}},
+            "details": {"args": {"subject_hash": "ab", "where": "x"}, "actions": [{"request_ids": ["R-2"], "n": 1}]},
+        },
+    ]
+    (kept,) = views.public_ledger(ledger)
+    assert kept["operation"] == "maintenance_plan"
+    assert kept["metrics"] == {"rewritten_data_files_count": 3}
+    assert kept["details"] == {"args": {"where": "x"}, "actions": [{"n": 1}]}
+    assert "R-1" not in json.dumps(kept) and "R-2" not in json.dumps(kept)
 
 
 def test_every_route_is_read_only(ui):
@@ -177,7 +260,16 @@ def test_tables_page_answers_which_tables_are_unhealthy(ui):
     assert row["health"]["snapshot_id"] == str(ui.ids["published"])
     assert row["last_publish"]["snapshot_after"] == str(ui.ids["published"])
     assert row["last_audit"]["passed"] is False and row["last_audit"]["failed"] == 1
-    assert row["health"]["verdict"]["verdict"] in ("healthy", "needs maintenance", "unhealthy")
+    # the verdict is the maintenance planner's: what IcebergMaintenancePlanOperator would do right now
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+
+    decision, _, _ = IcebergMaintenancePlanOperator(task_id="plan", table="db.orders").plan()
+    verdict = row["health"]["verdict"]
+    assert verdict["verdict"] == ("healthy" if decision.healthy else "needs maintenance")
+    assert len(verdict["reasons"]) == len(decision.actions)
+    assert not any(
+        "_" in word for text in verdict["reasons"] + verdict["notes"] for word in text.split() if "=" not in word
+    )
     assert "open_requests" not in row and "open_requests_without_evidence" not in data  # a viewer
     admin = get(ui, "/governance/api/tables", user="admin").json()
     assert admin["tables"][0]["open_requests"] == 0 and admin["open_requests_without_evidence"] == 2
@@ -362,12 +454,33 @@ def test_erasure_map_lists_declared_tables_and_their_readiness(declared):
         assert value not in html and value not in json.dumps(data)
 
 
+def test_erasure_map_flags_tables_with_evidence_but_no_declared_subject_columns(declared):
+    ui = declared
+    data = get(ui, "/governance/api/erasure-map", user="admin").json()
+    (flag,) = data["undeclared"]  # db.orders was erased (R-100, R-400) but declares no subject columns
+    assert flag["table"] == "db.orders" and flag["requests_with_evidence"] == 2
+    assert "declares no subject columns" in flag["problem"] and "erasure.subject-columns." in flag["problem"]
+    html = get(ui, "/governance/erasure-map", user="admin").text
+    assert 'data-undeclared="db.orders"' in html and "R-100" not in html
+    assert get(ui, "/governance/api/erasure-map?namespace=crm", user="admin").json()["undeclared"] == []
+    assert views.undeclared_evidence_tables(
+        [{"table_name": "db.a", "request_id": "Q"}, {"table_name": "db.b", "request_id": "Q"}], ["db.a"]
+    ) == [
+        {
+            "table": "db.b",
+            "requests_with_evidence": 1,
+            "problem": "holds erasure evidence of 1 request(s) but declares no subject columns: a catalog-wide "
+            "erasure would skip it (set erasure.subject-columns.<kind>=<column> on db.b)",
+        }
+    ]
+
+
 def test_erasure_map_is_restricted_and_filters_by_namespace(declared):
     ui = declared
     for url in ("/governance/erasure-map", "/governance/api/erasure-map"):
-        refused = get(ui, url, user="viewer", follow_redirects=False)
+        refused = get(ui, url, user="auditor", follow_redirects=False)
         assert refused.status_code == 403 and "crm." not in refused.text, url
-    assert "erasure-map" not in get(ui, "/governance/", user="viewer").text
+    assert "erasure-map" not in get(ui, "/governance/", user="auditor").text
     only = get(ui, "/governance/api/erasure-map?namespace=crm&namespace=db", user="admin").json()
     assert only["namespaces"] == ["crm", "db"] and [t["table"] for t in only["tables"]] == [
         "crm.contacts",
@@ -467,10 +580,18 @@ def test_operator_extra_links_open_this_tasks_records(ui):
     resp = _follow(ui, link(erase, "erase_orders", run_id="manual__refused", dag_id="erasure"))
     assert 'class="fail refusal"' in resp.text and "tag release-1 keeps rows" in resp.text
     assert 'data-request="' not in resp.text
+    # the maintenance task's link carries its context: the page shows that task's runs
     compact = IcebergRewriteDataFilesOperator(task_id="compact", table="db.orders")
-    url = link(compact, "compact")
-    assert url.endswith("#maintenance") and "dag_id" not in url
-    assert 'aria-label="what each maintenance action did"' in _follow(ui, url, user="viewer").text
+    url = link(compact, "compact", dag_id="orders_maintenance")
+    assert url.endswith("#maintenance") and "dag_id=orders_maintenance" in url and "task_id=compact" in url
+    page = _follow(ui, url, user="auditor").text
+    assert 'aria-label="what each maintenance action did"' in page and 'id="maintenance-task"' in page
+    assert "run by task orders_maintenance.compact" in page
+    other = _follow(ui, link(compact, "compact", dag_id="someone_else"), user="auditor").text
+    assert 'id="maintenance-task"' not in other  # no run of that task: every run is shown
+    for op in (audit, publish, erase, compact):  # every extra link names its task
+        url = link(op, "t", run_id="r", dag_id="d")
+        assert "dag_id=d" in url and "run_id=r" in url and "task_id=t" in url, op
 
 
 def test_ledger_shows_verdicts_and_links_to_airflow(ui):
@@ -570,46 +691,76 @@ def test_user_spark_job_rows_show_the_snapshots_their_task_stamped():
     assert row["verdict"] == {"text": "failed 2 of 11 checks", "ok": False}
 
 
-def test_health_verdict_uses_the_provider_thresholds():
+def _health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
     from airflow_iceberg_provider.models import TableHealth
 
-    def health(files, small, deletes=0, avg=1024, snapshots=5, manifests=2):
-        return TableHealth(
-            table="db.t",
-            snapshot_id=1,
-            format_version=2,
-            data_files=files,
-            data_bytes=files * avg,
-            records=10,
-            delete_files=deletes,
-            position_delete_files=deletes,
-            equality_delete_files=0,
-            delete_bytes=0,
-            manifests=manifests,
-            snapshots=snapshots,
-            refs=1,
-            oldest_snapshot_ms=None,
-            target_file_size_bytes=512 * 2**20,
-            small_files=small,
-        )
+    return TableHealth(
+        table="db.t",
+        snapshot_id=1,
+        format_version=2,
+        data_files=files,
+        data_bytes=files * avg,
+        records=10,
+        delete_files=deletes,
+        position_delete_files=deletes,
+        equality_delete_files=0,
+        delete_bytes=0,
+        manifests=manifests,
+        snapshots=snapshots,
+        refs=1,
+        oldest_snapshot_ms=None,
+        target_file_size_bytes=512 * 2**20,
+        small_files=small,
+    )
 
+
+def _planner_verdict(health, props=None, *, files_per_partition=None, expiry_refused=None):
+    """The verdict exactly as the view computes it: the planner's decision, then ``health_verdict``."""
+    from airflow_iceberg_provider.models import DataFileFacts
+    from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
+    from airflow_iceberg_provider.rules.maintenance import decide, file_layout, health_verdict, resolve_policy
+
+    props = props or {}
     now = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
-    small_table = views.health_verdict(health(1, 1), {}, now_ms=now)
-    assert small_table["verdict"] == "healthy" and small_table["level"] == "ok" and small_table["notes"]
-    many_small = views.health_verdict(health(200, 200), {}, now_ms=now)
-    assert many_small["verdict"] == "unhealthy" and many_small["level"] == "fail"  # avg size below 10 MiB
-    assert any("min_avg_file_size_bytes" in r for r in many_small["reasons"])
-    big_files = views.health_verdict(health(200, 200, avg=20 * 2**20), {}, now_ms=now)
-    assert big_files["verdict"] == "needs maintenance" and big_files["level"] == "warn"
-    assert views.health_verdict(health(200, 0, avg=600 * 2**20), {}, now_ms=now)["verdict"] == "healthy"
+    policy = resolve_policy(props, now=now)
+    size = health.data_bytes // max(health.data_files, 1)
+    per = files_per_partition or health.data_files
+    files = [
+        DataFileFacts(spec_id=0, partition=f"p{i // per}", content="data", file_size_in_bytes=size, record_count=1)
+        for i in range(health.data_files)
+    ]
+    layout = file_layout(files, target_file_size=policy.target_file_size_bytes)
+    decision = decide(health, policy, properties=props, layout=layout)
+    breached = [(b.threshold, b.value, b.limit) for b in breaches(health, resolve_thresholds(props))]
+    return health_verdict(decision, breached, expiry_refused=expiry_refused).to_dict()
+
+
+def test_health_verdict_is_the_maintenance_planners_decision_in_words():
+    one_file = _planner_verdict(_health(1, 1))
+    assert one_file["verdict"] == "healthy" and one_file["level"] == "ok"
+    assert one_file["notes"] == [
+        "average data file 1.0 KiB, below the 10.0 MiB minimum, but there is nothing to "
+        "compact (0 compactable files (0% < 20%) and 0.00 delete files per data file (< 0.1))"
+    ]
+    # tiny files, one per partition (the demo after its maintenance): nothing to compact, so not red
+    spread = _planner_verdict(_health(8, 8), files_per_partition=1)
+    assert spread["verdict"] == "healthy" and "nothing to compact" in spread["notes"][0]
+    # many small files in one partition: the planner compacts; amber, its reason in words
+    many_small = _planner_verdict(_health(200, 200))
+    assert many_small["verdict"] == "needs maintenance" and many_small["level"] == "warn"
+    assert many_small["reasons"][0].startswith("compact data files: 200 of 200 data files (100%) are compactable")
+    assert "addresses it" in many_small["notes"][0]
+    assert not any("min_avg_file_size_bytes" in t for t in many_small["reasons"] + many_small["notes"])
+    assert _planner_verdict(_health(200, 0, avg=600 * 2**20))["verdict"] == "healthy"
+    # red is an incident: a threshold maintenance will not fix, or an expiry the refs refuse
+    crowded = _planner_verdict(_health(3, 0, avg=600 * 2**20, snapshots=5000))
+    assert crowded["verdict"] == "unhealthy" and crowded["level"] == "fail"
+    assert crowded["reasons"][0].startswith("5,000 snapshots, above the 1,000 maximum, and maintenance will not fix")
+    held = _planner_verdict(_health(3, 0, avg=600 * 2**20), expiry_refused="tag legal-hold-x would be dropped")
+    assert held["verdict"] == "unhealthy" and "legal-hold-x" in held["reasons"][0]
     # the table's own properties move the thresholds
-    props = {
-        "airflow-iceberg.health.min-avg-file-size-bytes": "off",
-        "airflow-iceberg.maintenance.max-small-file-ratio": "0.99",
-    }
-    assert views.health_verdict(health(200, 100), props, now_ms=now)["verdict"] == "healthy"
-    bad = views.health_verdict(health(2, 2), {"airflow-iceberg.health.max-files": "zero"}, now_ms=now)
-    assert bad["verdict"] == "unknown" and "max-files" in bad["reasons"][0]
+    props = {"airflow-iceberg.maintenance.min-input-files": "500"}
+    assert _planner_verdict(_health(200, 200), props)["verdict"] == "healthy"
 
 
 def test_evidence_runs_and_task_erasure_from_ledger_spans():
@@ -748,3 +899,160 @@ def test_maintenance_chart_shows_each_actions_own_figures():
         "a_count": 3,
         "orphan_files_count": 2,
     }
+
+
+def test_moments_of_an_erasure_purge_are_dates_never_bars():
+    """The purge's time-travel floors (epoch ms) were bars on an axis up to 2e12; now they are dates."""
+    from airflow_iceberg_provider.ui import charts
+
+    floor_before = int(datetime(2026, 2, 1, 8, 30, tzinfo=UTC).timestamp() * 1000)
+    floor_after = int(datetime(2026, 2, 28, 23, 0, tzinfo=UTC).timestamp() * 1000)
+    ledger = views.ledger_views(
+        [
+            {
+                "event_id": "job-1-0",
+                "operation": "maintenance.erasure_purge",
+                "table_name": "db.t",
+                "status": "succeeded",
+                "finished_at": datetime(2026, 3, 1, tzinfo=UTC),
+                "metrics": json.dumps(
+                    {
+                        "rows_deleted": 4,
+                        "time_travel_floor_before_ms": floor_before,
+                        "time_travel_floor_after_ms": floor_after,
+                        "purged_at": "2026-03-01T00:00:00+00:00",
+                    }
+                ),
+                "details": "{}",
+            }
+        ]
+    )
+    (run,) = views.maintenance_runs(ledger, "db.t")
+    assert run["output"] == {"rows_deleted": 4}
+    assert run["moments"] == {
+        "time_travel_floor_before": datetime(2026, 2, 1, 8, 30, tzinfo=UTC),
+        "time_travel_floor_after": datetime(2026, 2, 28, 23, 0, tzinfo=UTC),
+        "purged_at": datetime(2026, 3, 1, tzinfo=UTC),
+    }
+    svg = charts.health_svg([run])
+    assert "2026-02-01 08:30:00 UTC" in svg and "2026-02-28 23:00:00 UTC" in svg
+    assert svg.count('class="bar"') == 1  # rows deleted only
+    assert str(floor_before) not in svg and "e+12" not in svg and "TB" not in svg
+
+
+def _multi_publish_row(tables: list[tuple[str, int, int]], when: datetime) -> dict:
+    """A ledger row in ``IcebergWapMultiPublishOperator._record``'s shape: no table, the steps in details."""
+    steps = [
+        {"table": t, "branch": "wap_x", "audited_snapshot_id": str(a), "main_before": str(b), "main_after": str(a)}
+        for t, b, a in tables
+    ]
+    return {
+        "event_id": "multi-1",
+        "operation": "wap_multi_publish",
+        "table_name": None,
+        "ref": "main",
+        "dag_id": "orders_wap",
+        "run_id": "manual__multi",
+        "task_id": "publish_all",
+        "try_number": 1,
+        "started_at": when,
+        "finished_at": when,
+        "status": "succeeded",
+        "metrics": json.dumps({"tables": len(steps), "published_added_records": 30}),
+        "details": json.dumps({"publish_id": "p-1", "method": "fast_forward", "tables": steps}),
+        "provider_version": "test",
+    }
+
+
+def test_a_multi_table_publish_shows_on_each_table_it_touched():
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    ledger = views.ledger_views([_multi_publish_row([("db.a", 1, 2), ("db.b", 7, 8)], when)])
+    assert [r["table"] for r in ledger] == ["db.a", "db.b"]
+    assert views.governed_tables(ledger, [], [], "governance") == ["db.a", "db.b"]
+    (a,) = views.publishes(ledger, "db.a")
+    assert (a["snapshot_before"], a["snapshot_after"], a["branch"], a["method"]) == ("1", "2", "wap_x", "fast_forward")
+    assert a["together_with"] == ["db.b"] and a["added_records"] is None  # the total is not db.a's figure
+    (b,) = views.publishes(ledger, "db.b")
+    assert b["snapshot_after"] == "8" and b["together_with"] == ["db.a"]
+
+
+def test_the_tables_page_shows_the_last_multi_table_publish(ui):
+    """Adds a multi-table publish of db.orders and db.customers (tests after it in this module see it)."""
+    after = ui.ids["published"]
+    ui.hook.governance.append(
+        "ledger",
+        [_multi_publish_row([("db.orders", ui.ids["base"], after), ("db.customers", 5, 6)], datetime.now(UTC))],
+    )
+    tables = {t["table"]: t for t in get(ui, "/governance/api/tables").json()["tables"]}
+    assert tables["db.customers"]["last_publish"]["snapshot_after"] == "6"
+    assert tables["db.orders"]["last_publish"]["operation"] == "wap_multi_publish"
+    html = get(ui, "/governance/tables/db.orders").text
+    assert 'data-publish="wap_multi_publish"' in html and "in one commit with <code>db.customers</code>" in html
+
+
+def test_evidence_report_names_the_logical_and_the_purge_run_and_the_deadlines(ui):
+    r = get(ui, "/governance/api/erasure/R-100", user="admin").json()
+    assert [(x["dag_id"], x["task_id"]) for x in r["logical_runs"]] == [("erasure_daily", "erase_orders")]
+    assert [(x["dag_id"], x["task_id"]) for x in r["purge_runs"]] == [("erasure_nightly", "purge_orders")]
+    assert [d["label"] for d in r["deadlines"]] == [label for label, _ in views.DEADLINES] and not r["overdue"]
+    html = get(ui, "/governance/erasure/R-100/report", user="admin").text
+    logical = html.split('data-role="logical"')[1].split("</td>")[0]
+    purge = html.split('data-role="purge"')[1].split("</td>")[0]
+    assert "erasure_daily › erase_orders" in logical and "erasure_nightly › purge_orders" in purge
+    # the overdue request (no evidence yet) shows its deadlines, past due
+    overdue = get(ui, "/governance/api/erasure/R-300", user="admin").json()
+    assert overdue["overdue"] and all(d["overdue"] for d in overdue["deadlines"])
+    page = get(ui, "/governance/erasure/R-300/report", user="admin").text
+    assert page.count('data-overdue="true"') == 2 and "due <b>" in page and "not purged yet" in page
+    # and where its requests table is shown
+    row = (
+        get(ui, "/governance/tables/db.requests", user="admin").text.split('data-request="R-300"')[1].split("</tr>")[0]
+    )
+    assert row.count('data-overdue="true"') == 2 and "overdue" in row and "due 20" in row
+
+
+def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    ledger = views.ledger_views(
+        [
+            {
+                "event_id": "job-logical",
+                "operation": "erasure",
+                "table_name": "db.t",
+                "dag_id": "gdpr",
+                "run_id": "r1",
+                "task_id": "erase",
+                "status": "succeeded",
+                "started_at": t0,
+                "finished_at": t0 + timedelta(minutes=1),
+                "metrics": json.dumps({"phase": "logical"}),
+            },
+            {
+                "event_id": "job-plan-0",
+                "operation": "maintenance.erasure_purge",
+                "table_name": "db.t",
+                "dag_id": "nightly",
+                "run_id": "r2",
+                "task_id": "maintain",
+                "status": "succeeded",
+                "started_at": t0 + timedelta(hours=5),
+                "finished_at": t0 + timedelta(hours=5, minutes=3),
+                "metrics": "{}",
+            },
+        ]
+    )
+    evidence = [
+        {
+            "request_id": "Q-1",
+            "table_name": "db.t",
+            "logical_erased_at": t0 + timedelta(seconds=30),
+            "purged_at": t0 + timedelta(hours=5, minutes=2),
+            "finished_at": t0 + timedelta(hours=5, minutes=2),
+            "verification": "verified",
+        }
+    ]
+    requests = [{"request_id": "Q-1", "received_at": t0 - timedelta(days=40), "status": "erased", "completed_at": t0}]
+    report = views.evidence_report("Q-1", requests, evidence, ledger, now=t0)
+    assert [(r["task_id"], r["table"]) for r in report["logical_runs"]] == [("erase", "db.t")]
+    assert [(r["task_id"], r["event_id"]) for r in report["purge_runs"]] == [("maintain", "job-plan-0")]
+    assert [d["left_text"] for d in report["deadlines"]] == ["closed", "closed"]  # erased after the deadlines

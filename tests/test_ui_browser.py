@@ -1,13 +1,15 @@
 """Governance view in a real browser: Debian's Chromium (headless, via chromedriver and selenium) against
 the Airflow UI that ``make ui`` starts (``scripts/ui.sh``: API server, scheduler, DAG processor and
-triggerer on 127.0.0.1, SimpleAuthManager with an ``admin`` and a ``viewer`` login).
+triggerer on 127.0.0.1) with three logins of a real auth manager (``_dag_limited_auth``: the
+SimpleAuthManager plus per-DAG limits): ``admin``; ``auditor``, who may read every DAG but lacks the
+erasure permission; ``limited``, who may read only ``orders_wap``.
 
 One ``scripts/ui.sh`` per module, over an Airflow home and a catalog laid out as ``make demo`` leaves
 them (``$AIP_WORK/lake/catalog.db``, task logs written by the demo's own ``write_task_logs``); the
 governance rows are written with pyiceberg (``_ui_helpers.fill_lake``), no Spark. The test logs in
 through Airflow's login form like a person, opens the pages, asserts what a person looks for, and saves
-screenshots under ``.work/screenshots/`` (ignored by git), or under ``$AIP_SCREENSHOTS``: ``make docs-images``
-sets it to ``docs/images/`` to refresh the docs' screenshots.
+screenshots under ``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to
+``docs/images/`` instead).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from urllib.parse import quote
 
 import pytest
 from _servers import _wait, free_ports, skip_or_fail
-from _ui_helpers import SUBJECTS, fill_lake
+from _ui_helpers import ROLES, SUBJECTS, auth_env, fill_lake
 from conftest import ROOT, catalog_conn_json, pristine_airflow_db
 
 pytestmark = pytest.mark.airflow
 
+#: Where screenshots go: an ignored folder, unless ``make docs-images`` points ``AIP_SCREENSHOTS`` at docs/images.
 IMAGES = Path(os.environ.get("AIP_SCREENSHOTS") or ROOT / ".work" / "screenshots")
 CHROME_FLAGS = (
     "--headless",
@@ -100,6 +103,11 @@ def server(tmp_path_factory):
         else:
             os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = old
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN}
+    env.update(auth_env())
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(
+        f"{u}:{ROLES[u]}" for u in ("admin", "auditor", "limited")
+    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT / "tests")) if p)
     env.update(
         AIP_WORK=str(work),
         AIRFLOW_HOME=str(home),
@@ -216,7 +224,8 @@ def _framed(d) -> None:
 def test_make_ui_prints_url_and_logins_over_the_demo_catalog(browser):
     text = browser.printed
     assert f"Airflow UI (the demo's runs, notes, task logs, extra links): {browser.base}" in text
-    assert set(browser.logins) == {"admin", "viewer"} and all(len(p) >= 12 for p in browser.logins.values())
+    assert set(browser.logins) == {"admin", "auditor", "limited"}
+    assert all(len(p) >= 12 for p in browser.logins.values())
     assert f"catalog {browser.work}/lake" in text
     d = browser.driver
     d.get(f"{browser.base}/governance/")
@@ -258,7 +267,8 @@ def test_tables_page_shows_a_health_verdict(browser):
     assert "Governed tables" in text and "db.orders" in text and "failed 1" in text
     assert str(browser.ids["published"]) in text  # last publish, exact 64-bit id
     cell = d.find_element("css selector", "tr[data-table='db.orders'] td.verdict")
-    assert cell.get_attribute("data-verdict") in ("healthy", "needs maintenance", "unhealthy")
+    # the planner's verdict: small test files are no incident, so green or amber, never red
+    assert cell.get_attribute("data-verdict") in ("healthy", "needs maintenance")
     badge = cell.find_element("css selector", ".badge")
     assert badge.text == cell.get_attribute("data-verdict")
     assert badge.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"  # coloured
@@ -301,10 +311,20 @@ def test_evidence_report_of_a_request_that_matched_nothing(browser):
     runs = d.find_element("css selector", "td.runs").text
     assert "erasure_daily › erase_orders" in runs and "erasure_nightly › purge_orders" in runs
     assert "Files rewritten (batch)" in text and "Ref policy" not in text
+    logical = d.find_element("css selector", "td.phase-runs[data-role='logical']").text
+    purge = d.find_element("css selector", "td.phase-runs[data-role='purge']").text
+    assert "erasure_daily › erase_orders" in logical and "erasure_nightly › purge_orders" in purge
+    assert len(d.find_elements("css selector", ".deadline")) == 2
     _shot(d, "governance-evidence-report.png")
     assert len(d.print_page()) > 1000  # what "Print / save as PDF" produces
     for subject in SUBJECTS.values():
         assert subject not in d.page_source
+    # the overdue request's report shows its deadlines, past due
+    d.get(f"{browser.base}/governance/erasure/R-300/report")
+    assert len(d.find_elements("css selector", ".deadline[data-overdue='true']")) == 2
+    # the erased table declares no subject columns: the erasure map flags it
+    d.get(f"{browser.base}/governance/erasure-map")
+    assert "declares no subject columns" in d.find_element("css selector", "li[data-undeclared='db.orders']").text
 
 
 def _api(browser, path: str):
@@ -400,9 +420,10 @@ def test_xcom_view_shows_the_exact_snapshot_id(browser):
     _shot(d, "xcom-snapshot-id.png")
 
 
-def test_viewer_is_refused_erasure_without_any_erasure_data(server, browser):
-    """Two users: admin (above) sees erasure; viewer gets 403 and no erasure data in pages or JSON."""
-    _login(server, "viewer")
+def test_user_without_the_erasure_permission_sees_no_erasure_data(server, browser):
+    """admin (above) sees erasure; auditor (every DAG, no erasure permission) gets 403 and no erasure
+    data in pages or JSON."""
+    _login(server, "auditor")
     d = server.driver
     try:
         for path in ("/governance/erasure", "/governance/erasure/R-100/report", "/governance/approvals"):
@@ -424,6 +445,25 @@ def test_viewer_is_refused_erasure_without_any_erasure_data(server, browser):
         for data in ("R-100", "R-400", "job-ui-purge", "approval-ui-1", "erasure"):
             assert data not in body and data not in d.page_source, data
         _shot(d, "governance-viewer-table.png")
+    finally:
+        _login(server, "admin")
+
+
+def test_user_limited_to_some_dags_sees_only_their_rows(server, browser):
+    """limited may read orders_wap only: its audits and publish show, the maintenance DAG's and the
+    ui_xcom DAG's rows do not (the admin, above, sees all of them)."""
+    d = server.driver
+    d.get(f"{server.base}/governance/tables/db.orders")
+    admin_text = _text(d)
+    assert "orders_maintenance" in admin_text and "ui_xcom" in admin_text  # control
+    _login(server, "limited")
+    try:
+        d.get(f"{server.base}/governance/tables/db.orders")
+        text = _text(d)
+        assert "min_rows" in text and "orders_wap" in text
+        assert "orders_maintenance" not in d.page_source and "ui_xcom" not in d.page_source
+        assert not d.find_elements("css selector", "a[href*='/erasure']")
+        _shot(d, "governance-limited-table.png")
     finally:
         _login(server, "admin")
 

@@ -187,10 +187,23 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         return summary
 
     def _plan_job(self, context: Context, phase: str) -> dict[str, Any]:
-        """Resolve the arguments, refuse from metadata (nothing changed), and build the job's spec."""
-        return self.job_spec(
-            context, "erasure", **prepare_erasure(self.catalog_hook, self.erasure_args(), phase, self.log)
-        )
+        """Resolve the arguments, refuse from metadata (nothing changed), and build the job's spec.
+
+        A refusal before any job is recorded as a ``refused`` erasure ledger row with its reason, so the
+        task's governance link says why; the governed table and the requests table stay unchanged.
+        """
+        try:
+            prepared = prepare_erasure(self.catalog_hook, self.erasure_args(), phase, self.log)
+        except (IcebergRefusedError, IcebergValidationError) as err:
+            self.catalog_hook.governance.record_ledger(
+                operation="erasure",
+                table=self.ident.dotted,
+                status="refused",
+                context=context,
+                details={"refused": str(err)[:1000], "phase": phase, "before_spark": True},
+            )
+            raise
+        return self.job_spec(context, "erasure", **prepared)
 
     def _verify_evidence(self, job_run_id: str, row: dict[str, Any], summary: dict[str, Any]) -> None:
         verify_evidence(

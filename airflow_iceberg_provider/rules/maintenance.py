@@ -785,3 +785,98 @@ def decide(
     order = {name: i for i, name in enumerate(EXECUTION_ORDER)}
     plan.actions.sort(key=lambda a: order[a.action])
     return MaintenanceDecision(actions=plan.actions, skipped=plan.skipped, findings=plan.findings)
+
+
+# ------------------------------------------------------------------------------ verdict
+#: What each maintenance action does, in words (the verdict's reasons name actions this way).
+ACTION_WORDS = {
+    "rewrite_data_files": "compact data files",
+    "rewrite_position_delete_files": "compact position delete files",
+    "rewrite_manifests": "merge manifests",
+    "expire_snapshots": "expire old snapshots",
+    "remove_orphan_files": "remove orphan files",
+    COMPUTE_STATS: "refresh table statistics",
+}
+#: The maintenance action that brings each health threshold back within bounds.
+FIXED_BY = {
+    "max_files": "rewrite_data_files",
+    "min_avg_file_size_bytes": "rewrite_data_files",
+    "max_snapshots": "expire_snapshots",
+}
+#: Health verdicts and their levels (a CSS class each): green, amber, red.
+VERDICT_LEVELS = {"healthy": "ok", "needs maintenance": "warn", "unhealthy": "fail", "unknown": "warn"}
+
+
+def _size_words(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def breach_words(threshold: str, value: float, limit: float) -> str:
+    """One crossed health threshold in words, e.g. ``average data file 1.2 KiB, below the 10.0 MiB minimum``."""
+    if threshold == "min_avg_file_size_bytes":
+        return f"average data file {_size_words(value)}, below the {_size_words(limit)} minimum"
+    if threshold == "max_metadata_bytes":
+        return f"table metadata {_size_words(value)}, above the {_size_words(limit)} maximum"
+    what = {"max_files": "data files", "max_snapshots": "snapshots", "max_metadata_log": "metadata log entries"}
+    return f"{value:,.0f} {what.get(threshold, threshold)}, above the {limit:,.0f} maximum"
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    """A table's verdict at a glance, decided by the maintenance planner.
+
+    ``healthy`` (green): the planner plans nothing and no health threshold is crossed.
+    ``needs maintenance`` (amber): the planner plans actions; its own reasons say why, and a
+    crossed threshold that a planned action fixes is routine.
+    ``unhealthy`` (red): an incident, something the next maintenance run will not fix: a crossed
+    threshold with no action planned for it (a small average file size with nothing to compact
+    is only a note: the data is small), or an expiry the table's refs refuse.
+    """
+
+    verdict: str
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def level(self) -> str:
+        return VERDICT_LEVELS[self.verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "level": self.level, "reasons": list(self.reasons), "notes": list(self.notes)}
+
+
+def health_verdict(
+    decision: MaintenanceDecision,
+    breached: Iterable[tuple[str, float, float]],
+    *,
+    expiry_refused: str | None = None,
+) -> HealthVerdict:
+    """The verdict of :func:`decide`'s ``decision`` and the crossed health thresholds.
+
+    :param decision: the planner's decision for the table as it is now.
+    :param breached: ``(threshold, value, limit)`` of every crossed threshold
+        (:func:`airflow_iceberg_provider.rules.health.breaches`).
+    :param expiry_refused: why the planner's expiry preview was refused (a legal hold), if it was.
+    """
+    planned = {a.action for a in decision.actions}
+    reasons = [f"{ACTION_WORDS.get(a.action, a.action)}: {a.reason}" for a in decision.actions]
+    incidents: list[str] = []
+    notes: list[str] = []
+    for threshold, value, limit in breached:
+        words = breach_words(threshold, value, limit)
+        fix = FIXED_BY.get(threshold)
+        if fix in planned:
+            notes.append(f"{words}; the planned maintenance ({ACTION_WORDS[fix]}) addresses it")
+        elif threshold == "min_avg_file_size_bytes":
+            why = decision.skipped.get("rewrite_data_files", "the planner finds nothing to compact")
+            notes.append(f"{words}, but there is nothing to compact ({why})")
+        else:
+            planner = f" ({ACTION_WORDS[fix]}: {decision.skipped[fix]})" if fix and fix in decision.skipped else ""
+            incidents.append(f"{words}, and maintenance will not fix it{planner}")
+    if expiry_refused:
+        incidents.append(f"snapshot expiry is refused: {expiry_refused}")
+    verdict = "unhealthy" if incidents else "needs maintenance" if decision.actions else "healthy"
+    return HealthVerdict(verdict, tuple(incidents + reasons), tuple(notes))

@@ -3,7 +3,10 @@
 Access goes through Airflow's auth manager on every route (pages and JSON alike): the user comes from
 the API server's own ``get_user`` dependency (the UI's ``_token`` cookie or an ``Authorization: Bearer``
 JWT). Without a session a page redirects to Airflow's login (and back), a JSON route answers 401; an
-invalid token gives 403. Two custom-view resources split what a user may see:
+invalid token gives 403. The auth manager then decides, per request (:mod:`.access`), which
+``iceberg_catalog`` connections the user may read through (``is_authorized_connection``) and whose
+DAGs' governance rows they may see (``is_authorized_dag``); :class:`~.reader.ScopedReader` applies the
+DAG answers to every read. Two custom-view resources split what a user may see:
 
 * :data:`RESOURCE_NAME` (``Governance``): table health, audits, publishes, maintenance, the timeline
   and the ledger without erasure and approval rows. Every role from viewer up.
@@ -34,10 +37,11 @@ from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.params import validate_name, validate_table
 from airflow_iceberg_provider.ui import charts, views
+from airflow_iceberg_provider.ui.access import Access
 from airflow_iceberg_provider.ui.links import URL_PREFIX, URL_ROUTE
 from airflow_iceberg_provider.ui.reader import (
     CatalogUnreadableError,
-    GovernanceReader,
+    ScopedReader,
     catalog_connections,
     reader_for,
 )
@@ -94,11 +98,13 @@ def _authorize(request: Request, user: GetUserDep) -> None:
     """Dependency of every route: an authenticated user allowed :data:`RESOURCE_NAME` (else 403)."""
     from airflow.api_fastapi.app import get_auth_manager
 
-    if not get_auth_manager().is_authorized_custom_view(method="GET", resource_name=RESOURCE_NAME, user=user):
+    manager = get_auth_manager()
+    if not manager.is_authorized_custom_view(method="GET", resource_name=RESOURCE_NAME, user=user):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, f"Access to the {RESOURCE_NAME} view is not granted to this user."
         )
     request.state.restricted = may_see_restricted(user)
+    request.state.access = Access(user, manager, restricted=request.state.restricted)
 
 
 def _authorize_restricted(request: Request, user: GetUserDep) -> None:
@@ -179,21 +185,42 @@ def _json(data: Any, started: float) -> JSONResponse:
     )
 
 
-def _pick_conn(conn: str | None) -> tuple[str, list[str]]:
-    available = catalog_connections()
+def _access(request: Request) -> Access:
+    return request.state.access
+
+
+def _pick_conn(request: Request, conn: str | None) -> tuple[str, list[str]]:
+    """The connection to read through and the ones to offer: only those the user may read.
+
+    A connection the user may not read answers exactly as one that does not exist (its id stays unknown).
+    """
+    every = catalog_connections()
+    available = _access(request).readable_connections(every)
     if conn:
         if conn not in available:
             raise HTTPException(
                 status.HTTP_404_NOT_FOUND,
-                f"conn={conn!r} is not an iceberg_catalog connection; choose one of {available}.",
+                f"conn={conn!r} is not an iceberg_catalog connection you may read; choose one of {available} "
+                "(an admin grants read on a connection).",
             )
         return conn, available
     if not available:
+        if every:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                "You may not read any iceberg_catalog connection, so there is nothing to show; an admin grants "
+                "read on the connection (Airflow's connection permission).",
+            )
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             "No iceberg_catalog connection is defined; create one (conn_type 'iceberg_catalog').",
         )
     return (DEFAULT_CONN_ID if DEFAULT_CONN_ID in available else available[0]), available
+
+
+def _reader(request: Request, conn_id: str) -> ScopedReader:
+    """The connection's reader as this user sees it (rows of DAGs they may not read left out)."""
+    return ScopedReader(reader_for(conn_id), _access(request))
 
 
 def _table_param(table: str) -> str:
@@ -224,33 +251,34 @@ def _table_filters(
 TableFilters = Annotated[dict[str, Any], Depends(_table_filters)]
 
 
-def _health_view(h: Any, properties: dict[str, str] | None = None) -> dict[str, Any] | None:
-    if h is None:
+def _health_view(state: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A table's health figures and the maintenance planner's verdict (``GovernanceReader.table_state``)."""
+    if state is None or state["health"] is None:
         return None
-    d = h.to_dict()
+    d = state["health"].to_dict()
     d["snapshot_id"] = views.sid(d.get("snapshot_id"))
-    d["verdict"] = views.health_verdict(h, properties or {}, now_ms=int(time.time() * 1000))
+    d["verdict"] = state["verdict"]
     return d
 
 
 # ------------------------------------------------------------------- data
-def _ledger(reader: GovernanceReader, restricted: bool) -> list[dict[str, Any]]:
+def _ledger(reader: ScopedReader, restricted: bool) -> list[dict[str, Any]]:
     rows = reader.derived("ledger", "views", views.ledger_views)
     return (
         rows if restricted else reader.derived("ledger", "public", lambda r: views.public_ledger(views.ledger_views(r)))
     )
 
 
-def _audits(reader: GovernanceReader) -> list[dict[str, Any]]:
+def _audits(reader: ScopedReader) -> list[dict[str, Any]]:
     return reader.derived("audit_results", "runs", views.audit_runs)
 
 
-def _requests(reader: GovernanceReader) -> list[dict[str, Any]]:
+def _requests(reader: ScopedReader) -> list[dict[str, Any]]:
     evidence = reader.governance_rows("erasure_evidence")
     return views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
 
 
-def tables_data(reader: GovernanceReader, *, restricted: bool = False) -> dict[str, Any]:
+def tables_data(reader: ScopedReader, *, restricted: bool = False) -> dict[str, Any]:
     catalog = reader.status()
     if catalog["state"] == "unreadable":
         return {"catalog": catalog, "tables": [], "open_requests_without_evidence": 0}
@@ -266,7 +294,7 @@ def tables_data(reader: GovernanceReader, *, restricted: bool = False) -> dict[s
         audit = latest.get(table)
         row: dict[str, Any] = {
             "table": table,
-            "health": _health_view(state["health"], state["properties"]) if state else None,
+            "health": _health_view(state),
             "last_publish": pubs[0] if pubs else None,
             "last_audit": {k: audit[k] for k in ("passed", "failed", "evaluated_at", "snapshot_id", "ref")}
             if audit
@@ -282,7 +310,7 @@ def tables_data(reader: GovernanceReader, *, restricted: bool = False) -> dict[s
 
 
 def table_data(
-    reader: GovernanceReader,
+    reader: ScopedReader,
     table: str,
     *,
     operation: str | None = None,
@@ -304,11 +332,14 @@ def table_data(
             gating = views.gating_audit(all_audits, published)
             audits = [gating] if gating else []
     pubs, runs = views.publishes(ledger, table), views.maintenance_runs(ledger, table)
+    task_runs = views.filter_task(runs, task) if task else []
+    if task_runs:  # a maintenance task's link: that task's runs (the chart shows its job)
+        runs = task_runs
     verdicts = views.audit_verdicts(all_audits)
     out: dict[str, Any] = {
         "table": table,
         "exists": state is not None,
-        "health": _health_view(state["health"], state["properties"]) if state else None,
+        "health": _health_view(state),
         "timeline": views.timeline(state["snapshots"], state["refs"]) if state else {"snapshots": [], "refs": []},
         "at": at,
         "audits": audits if task else audits[:AUDITS_SHOWN],
@@ -317,6 +348,7 @@ def table_data(
         "publishes": pubs[:PUBLISHES_SHOWN],
         "publishes_total": len(pubs),
         "maintenance": runs[:MAINTENANCE_SHOWN],
+        "maintenance_of_task": bool(task_runs),
         "maintenance_total": len(runs),
         "ledger": views.with_verdicts(
             views.ledger_rows(ledger, table=table, operation=operation, status=status_filter, limit=LEDGER_SHOWN),
@@ -334,9 +366,7 @@ def table_data(
     return out
 
 
-def erasure_data(
-    reader: GovernanceReader, task: dict[str, str] | None = None, table: str | None = None
-) -> dict[str, Any]:
+def erasure_data(reader: ScopedReader, task: dict[str, str] | None = None, table: str | None = None) -> dict[str, Any]:
     evidence = reader.governance_rows("erasure_evidence")
     requests = views.erasure_requests(reader.erasure_requests(), evidence, now=datetime.now(UTC))
     out: dict[str, Any] = {
@@ -356,7 +386,7 @@ def erasure_data(
     return out
 
 
-def _namespaces_param(reader: GovernanceReader, namespaces: list[str] | None) -> list[str] | None:
+def _namespaces_param(reader: ScopedReader, namespaces: list[str] | None) -> list[str] | None:
     """The ``namespace`` query parameters, checked (400 for a bad name, 404 for one the catalog lacks)."""
     if not namespaces:
         return None
@@ -373,16 +403,22 @@ def _namespaces_param(reader: GovernanceReader, namespaces: list[str] | None) ->
     return names
 
 
-def erasure_map_data(reader: GovernanceReader, namespaces: list[str] | None = None) -> dict[str, Any]:
+def erasure_map_data(reader: ScopedReader, namespaces: list[str] | None = None) -> dict[str, Any]:
     """Tables declaring subject columns (``erasure.subject-columns.<kind>``), their columns per key kind,
-    erasure readiness and open requests; names only, never a subject value."""
+    erasure readiness and open requests, and the tables holding erasure evidence that declare none;
+    names only, never a subject value."""
     names = _namespaces_param(reader, namespaces)
     open_by_table, unassigned = views.open_requests_by_table(_requests(reader))
     shaped = views.erasure_map(reader.subject_column_map(names), open_by_table)
-    return {**shaped, "namespaces": names, "open_requests_without_evidence": unassigned}
+    undeclared = views.undeclared_evidence_tables(
+        reader.governance_rows("erasure_evidence"),
+        [t["table"] for t in shaped["tables"]],
+        reader.catalog_tables(names) if names else None,
+    )
+    return {**shaped, "undeclared": undeclared, "namespaces": names, "open_requests_without_evidence": unassigned}
 
 
-def report_data(reader: GovernanceReader, request_id: str) -> dict[str, Any]:
+def report_data(reader: ScopedReader, request_id: str) -> dict[str, Any]:
     report = views.evidence_report(
         request_id,
         reader.erasure_requests(),
@@ -394,7 +430,7 @@ def report_data(reader: GovernanceReader, request_id: str) -> dict[str, Any]:
     return report
 
 
-def approvals_data(reader: GovernanceReader) -> dict[str, Any]:
+def approvals_data(reader: ScopedReader) -> dict[str, Any]:
     return {"approvals": views.approvals(_ledger(reader, True))}
 
 
@@ -409,8 +445,8 @@ router = APIRouter()
 @router.get("/", response_class=HTMLResponse)
 def tables_page(request: Request, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    data = tables_data(reader_for(conn_id), restricted=_restricted(request))
+    conn_id, conns = _pick_conn(request, conn)
+    data = tables_data(_reader(request, conn_id), restricted=_restricted(request))
     return _render(request, "tables.html", started, conn=conn_id, conns=conns, page="tables", **data)
 
 
@@ -423,8 +459,8 @@ def table_page(
     at: str | None = None,
 ) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    data = table_data(reader_for(conn_id), _table_param(table), at=at, restricted=_restricted(request), **filters)
+    conn_id, conns = _pick_conn(request, conn)
+    data = table_data(_reader(request, conn_id), _table_param(table), at=at, restricted=_restricted(request), **filters)
     svg = {
         "timeline": charts.timeline_svg(data["timeline"], highlight=data["at"]),
         "health": charts.health_svg(data["maintenance"]),
@@ -435,8 +471,8 @@ def table_page(
 @router.get("/erasure", response_class=HTMLResponse, dependencies=Restricted)
 def erasure_page(request: Request, task: TaskFilter, conn: str | None = None, table: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    data = erasure_data(reader_for(conn_id), task, _table_param(table) if table else None)
+    conn_id, conns = _pick_conn(request, conn)
+    data = erasure_data(_reader(request, conn_id), task, _table_param(table) if table else None)
     return _render(request, "erasure.html", started, conn=conn_id, conns=conns, page="erasure", **data)
 
 
@@ -446,24 +482,24 @@ NamespacesParam = Annotated[list[str] | None, Query(alias="namespace")]
 @router.get("/erasure-map", response_class=HTMLResponse, dependencies=Restricted)
 def erasure_map_page(request: Request, namespaces: NamespacesParam = None, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    data = erasure_map_data(reader_for(conn_id), namespaces)
+    conn_id, conns = _pick_conn(request, conn)
+    data = erasure_map_data(_reader(request, conn_id), namespaces)
     return _render(request, "erasure_map.html", started, conn=conn_id, conns=conns, page="erasure-map", **data)
 
 
 @router.get("/erasure/{request_id}/report", response_class=HTMLResponse, dependencies=Restricted)
 def report_page(request: Request, request_id: str, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    report = report_data(reader_for(conn_id), request_id)
+    conn_id, conns = _pick_conn(request, conn)
+    report = report_data(_reader(request, conn_id), request_id)
     return _render(request, "report.html", started, conn=conn_id, conns=conns, page="report", r=report)
 
 
 @router.get("/approvals", response_class=HTMLResponse, dependencies=Restricted)
 def approvals_page(request: Request, conn: str | None = None) -> HTMLResponse:
     started = time.perf_counter()
-    conn_id, conns = _pick_conn(conn)
-    data = approvals_data(reader_for(conn_id))
+    conn_id, conns = _pick_conn(request, conn)
+    data = approvals_data(_reader(request, conn_id))
     return _render(request, "approvals.html", started, conn=conn_id, conns=conns, page="approvals", **data)
 
 
@@ -475,7 +511,7 @@ def erasure_link(
     table: str | None = None,
 ) -> RedirectResponse:
     """The erasure task's extra link: the requests that task processed (and its refusals), filtered."""
-    conn_id, _ = _pick_conn(conn)
+    conn_id, _ = _pick_conn(request, conn)
     base = request.scope.get("root_path", "").rstrip("/")
     params = {"conn": conn_id, "table": table, **(task or {})}
     return RedirectResponse(
@@ -485,53 +521,53 @@ def erasure_link(
 
 # ---------------------------------------------------------------- JSON
 @router.get("/api/connections")
-def api_connections() -> JSONResponse:
+def api_connections(request: Request) -> JSONResponse:
     started = time.perf_counter()
-    return _json({"connections": catalog_connections()}, started)
+    return _json({"connections": _access(request).readable_connections(catalog_connections())}, started)
 
 
 @router.get("/api/tables")
 def api_tables(request: Request, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **tables_data(reader_for(conn_id), restricted=_restricted(request))}, started)
+    conn_id, _ = _pick_conn(request, conn)
+    return _json({"conn": conn_id, **tables_data(_reader(request, conn_id), restricted=_restricted(request))}, started)
 
 
 @router.get("/api/tables/{table}")
 def api_table(request: Request, table: str, filters: TableFilters, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    data = table_data(reader_for(conn_id), _table_param(table), restricted=_restricted(request), **filters)
+    conn_id, _ = _pick_conn(request, conn)
+    data = table_data(_reader(request, conn_id), _table_param(table), restricted=_restricted(request), **filters)
     return _json({"conn": conn_id, **data}, started)
 
 
 @router.get("/api/erasure", dependencies=Restricted)
-def api_erasure(task: TaskFilter, conn: str | None = None, table: str | None = None) -> JSONResponse:
+def api_erasure(request: Request, task: TaskFilter, conn: str | None = None, table: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    data = erasure_data(reader_for(conn_id), task, _table_param(table) if table else None)
+    conn_id, _ = _pick_conn(request, conn)
+    data = erasure_data(_reader(request, conn_id), task, _table_param(table) if table else None)
     return _json({"conn": conn_id, **data}, started)
 
 
 @router.get("/api/erasure-map", dependencies=Restricted)
-def api_erasure_map(namespaces: NamespacesParam = None, conn: str | None = None) -> JSONResponse:
+def api_erasure_map(request: Request, namespaces: NamespacesParam = None, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **erasure_map_data(reader_for(conn_id), namespaces)}, started)
+    conn_id, _ = _pick_conn(request, conn)
+    return _json({"conn": conn_id, **erasure_map_data(_reader(request, conn_id), namespaces)}, started)
 
 
 @router.get("/api/erasure/{request_id}", dependencies=Restricted)
-def api_report(request_id: str, conn: str | None = None) -> JSONResponse:
+def api_report(request: Request, request_id: str, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **report_data(reader_for(conn_id), request_id)}, started)
+    conn_id, _ = _pick_conn(request, conn)
+    return _json({"conn": conn_id, **report_data(_reader(request, conn_id), request_id)}, started)
 
 
 @router.get("/api/approvals", dependencies=Restricted)
-def api_approvals(conn: str | None = None) -> JSONResponse:
+def api_approvals(request: Request, conn: str | None = None) -> JSONResponse:
     started = time.perf_counter()
-    conn_id, _ = _pick_conn(conn)
-    return _json({"conn": conn_id, **approvals_data(reader_for(conn_id))}, started)
+    conn_id, _ = _pick_conn(request, conn)
+    return _json({"conn": conn_id, **approvals_data(_reader(request, conn_id))}, started)
 
 
 # --------------------------------------------------------------- errors

@@ -41,13 +41,15 @@ class _GovernanceLink(BaseOperatorLink):
 
     path: ClassVar[str] = "/tables/{table}"
     fragment: ClassVar[str] = ""
-    with_task: ClassVar[bool] = True
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         table = str(getattr(operator, "table", "") or "")
-        params: dict[str, Any] = {"conn": getattr(operator, "iceberg_catalog_conn_id", None)}
-        if self.with_task:
-            params.update(dag_id=ti_key.dag_id, run_id=ti_key.run_id, task_id=ti_key.task_id)
+        params: dict[str, Any] = {
+            "conn": getattr(operator, "iceberg_catalog_conn_id", None),
+            "dag_id": ti_key.dag_id,
+            "run_id": ti_key.run_id,
+            "task_id": ti_key.task_id,
+        }
         path = self.path.format(table=quote(table, safe="."))
         if "{table}" not in self.path:
             params["table"] = table
@@ -77,8 +79,7 @@ class GovernanceEvidenceLink(_GovernanceLink):
 
 
 class GovernanceHealthLink(_GovernanceLink):
-    """Maintenance task → the table's health before/after chart."""
+    """Maintenance task → the table's health before/after chart, showing the runs of this task."""
 
     name = "Governance: table health"
     fragment = "#maintenance"
-    with_task = False

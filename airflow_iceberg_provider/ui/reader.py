@@ -22,11 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+if TYPE_CHECKING:
+    from airflow_iceberg_provider.ui.access import Access
 
 CONN_TYPE = IcebergCatalogHook.conn_type
 #: The columns of an erasure requests table the view reads. ``subject_key`` is never among them.
@@ -43,21 +46,23 @@ _readers: dict[str, tuple[float, GovernanceReader]] = {}
 
 #: The connection list is re-read after this many seconds (one metadata-DB query).
 CONNECTIONS_TTL_S = 15.0
-_connections: tuple[float, list[str]] | None = None
+_connections: tuple[float, dict[str, str | None]] | None = None
 
 
-def catalog_connections() -> list[str]:
-    """Ids of the ``iceberg_catalog`` connections: environment variables and the metadata DB (cached briefly)."""
+def catalog_connections() -> dict[str, str | None]:
+    """The ``iceberg_catalog`` connections (id -> team name): environment variables and the metadata DB
+    (cached briefly). Every connection, whoever asks: the view shows a user only those
+    :meth:`~airflow_iceberg_provider.ui.access.Access.readable_connections` keeps."""
     global _connections
     now = time.monotonic()
     if _connections is None or now - _connections[0] > CONNECTIONS_TTL_S:
         _connections = (now, _list_connections())
-    return list(_connections[1])
+    return dict(_connections[1])
 
 
-def _list_connections() -> list[str]:
-    ids = {
-        key[len("AIRFLOW_CONN_") :].lower()
+def _list_connections() -> dict[str, str | None]:
+    ids: dict[str, str | None] = {
+        key[len("AIRFLOW_CONN_") :].lower(): None
         for key, value in os.environ.items()
         if key.startswith("AIRFLOW_CONN_") and _is_catalog_conn(value)
     }
@@ -67,10 +72,18 @@ def _list_connections() -> list[str]:
         from sqlalchemy import select
 
         with create_session() as session:
-            ids.update(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+            team = getattr(Connection, "team_name", None)
+            if team is None:  # pragma: no cover - Airflow without multi-team connections
+                ids.update(
+                    dict.fromkeys(session.scalars(select(Connection.conn_id).where(Connection.conn_type == CONN_TYPE)))
+                )
+            else:
+                ids.update(
+                    session.execute(select(Connection.conn_id, team).where(Connection.conn_type == CONN_TYPE)).tuples()
+                )
     except Exception:  # no metadata DB (e.g. a bare test process): environment connections only
         pass
-    return sorted(ids)
+    return dict(sorted(ids.items()))
 
 
 def _is_catalog_conn(value: str) -> bool:
@@ -230,11 +243,13 @@ class GovernanceReader:
 
     # ------------------------------------------------------- governed tables
     def table_state(self, table: str) -> dict[str, Any] | None:
-        """Health, refs and snapshots of a governed table; ``None`` when it does not exist."""
+        """Health, health verdict, refs and snapshots of a governed table; ``None`` when it does not exist."""
 
         def load(tbl: Any) -> dict[str, Any]:
+            health, verdict = self._health_and_verdict(tbl)
             return {
-                "health": self.hook.health(tbl),
+                "health": health,
+                "verdict": verdict,
                 "properties": dict(tbl.properties),
                 "refs": self.hook.refs(tbl),
                 "snapshots": self.hook.list_snapshots(tbl),
@@ -242,6 +257,29 @@ class GovernanceReader:
             }
 
         return self._cached("state", table, load)
+
+    def _health_and_verdict(self, tbl: Any) -> tuple[Any, dict[str, Any]]:
+        """The table's health and the maintenance planner's verdict on it
+        (:func:`~airflow_iceberg_provider.rules.maintenance.health_verdict`), as the maintenance
+        operator would plan it now with the table's own policy (metadata only, no data file opened)."""
+        from airflow_iceberg_provider.exceptions import IcebergValidationError
+        from airflow_iceberg_provider.governance.maintenance_state import read_maintenance_state
+        from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
+        from airflow_iceberg_provider.rules.maintenance import decide, health_verdict, now_ms, resolve_policy
+
+        props = dict(tbl.properties)
+        try:
+            now = now_ms()
+            policy = resolve_policy(props, now=now)
+            thresholds = resolve_thresholds(props)
+        except IcebergValidationError as err:  # a bad table property: say so instead of guessing
+            reason = f"a table property is invalid, so the maintenance policy cannot be read: {err}"
+            return self.hook.health(tbl), {"verdict": "unknown", "level": "warn", "reasons": [reason], "notes": []}
+        state = read_maintenance_state(self.hook, tbl, policy, now=now, tolerate_refusal=True)
+        decision = decide(state.health, policy, properties=props, layout=state.layout, expiry=state.expiry)
+        breached = [(b.threshold, b.value, b.limit) for b in breaches(state.health, thresholds)]
+        verdict = health_verdict(decision, breached, expiry_refused=state.expiry_refused)
+        return state.health, verdict.to_dict()
 
     def health(self, table: str) -> Any:
         state = self.table_state(table)
@@ -304,3 +342,73 @@ class GovernanceReader:
             if table_facts is not None:  # dropped between the listing and the read
                 facts[name] = table_facts
         return subject_column_map(facts)
+
+
+class ScopedReader:
+    """A :class:`GovernanceReader` as one user sees it: governance rows of DAGs the user may not read
+    are left out of every read (the one place the view applies per-DAG permissions).
+
+    Shaped reads (:meth:`derived`) stay cached per metadata location, keyed by the set of hidden DAGs,
+    so users with the same permissions share them.
+
+    :param base: the connection's cached reader.
+    :param access: the request's :class:`~airflow_iceberg_provider.ui.access.Access`.
+    """
+
+    def __init__(self, base: GovernanceReader, access: Access) -> None:
+        self.base = base
+        self.access = access
+
+    @property
+    def conn_id(self) -> str:
+        return self.base.conn_id
+
+    @property
+    def governance_namespace(self) -> str:
+        return self.base.governance_namespace
+
+    def status(self) -> dict[str, Any]:
+        return self.base.status()
+
+    def _hidden(self, kind: str) -> frozenset[str]:
+        """The DAG ids of a governance table's rows this user may not read (the id set cached per commit)."""
+        from airflow_iceberg_provider.ui.access import dag_ids
+
+        return self.access.hidden_of(self.base.derived(kind, "dag_ids", dag_ids))
+
+    def governance_rows(self, kind: str) -> list[dict[str, Any]]:
+        """The rows of a governance table the user may see (:meth:`GovernanceReader.governance_rows`)."""
+        from airflow_iceberg_provider.ui.access import without_dags
+
+        return without_dags(self.base.governance_rows(kind), self._hidden(kind))  # type: ignore[return-value]
+
+    def derived(self, kind: str, name: str, shape: Callable[[list[dict[str, Any]]], Any]) -> Any:
+        """``shape`` of the rows the user may see (:meth:`GovernanceReader.derived`)."""
+        from airflow_iceberg_provider.ui.access import without_dags
+
+        hidden = self._hidden(kind)
+        if not hidden:
+            return self.base.derived(kind, name, shape)
+        key = f"{name}:hidden={','.join(sorted(hidden))}"
+        return self.base.derived(kind, key, lambda rows: shape(without_dags(rows, hidden)))  # type: ignore[arg-type]
+
+    def table_state(self, table: str) -> dict[str, Any] | None:
+        return self.base.table_state(table)
+
+    def health(self, table: str) -> Any:
+        return self.base.health(table)
+
+    def catalog_tables(self, namespaces: Sequence[str] | None = None) -> list[str]:
+        return self.base.catalog_tables(namespaces)
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return self.base.namespace_exists(namespace)
+
+    def requests_tables(self) -> list[str]:
+        return self.base.requests_tables()
+
+    def erasure_requests(self) -> list[dict[str, Any]]:
+        return self.base.erasure_requests()
+
+    def subject_column_map(self, namespaces: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        return self.base.subject_column_map(namespaces)

@@ -139,6 +139,12 @@ def filter_runs(
     ]
 
 
+def filter_task(rows: Iterable[Mapping[str, Any]], task: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Shaped rows written by one Airflow task (every ``dag_id``/``run_id``/``task_id`` it gives)."""
+    keys = ("dag_id", "run_id", "task_id")
+    return [dict(r) for r in rows if all(r.get(k) == task[k] for k in keys if task.get(k))]
+
+
 def latest_audits(runs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """The newest audit of each table, from ``audit_runs`` output (newest first)."""
     latest: dict[str, Mapping[str, Any]] = {}
@@ -168,10 +174,38 @@ def _ledger_view(r: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The ledger operation of a publish of several tables in one commit (one row, the tables in its details).
+MULTI_PUBLISH = "wap_multi_publish"
+
+
+def _per_table(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """A multi-table publish row as one row per table it touched (its ``details.tables`` steps), so the
+    publish shows on each table; other rows as they are."""
+    steps = view["details"].get("tables") if view["operation"] == MULTI_PUBLISH else None
+    if not view["table"] and isinstance(steps, list) and steps:
+        out = []
+        for step in steps:
+            if not isinstance(step, dict) or not step.get("table"):
+                continue
+            details = {**view["details"], **step, "tables": [s.get("table") for s in steps if isinstance(s, dict)]}
+            out.append(
+                {
+                    **view,
+                    "table": step["table"],
+                    "snapshot_before": step.get("main_before"),
+                    "snapshot_after": step.get("main_after"),
+                    "details": details,
+                }
+            )
+        return out or [view]
+    return [view]
+
+
 def ledger_views(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Every ledger row shaped (JSON decoded, ids as strings), newest first."""
+    """Every ledger row shaped (JSON decoded, ids as strings), newest first; a multi-table publish
+    becomes one row per table it touched."""
     ordered = sorted(rows, key=lambda r: _when(r, "finished_at", "started_at"), reverse=True)
-    return [_ledger_view(r) for r in ordered]
+    return [v for r in ordered for v in _per_table(_ledger_view(r))]
 
 
 def ledger_rows(
@@ -204,17 +238,21 @@ def ledger_options(ledger: Iterable[Mapping[str, Any]], table: str) -> dict[str,
 
 
 def publishes(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str, Any]]:
-    """Successful ``wap_publish`` rows (``ledger_views`` output) of a table, newest first."""
+    """Successful publishes of a table (``wap_publish`` rows, and its part of ``wap_multi_publish`` rows,
+    which name the other tables published in the same commit under ``together_with``), newest first."""
     out = []
-    for row in ledger_rows(ledger, table=table, operation="wap_publish"):
-        if row["status"] not in ("succeeded", "noop"):
+    for row in ledger_rows(ledger, table=table):
+        if row["operation"] not in ("wap_publish", MULTI_PUBLISH) or row["status"] not in ("succeeded", "noop"):
             continue
         d = row["details"]
         row["branch"] = d.get("branch")
         row["method"] = d.get("method")
         row["audited_snapshot_id"] = sid(d.get("audited_snapshot_id"))
         row["tag"] = d.get("tag")
-        row["added_records"] = row["metrics"].get("published_added_records")
+        multi = row["operation"] == MULTI_PUBLISH
+        # a multi-table publish records one total for every table: not this table's figure
+        row["added_records"] = None if multi else row["metrics"].get("published_added_records")
+        row["together_with"] = [t for t in d.get("tables") or [] if t != table] if multi else []
         out.append(row)
     return out
 
@@ -348,11 +386,43 @@ def _health_figures(h: Mapping[str, Any] | None) -> dict[str, Any] | None:
 _NOT_OUTPUT = {"health_before", "health_after", "seconds", "dry_run"}
 
 
+#: Endings of metric keys that hold a moment (epoch milliseconds or a timestamp), never a quantity.
+MOMENT_KEY_ENDINGS = ("_ms", "_at", "_time", "timestamp", "_floor", "_floor_before", "_floor_after")
+
+
+def is_moment_key(key: str) -> bool:
+    """Whether a metric is a moment (shown as a date), not a quantity (drawn as a bar)."""
+    return key.endswith(MOMENT_KEY_ENDINGS) and not key.endswith(("_bytes", "_count"))
+
+
+def action_moments(metrics: Mapping[str, Any]) -> dict[str, datetime]:
+    """The moments one maintenance action reported (e.g. the time-travel floor before and after an
+    erasure purge), as UTC dates: epoch milliseconds and ISO texts alike."""
+    out: dict[str, datetime] = {}
+    for k, v in metrics.items():
+        if not is_moment_key(k) or isinstance(v, bool) or v is None:
+            continue
+        when: datetime | None = None
+        if isinstance(v, (int, float)):
+            when = datetime.fromtimestamp(v / 1000, UTC)
+        elif isinstance(v, str):
+            try:
+                when = datetime.fromisoformat(v)
+            except ValueError:
+                when = None
+            if when is not None and when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+        if when is not None:
+            out[k.removesuffix("_ms")] = when
+    return out
+
+
 def action_output(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes)."""
+    """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes).
+    Moments (:func:`is_moment_key`) are not figures: :func:`action_moments` gives them as dates."""
     out: dict[str, float] = {}
     for k, v in metrics.items():
-        if k in _NOT_OUTPUT or isinstance(v, bool):
+        if k in _NOT_OUTPUT or isinstance(v, bool) or is_moment_key(k):
             continue
         if isinstance(v, (int, float)):
             out[k] = v
@@ -374,60 +444,10 @@ def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[di
         row["reason"] = row["details"].get("reason")
         row["seconds"] = m.get("seconds")
         row["output"] = action_output(m)
+        row["moments"] = action_moments(m)
         row["job_run_id"] = row["details"].get("job_run_id") or (row["event_id"] or "").rsplit("-", 1)[0]
         out.append(row)
     return out
-
-
-# ------------------------------------------------------------------ health
-#: Verdict levels, worst last (a CSS class each: ok, warn, fail).
-HEALTH_LEVELS = {"healthy": "ok", "needs maintenance": "warn", "unhealthy": "fail", "unknown": "warn"}
-
-
-def health_verdict(health: Any, properties: Mapping[str, str], *, now_ms: int) -> dict[str, Any]:
-    """The table's health verdict from the provider's own thresholds, with the reasons.
-
-    ``unhealthy``: an absolute threshold of :mod:`~airflow_iceberg_provider.rules.health` is crossed
-    (table properties ``airflow-iceberg.health.*`` over the defaults). ``needs maintenance``: the
-    maintenance policy's ratios (``airflow-iceberg.maintenance.*``) would have the plan compact,
-    rewrite deletes or merge manifests. A table with fewer data files than the policy's
-    ``min_input_files`` has nothing to compact, so a small average file size alone is a note there.
-    """
-    from airflow_iceberg_provider.rules.health import breaches, resolve_thresholds
-    from airflow_iceberg_provider.rules.maintenance import resolve_policy
-
-    try:
-        thresholds = resolve_thresholds(properties)
-        policy = resolve_policy(properties, now=now_ms)
-    except Exception as err:  # a bad table property: say so instead of guessing
-        return {"verdict": "unknown", "level": "warn", "reasons": [f"table properties: {err}"], "notes": []}
-    reasons: list[str] = []
-    notes: list[str] = []
-    verdict = "healthy"
-    for b in breaches(health, thresholds):
-        if b.threshold == "min_avg_file_size_bytes" and health.data_files < policy.min_input_files:
-            notes.append(f"{b.message}; only {health.data_files} data file(s), nothing to compact")
-            continue
-        reasons.append(b.message)
-        verdict = "unhealthy"
-    warn: list[str] = []
-    if health.data_files >= policy.min_input_files and health.small_file_ratio >= policy.max_small_file_ratio:
-        warn.append(
-            f"small files {health.small_file_ratio * 100:.0f} % of {health.data_files} data files, "
-            f"policy compacts from {policy.max_small_file_ratio * 100:.0f} %"
-        )
-    if health.delete_files >= policy.delete_file_threshold and (
-        health.deletes_per_data_file >= policy.max_deletes_per_data_file
-    ):
-        warn.append(
-            f"{health.deletes_per_data_file:.2f} delete files per data file, "
-            f"policy rewrites from {policy.max_deletes_per_data_file:.2f}"
-        )
-    if health.manifests > policy.max_manifests:
-        warn.append(f"{health.manifests} manifests, policy merges above {policy.max_manifests}")
-    if warn and verdict == "healthy":
-        verdict = "needs maintenance"
-    return {"verdict": verdict, "level": HEALTH_LEVELS[verdict], "reasons": reasons + warn, "notes": notes}
 
 
 # ---------------------------------------------------------------- snapshots
@@ -615,6 +635,36 @@ def _not_ready_reasons(row: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def undeclared_evidence_tables(
+    evidence: Iterable[Mapping[str, Any]], declared: Iterable[str], catalog_tables: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """Tables that hold erasure evidence (someone's data was erased there) but declare no subject columns:
+    a catalog-wide erasure driven by the declarations would miss them.
+
+    :param evidence: raw evidence rows (``table_name``, ``request_id``).
+    :param declared: the tables the erasure map lists (they declare subject columns).
+    :param catalog_tables: the tables in the map's scope; ``None``: every table with evidence.
+    """
+    known = set(declared)
+    scope = None if catalog_tables is None else set(catalog_tables)
+    counts: dict[str, set[str]] = defaultdict(set)
+    for e in evidence:
+        name = e.get("table_name")
+        if name and name not in known and (scope is None or name in scope):
+            counts[str(name)].add(str(e.get("request_id") or ""))
+    return [
+        {
+            "table": name,
+            "requests_with_evidence": len(counts[name]),
+            "problem": (
+                f"holds erasure evidence of {len(counts[name])} request(s) but declares no subject columns: "
+                f"a catalog-wide erasure would skip it (set erasure.subject-columns.<kind>=<column> on {name})"
+            ),
+        }
+        for name in sorted(counts)
+    ]
+
+
 def erasure_map(rows: Iterable[Mapping[str, Any]], open_by_table: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The erasure map: each table declaring subject columns, its columns per key kind and their readiness.
 
@@ -664,27 +714,51 @@ def erasure_map(rows: Iterable[Mapping[str, Any]], open_by_table: Mapping[str, i
     }
 
 
-#: Ledger operations whose rows belong to the restricted side of the view (erasure and approvals).
-RESTRICTED_OPERATION_PREFIXES = ("erasure",)
-RESTRICTED_OPERATION_WORDS = ("approval",)
+#: Words of ledger operations whose rows belong to the restricted side of the view (erasure, including
+#: the maintenance plan's ``maintenance.erasure_purge``, and approvals).
+RESTRICTED_OPERATION_WORDS = ("erasure", "approval")
+#: Words of ``metrics``/``details`` keys that carry erasure facts (request ids, subject hashes, evidence):
+#: public rows lose these keys, at any depth.
+RESTRICTED_KEY_WORDS = ("erasure", "request", "subject", "evidence", "purge")
 
 
 def is_restricted_operation(operation: str | None) -> bool:
     """Whether a ledger row is erasure or approval history (shown only with the restricted permission)."""
     op = (operation or "").lower()
-    return op.startswith(RESTRICTED_OPERATION_PREFIXES) or any(w in op for w in RESTRICTED_OPERATION_WORDS)
+    return any(w in op for w in RESTRICTED_OPERATION_WORDS)
+
+
+def _without_restricted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _without_restricted_keys(v)
+            for k, v in value.items()
+            if not any(w in str(k).lower() for w in RESTRICTED_KEY_WORDS)
+        }
+    if isinstance(value, list):
+        return [_without_restricted_keys(v) for v in value]
+    return value
 
 
 def public_ledger(ledger: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Ledger rows without erasure and approval history (what every viewer may see)."""
-    return [r for r in ledger if not is_restricted_operation(r.get("operation"))]
+    """Ledger rows without erasure and approval history, and without erasure facts inside the
+    ``metrics``/``details`` of the rows kept (what every viewer may see)."""
+    return [
+        {
+            **r,
+            "metrics": _without_restricted_keys(r.get("metrics") or {}),
+            "details": _without_restricted_keys(r.get("details") or {}),
+        }
+        for r in ledger
+        if not is_restricted_operation(r.get("operation"))
+    ]
 
 
 def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> list[dict[str, Any]]:
     """Approval decisions recorded in the ledger (``ledger_views`` output), newest first."""
     out = []
     for r in ledger:
-        if not any(w in (r.get("operation") or "").lower() for w in RESTRICTED_OPERATION_WORDS):
+        if "approval" not in (r.get("operation") or "").lower():
             continue
         if table and r.get("table") != table:
             continue
@@ -701,9 +775,8 @@ def approvals(ledger: Iterable[Mapping[str, Any]], table: str | None = None) -> 
 
 
 def _erasure_rows(ledger: Iterable[Mapping[str, Any]], table: str | None) -> list[Mapping[str, Any]]:
-    return [
-        r for r in ledger if (r.get("operation") or "").startswith("erasure") and (not table or r.get("table") == table)
-    ]
+    """Erasure runs: the erasure operator's rows and the maintenance plan's purge (``maintenance.erasure_purge``)."""
+    return [r for r in ledger if "erasure" in (r.get("operation") or "") and (not table or r.get("table") == table)]
 
 
 def _inside(when: Any, row: Mapping[str, Any]) -> bool:
@@ -781,11 +854,18 @@ REF_POLICY_TEXT = {
 }
 
 
+def _phase_runs(tables: Sequence[Mapping[str, Any]], role: str) -> list[dict[str, Any]]:
+    """The runs of one role (``logical`` or ``purge``) across a report's tables, each with its table."""
+    return [{**run, "table": t["table"]} for t in tables for run in t["batch"]["runs"] if run["role"] == role]
+
+
 def evidence_report(
     request_id: str,
     requests: Iterable[Mapping[str, Any]],
     evidence: Iterable[Mapping[str, Any]],
     ledger: Iterable[Mapping[str, Any]] = (),
+    *,
+    now: datetime | None = None,
 ) -> dict[str, Any] | None:
     """Everything a compliance officer hands over for one request; ``None`` when nothing is known.
 
@@ -847,7 +927,15 @@ def evidence_report(
         )
     hashes = sorted({str(e["subject_hash"]) for e in rows if e.get("subject_hash")})
     finished = [e["finished_at"] for e in rows if e.get("finished_at")]
+    shaped = erasure_requests([request], rows, now=now or datetime.now(UTC))[0] if request else None
     return {
+        "deadlines": shaped["deadlines"] if shaped else [],
+        "overdue": bool(shaped and shaped["overdue"]),
+        "open": bool(shaped and shaped["open"]),
+        "logical_runs": _phase_runs(tables, "logical"),
+        "purge_runs": _phase_runs(tables, "purge"),
+        "logically_erased": any(t["request"]["logical_erased_at"] for t in tables),
+        "purged": any(t["request"]["purged_at"] for t in tables),
         "request_id": request_id,
         "requests_table": request.get("requests_table") if request else None,
         "status": request.get("status") if request else None,

@@ -164,11 +164,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if not isinstance(self.driver_read, bool):
-            raise IcebergValidationError(
-                f"driver_read={self.driver_read!r} is not a boolean; give True (the driver may read appended Parquet "
-                "files itself) or False (always a Spark job)."
-            )
+        if not params.is_templated(self.driver_read):
+            params.flag(self.driver_read, "driver_read")
         rows = self.incremental_min_rows
         if isinstance(rows, bool) or not isinstance(rows, int):
             raise IcebergValidationError(
@@ -242,6 +239,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         return [self.ident.dotted], [f"{self.catalog_hook.governance_namespace}.audit_results"]
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         checks = self.parse_checks()
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         plan, snapshots, tbl = self._plan(branch, checks)

@@ -206,6 +206,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         return statements
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             before = resumed.resume

@@ -240,7 +240,9 @@ def rewrite_options(
             validate_positive_int(partial_progress_max_commits, "partial_progress_max_commits")
         )
     if remove_dangling_deletes is not None:
-        out["remove-dangling-deletes"] = "true" if remove_dangling_deletes else "false"
+        out["remove-dangling-deletes"] = (
+            "true" if _as_bool(remove_dangling_deletes, "remove_dangling_deletes") else "false"
+        )
     try:
         check_options(out)
     except MaintenanceSqlError as err:
@@ -271,11 +273,8 @@ def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) ->
 
 
 def _as_bool(value: Any, param: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise IcebergValidationError(f"{param}={value!r} is not a boolean; pass true or false.")
+    """The strict flag rule (:func:`~airflow_iceberg_provider.params.flag`)."""
+    return params.flag(value, param)
 
 
 # --------------------------------------------------------------------- table defaults

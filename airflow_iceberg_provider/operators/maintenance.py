@@ -136,6 +136,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         check_main_branch(self.branch, "rewrite_data_files")
         where, options = validate_where(self.where), _options_mapping(self.options)
         tbl = self.catalog_hook.load_table(self.ident)
+        validate_where(where, columns=tbl.schema().column_names)  # the filter names only the table's columns
         args = self._plan_args(tbl, where, options)
         before = self.catalog_hook.health(tbl)
         if before.snapshot_id is None:

@@ -178,8 +178,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         if not params.is_templated(specs):
             self.parse_checks()
 
-    def parse_checks(self) -> list[audit_checks.Check]:
-        """Validate the rendered check specs (no Spark, no catalog)."""
+    def parse_checks(self, columns: Sequence[str] | None = None) -> list[audit_checks.Check]:
+        """Validate the rendered check specs (no Spark, no catalog).
+
+        :param columns: the audited table's column names, once loaded: the SQL fragments may
+            then name only these.
+        """
         try:
             checks = audit_checks.parse_checks(
                 self.column_mapping,
@@ -187,6 +191,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 self.change_checks,
                 partition_clause=self.partition_clause,
                 accept_none=self.accept_none,
+                columns=columns,
             )
         except audit_checks.CheckSpecError as err:
             raise IcebergValidationError(f"Invalid audit checks for {self.task_id}: {err}") from err
@@ -243,6 +248,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         checks = self.parse_checks()
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         plan, snapshots, tbl = self._plan(branch, checks)
+        self.parse_checks(columns=tbl.schema().column_names)  # before any job: only the table's columns
         base_values = self._reusable_base_values(checks, self.ident.dotted, plan.base, snapshots, tbl)
         spec = self._spec(context, branch, checks, plan, base_values, tbl)
         self.log.info(

@@ -224,6 +224,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         # SQL statements through Spark Connect commit without the run's stamps: the ledger decides
         stamped = self.application is not None or self.spark_hook.execution_mode != "spark_connect"
         tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where, stamped=stamped)
+        rerun.validate_replace_where(where, columns=tbl.schema().column_names)  # only the table's columns
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
         refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):

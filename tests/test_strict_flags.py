@@ -173,3 +173,28 @@ def test_expiry_dry_run_true_in_any_case_is_a_dry_run(lake):
     out = op.execute(fake_context())
     assert out["dry_run"] is True and out["spark_job"] is False
     assert lake.metadata_location("db.orders") == before
+
+
+@pytest.mark.parametrize("value", ["yes", "1", 1, "on", ""])
+def test_task_group_flags_are_strict(value):
+    """``asset`` is a flag or an Asset (refused at parse time); ``drop_branch`` reaches the publish
+    operator verbatim, whose ``execute()`` refuses it (covered by the table above)."""
+    import pendulum
+    from airflow.sdk import DAG
+
+    from airflow_iceberg_provider.task_groups import wap_task_group
+
+    spec = {
+        "table": "wap.orders",
+        "sql": "INSERT INTO {table} SELECT 1",
+        "column_mapping": {"amount": {"min": {"geq_to": 0}}},
+    }
+    with DAG("flags", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+        with pytest.raises(IcebergValidationError, match=r"^asset=.* is not a boolean flag"):
+            wap_task_group(group_id="a", asset=value, **spec)
+    with DAG("flags2", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+        wap_task_group(group_id="b", asset="FALSE", drop_branch=value, **spec)
+    publish = dag.task_dict["b.publish"]
+    assert publish.outlets == [] and publish.drop_branch == value
+    with pytest.raises(IcebergValidationError, match=r"^drop_branch=.* is not a boolean flag"):
+        publish.execute(fake_context())

@@ -198,3 +198,21 @@ def test_task_group_flags_are_strict(value):
     assert publish.outlets == [] and publish.drop_branch == value
     with pytest.raises(IcebergValidationError, match=r"^drop_branch=.* is not a boolean flag"):
         publish.execute(fake_context())
+
+
+@pytest.mark.parametrize(("rendered", "refused"), [("yes", True), ("1", True), ("TRUE", False), ("True", False)])
+def test_a_templated_flag_is_checked_after_rendering(lake, rendered, refused):
+    create_orders_table(lake, "db.orders", partition_by=())
+    append_batches(lake, "db.orders", 3)
+    before = lake.metadata_location("db.orders")
+    op = IcebergExpireSnapshotsOperator(
+        task_id="expire", table="db.orders", older_than="0s", older_than_floor="0s", dry_run="{{ params.dry }}"
+    )
+    ctx = {**fake_context(), "params": {"dry": rendered}}
+    op.render_template_fields(ctx)
+    if refused:
+        with pytest.raises(IcebergValidationError, match=rf"^dry_run='{rendered}' is not a boolean flag"):
+            op.execute(ctx)
+    else:
+        assert op.execute(ctx)["dry_run"] is True
+    assert lake.metadata_location("db.orders") == before

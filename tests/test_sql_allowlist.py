@@ -127,8 +127,12 @@ def test_columns_when_known_are_the_only_names_accepted():
     [
         ("a > 0 AND " * 500 + "true", "characters long"),
         ("(" * (sa.MAX_DEPTH + 1) + "a" + ")" * (sa.MAX_DEPTH + 1) + " > 0", "nests parentheses"),
-        (" OR ".join(f"a = {i}" for i in range(300)), f"more than {sa.MAX_NODES} nodes"),
+        (
+            "coalesce(" + ",".join("a" for _ in range(sa.MAX_NODES // 2 + 1)) + ") > 0",
+            f"more than {sa.MAX_NODES} nodes",
+        ),
         ("NOT " * 900 + "true", "nested too deeply|more than"),
+        ("b OR " * 300 + "b", f"nested more than {sa.MAX_TREE_DEPTH} levels deep"),
     ],
 )
 def test_size_depth_and_node_count_are_bounded(fragment, problem):

@@ -30,7 +30,9 @@ MAX_CHARS = 4000
 #: Deepest nesting of parentheses accepted.
 MAX_DEPTH = 32
 #: Most expression nodes accepted in one fragment.
-MAX_NODES = 600
+MAX_NODES = 2000
+#: Deepest expression tree accepted (a chain of 200 ``OR`` is 200 deep; use ``IN`` for long lists).
+MAX_TREE_DEPTH = 256
 
 #: A column name (unqualified; nested fields are not supported).
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
@@ -326,11 +328,15 @@ def check_fragment(
     tree = _parse(text, param)
     exp = _exp()
     known = None if columns is None else {c.lower() for c in columns}
-    count = 0
-    for node in tree.walk():
-        count += 1
+    depth: dict[int, int] = {id(tree): 0}
+    for count, node in enumerate(tree.walk(), start=1):
         if count > MAX_NODES:
             raise _refuse(param, text, "the fragment", f"has more than {MAX_NODES} nodes", "simplify it")
+        level = depth[id(node)] = depth.get(id(node.parent), -1) + 1
+        if level > MAX_TREE_DEPTH:
+            raise _refuse(
+                param, text, "the fragment", f"is nested more than {MAX_TREE_DEPTH} levels deep", "simplify it"
+            )
         _check_node(node, text, param, kind, known, exp)
     return text.strip()
 
@@ -440,6 +446,7 @@ __all__ = [
     "MAX_CHARS",
     "MAX_DEPTH",
     "MAX_NODES",
+    "MAX_TREE_DEPTH",
     "PREDICATE",
     "SCALARS",
     "STATEMENT",

@@ -216,3 +216,19 @@ def test_a_templated_flag_is_checked_after_rendering(lake, rendered, refused):
     else:
         assert op.execute(ctx)["dry_run"] is True
     assert lake.metadata_location("db.orders") == before
+
+
+def test_flag_conflicts_are_checked_on_the_converted_values(lake):
+    """``legal_hold="true"`` with ``replace="TRUE"`` (rendered strings) is the same conflict as with
+    booleans: refused in ``execute()``, the table unchanged."""
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+
+    create_orders_table(lake, "db.orders", partition_by=())
+    append_batches(lake, "db.orders", 1)
+    before = lake.metadata_location("db.orders")
+    op = IcebergCreateTagOperator(
+        task_id="hold", table="db.orders", tag="legal-hold-case-9", legal_hold="true", replace="TRUE", case_id="9"
+    )
+    with pytest.raises(IcebergValidationError, match="legal_hold=True with replace=True"):
+        op.execute(fake_context())
+    assert lake.metadata_location("db.orders") == before

@@ -77,7 +77,8 @@ COLUMNS: list[tuple[str, object]] = [
     ("trailing_newline", "amount\n"),
 ]
 
-#: SQL fragments where a read-only predicate belongs (check statements, partition clauses, ``where``)
+#: SQL fragments where one allowlisted expression belongs (check statements, partition clauses,
+#: ``replace_where``, ``where``): every one must be refused by every SQL entry point
 SQL_FRAGMENTS: list[tuple[str, object]] = [
     ("stacked_drop", "1=1; DROP TABLE db.orders"),
     ("line_comment", "amount > 0 -- and more"),

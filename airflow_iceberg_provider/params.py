@@ -56,9 +56,10 @@ letters, digits and underscores, starting with a letter or underscore (refs may 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NoReturn, overload
@@ -504,6 +505,85 @@ def operations(values: Any, param: str = "expected_operations") -> list[str]:
     return [str(op) for op in items]
 
 
+# ----------------------------------------------------------------- flags and enums
+#: The only spellings of a flag (compared case-insensitively, after stripping blanks).
+FLAG_WORDS = {"true": True, "false": False}
+#: What an *optional* flag (default ``None``) also accepts as "unset": Python ``None`` and what
+#: Jinja renders for it. A blank string is refused: it is not a decision.
+_FLAG_UNSET = ("None", "null")
+
+
+@overload
+def flag(value: Any, param: str, *, optional: Literal[False] = ...) -> bool: ...
+@overload
+def flag(value: Any, param: str, *, optional: bool) -> bool | None: ...
+def flag(value: Any, param: str, *, optional: bool = False) -> bool | None:
+    """A boolean flag: ``True``/``False`` or the strings ``"true"``/``"false"`` in any case.
+
+    Nothing else is a flag: ``"yes"``, ``"1"``, ``1``, ``"on"``, ``""`` and (unless
+    ``optional``) ``None`` are refused with the parameter named, so no flag can fail open
+    (``dry_run="yes"`` never means "run for real").
+
+    :param optional: the parameter's default is ``None`` (the engine's own default); then
+        ``None`` and the rendered ``"None"``/``"null"`` give ``None``.
+    :raises IcebergValidationError: for any other value.
+    """
+    _check_template(value, param)
+    if isinstance(value, bool):
+        return value
+    if optional and (value is None or (isinstance(value, str) and value.strip() in _FLAG_UNSET)):
+        return None
+    if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
+        return FLAG_WORDS[value.strip().lower()]
+    problem = "is not set, and this flag is required" if value is None else "is not a boolean flag"
+    refuse(
+        param,
+        value,
+        problem,
+        "pass True or False (or the strings 'true'/'false' from a template)"
+        + ("; None leaves it at the engine's default" if optional else ""),
+    )
+
+
+def flag_parameters(cls: type) -> dict[str, bool]:
+    """The boolean flags of a class's constructors (its own and its bases' in this package).
+
+    A flag is a keyword parameter annotated ``bool``, ``bool | str`` or ``bool | None`` (the value
+    says whether ``None`` is accepted: an optional flag). Parameters that also take other types
+    (``bool | dict``, ``Asset | bool``) are not flags and are converted where they are used.
+    """
+    found: dict[str, bool] = {}
+    for klass in reversed(cls.__mro__):
+        if not klass.__module__.startswith("airflow_iceberg_provider.") or "__init__" not in vars(klass):
+            continue
+        for name, parameter in inspect.signature(vars(klass)["__init__"]).parameters.items():
+            parts = {part.strip() for part in str(parameter.annotation).split("|")}
+            if "bool" in parts and parts <= {"bool", "str", "None"}:
+                found[name] = "None" in parts
+    return found
+
+
+def resolve_flags(obj: Any) -> None:
+    """Convert every flag of ``obj`` (:func:`flag_parameters`) in place with :func:`flag`.
+
+    The first step of every operator's and sensor's ``execute()``: after rendering, before any
+    I/O, so a flag that is not a boolean stops the task with the parameter named and nothing changed.
+    """
+    for name, optional in flag_parameters(type(obj)).items():
+        setattr(obj, name, flag(getattr(obj, name), name, optional=optional))
+
+
+def choice(value: Any, param: str, choices: Sequence[str]) -> str:
+    """An enum parameter: exactly one of ``choices`` (case-sensitive, no stripping).
+
+    :raises IcebergValidationError: naming the parameter and the accepted values.
+    """
+    _check_template(value, param)
+    if not isinstance(value, str) or value not in choices:
+        refuse(param, value, "is not one of the accepted values", f"use one of {list(choices)}")
+    return value
+
+
 __all__ = [
     "JAVA_INT_MAX",
     "JAVA_LONG_MAX",
@@ -511,9 +591,12 @@ __all__ = [
     "REF_RE",
     "SNAPSHOT_OPERATIONS",
     "UNSET_STRINGS",
+    "choice",
     "cutoff_ms",
     "describe",
     "duration",
+    "flag",
+    "flag_parameters",
     "instant_ms",
     "is_duration_text",
     "is_templated",
@@ -523,6 +606,7 @@ __all__ = [
     "positive_int",
     "ref_name",
     "refuse",
+    "resolve_flags",
     "retention_ms",
     "snapshot_id",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import Asset, TaskGroup, TriggerRule
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
@@ -25,10 +26,15 @@ def _xcom(task_id: str, key: str) -> str:
 
 
 def _asset_outlets(asset: Asset | bool | None, table: str, catalog_name: str) -> list[Asset]:
-    """``True``: the table's ``iceberg://`` Asset; an Asset: itself; ``None``/``False``: none."""
-    if asset is True:
-        return [iceberg_asset(table, catalog_name)]
-    return [asset] if isinstance(asset, Asset) else []
+    """``True``: the table's ``iceberg://`` Asset; an Asset: itself; ``None``/``False``: none.
+
+    Any other value is refused (the strict flag rule): ``"yes"`` never silently means "no event".
+    """
+    if isinstance(asset, Asset):
+        return [asset]
+    if asset is None:
+        return []
+    return [iceberg_asset(table, catalog_name)] if params.flag(asset, "asset") else []
 
 
 def _step(shared: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:

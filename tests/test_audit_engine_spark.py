@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_iceberg_provider.core import audit_checks as ck
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
@@ -49,8 +50,8 @@ def result(module_lake, tmp_path_factory):
     spec = {
         "job": "audit_engine_equivalence",
         "table": "db.edge_cases",
-        "column_mapping": COLUMN_MAPPING,
-        "table_checks": TABLE_CHECKS,
+        "checks": [c.to_dict() for c in ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)],
+        "outside": [c.to_dict() for c in ck.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})],
         "result_path": str(path),
     }
     spark.submit(spark.plan(JOB, spec=spec))
@@ -64,6 +65,18 @@ def test_every_expression_has_sparks_value_on_every_appended_row(result):
     # the cases are not vacuous: NaN and NULL rows are among them, and answers differ by row
     assert any("NaN" in v["spark"] for v in result["rows"].values())
     assert all(len(set(map(str, v["spark"]))) > 1 for v in result["rows"].values())
+
+
+@pytest.mark.security
+def test_every_form_the_sql_allowlist_accepts_is_evaluated_as_spark_does_or_left_to_spark(result):
+    """The oracle of the SQL allowlist: the driver's Arrow evaluator never disagrees with Spark
+    on an accepted form (``tests/test_sql_allowlist.py`` checks the forms are accepted)."""
+    forms = result["allowed_forms"]
+    assert len(forms) >= 60
+    differ = {e: v for e, v in forms.items() if "driver" in v and v["driver"] != v["spark"]}
+    assert not differ, json.dumps(differ, indent=1, ensure_ascii=False)
+    assert all(len(v["spark"]) == 6 for v in forms.values())
+    assert sum("driver" in v for v in forms.values()) >= 10  # the driver answers the comparisons itself
 
 
 def test_generated_expressions_have_sparks_value_on_every_appended_row(result):

@@ -51,6 +51,8 @@ from airflow_iceberg_provider.operators import (
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor
 
+pytestmark = pytest.mark.security
+
 T = "db.orders"
 CHECKS = {"column_mapping": {"amount": {"min": {"geq_to": 0}}}}
 SQL = "INSERT INTO {table} VALUES (1, 'c', 'ca', 1.0, TIMESTAMP '2026-01-01 00:00:00')"
@@ -384,6 +386,29 @@ SQL_ENTRIES: list[Entry] = [
         ),
     ),
     (
+        "audit.column_partition_clause",
+        "partition_clause",
+        lambda v, c, i: _ex(
+            wap_audit.IcebergWapAuditOperator(
+                task_id="t",
+                table=T,
+                branch="dev",
+                column_mapping={"amount": {"min": {"geq_to": 0, "partition_clause": v}}},
+            ),
+            c,
+        ),
+    ),
+    (
+        "write.replace_where",
+        "replace_where",
+        lambda v, c, i: _ex(
+            wap_write.IcebergWapWriteOperator(
+                task_id="t", table=T, branch="b", sql=SQL, on_rerun="replace", replace_where=v
+            ),
+            c,
+        ),
+    ),
+    (
         "rewrite_data_files.where",
         "where",
         lambda v, c, i: _ex(maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where=v), c),
@@ -671,6 +696,22 @@ TEMPLATED = [
         "rewrite.where",
         lambda: maintenance.IcebergRewriteDataFilesOperator(task_id="t", table=T, where="{{ hostile }}"),
         "where",
+        SQL_FRAGMENTS,
+    ),
+    (
+        "audit.check_statement",
+        lambda: wap_audit.IcebergWapAuditOperator(
+            task_id="t", table=T, branch="dev", table_checks={"c": {"check_statement": "{{ hostile }}"}}
+        ),
+        "check_statement",
+        SQL_FRAGMENTS,
+    ),
+    (
+        "write.replace_where",
+        lambda: wap_write.IcebergWapWriteOperator(
+            task_id="t", table=T, branch="b", sql=SQL, on_rerun="replace", replace_where="{{ hostile }}"
+        ),
+        "replace_where",
         SQL_FRAGMENTS,
     ),
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -203,3 +205,58 @@ def test_secret_reaches_spark_but_not_argv_or_logs(secret_lake, monkeypatch, cap
     assert SECRET not in json.dumps(result)
     ledger = hook.governance.read("ledger", event_id=result["job_run_id"])
     assert ledger and SECRET not in json.dumps(ledger, default=str)
+
+
+def _java_properties_value(line: str) -> str:
+    """The value of one ``key=value`` line decoded by java.util.Properties' rules: a backslash
+    escape ``\\uXXXX`` is one UTF-16 code unit, so a supplementary character is a surrogate pair."""
+    raw = line.split("=", 1)[1]
+    units: list[int] = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and raw[i + 1] == "u":
+            units.append(int(raw[i + 2 : i + 6], 16))
+            i += 6
+        elif ch == "\\":
+            units.append(ord({"n": "\n", "r": "\r", "t": "\t", "f": "\f"}.get(raw[i + 1], raw[i + 1])))
+            i += 2
+        else:
+            assert ord(ch) < 0x10000
+            units.append(ord(ch))
+            i += 1
+    return b"".join(u.to_bytes(2, "big") for u in units).decode("utf-16-be")
+
+
+@pytest.mark.security
+def test_java_properties_writes_supplementary_characters_as_surrogate_pairs():
+    password = "pa55=😀:𝄞\U0010ffffé"
+    line = java_properties_line("spark.secret", password)
+    assert "\\ud83d\\ude00" in line and "\\ud834\\udd1e" in line and "\\udbff\\udfff" in line
+    assert all(ord(ch) < 127 for ch in line)
+    assert _java_properties_value(line) == password
+
+
+@pytest.mark.security
+def test_java_reads_an_emoji_password_back(tmp_path):
+    """One round trip through a real JVM's java.util.Properties (single-file source launch)."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    password = "p😀w=d:#é 𝄞"
+    (tmp_path / "secret.properties").write_text(java_properties_line("spark.secret", password) + "\n")
+    (tmp_path / "Read.java").write_text(
+        "import java.io.*; import java.util.*;\n"
+        "public class Read { public static void main(String[] a) throws Exception {\n"
+        "  Properties p = new Properties();\n"
+        "  try (InputStream in = new FileInputStream(a[0])) { p.load(in); }\n"
+        '  try (Writer w = new OutputStreamWriter(new FileOutputStream(a[1]), "UTF-8")) {\n'
+        '    w.write(p.getProperty("spark.secret")); } } }\n'
+    )
+    subprocess.run(
+        [java, str(tmp_path / "Read.java"), str(tmp_path / "secret.properties"), str(tmp_path / "out.txt")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == password

@@ -329,7 +329,10 @@ def test_create_refuses_other_format_version_and_bad_on_mismatch(lake, context):
             context
         )
     assert lake.metadata_location("db.orders") == location
-    with pytest.raises(IcebergValidationError, match=r"on_mismatch='replace' is invalid; use 'fail' or 'update'"):
+    with pytest.raises(
+        IcebergValidationError,
+        match=r"on_mismatch='replace' is not one of the accepted values; use one of \['fail', 'update'\]",
+    ):
         create(on_mismatch="replace")
 
 

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from airflow_iceberg_provider.core import sql_allowlist
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
@@ -47,11 +49,6 @@ COMPARISONS = ("equal_to", "greater_than", "geq_to", "less_than", "leq_to")
 _CHANGE_ALIASES = {"min": "geq_to", "max": "leq_to"}
 _COLUMN_EXTRA = ("tolerance", "partition_clause")
 _TABLE_KEYS = ("check_statement", "partition_clause")
-#: Keywords refused in user SQL fragments: audits read, they never change anything.
-_FORBIDDEN_SQL = re.compile(
-    r";|--|/\*|\b(insert|update|delete|merge|drop|alter|create|truncate|call|grant|revoke)\b",
-    re.IGNORECASE,
-)
 
 #: Table check statement modes (decided by the Spark job's analyser).
 ROW = "row"
@@ -158,18 +155,22 @@ def _number(value: Any, where: str) -> float:
     return value
 
 
-def sql_fragment(value: Any, where: str) -> str:
+def sql_fragment(
+    value: Any, where: str, *, kind: str = sql_allowlist.PREDICATE, columns: Collection[str] | None = None
+) -> str:
+    """One user SQL fragment, parsed and accepted by allowlist (:mod:`.sql_allowlist`); returned stripped.
+
+    :param kind: ``sql_allowlist.PREDICATE`` (partition clauses, ``replace_where``) or
+        ``sql_allowlist.STATEMENT`` (a table check statement: aggregates allowed).
+    :param columns: the table's column names when known (any other column is refused).
+    :raises CheckSpecError: naming the node, where it is, and the fix.
+    """
     if not isinstance(value, str) or not value.strip():
         raise CheckSpecError(f"{where} must be a non-empty SQL predicate string, e.g. \"region = 'ca'\".")
-    found = _FORBIDDEN_SQL.search(value) or re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", value)
-    if found:
-        raise CheckSpecError(
-            f"{where}={value!r} contains {found.group(0)!r}; check statements and partition clauses are "
-            "single read-only predicates (no ';', comments, control characters or DDL/DML keywords)."
-        )
-    if len(value) > 4000:
-        raise CheckSpecError(f"{where} is longer than 4000 characters.")
-    return value.strip()
+    try:
+        return sql_allowlist.check_fragment(value, where, kind=kind, columns=columns)
+    except sql_allowlist.UnsafeSqlError as err:
+        raise CheckSpecError(str(err)) from err
 
 
 def _condition(values: Mapping[str, Any], where: str, aliases: Mapping[str, str] | None = None) -> dict[str, float]:
@@ -248,19 +249,23 @@ def parse_checks(
     *,
     partition_clause: str | None = None,
     accept_none: bool = True,
+    columns: Collection[str] | None = None,
 ) -> list[Check]:
     """Validate the three check families and return the flat list of checks.
 
     :param partition_clause: predicate applied to every column and table check
         (combined with a check's own ``partition_clause`` by ``AND``), as in common-sql.
+    :param columns: the audited table's column names, when known: the SQL fragments may name
+        only these (:mod:`.sql_allowlist`); without them any plain column name is accepted and
+        Spark resolves it.
     :raises CheckSpecError: on unknown check types or keys, non-numeric or
         contradictory thresholds, invalid column names or unsafe SQL fragments.
     """
     checks: list[Check] = []
-    base_clause = sql_fragment(partition_clause, "partition_clause") if partition_clause else None
+    base_clause = sql_fragment(partition_clause, "partition_clause", columns=columns) if partition_clause else None
 
     def clause(own: Any, where: str) -> str | None:
-        own_clause = sql_fragment(own, where) if own is not None else None
+        own_clause = sql_fragment(own, where, columns=columns) if own is not None else None
         if base_clause and own_clause:
             return f"({base_clause}) AND ({own_clause})"
         return own_clause or base_clause
@@ -277,7 +282,9 @@ def parse_checks(
                 f"{where}: expected keys 'check_statement' (required) and 'partition_clause' (optional), "
                 f"got {sorted(values)}."
             )
-        statement = sql_fragment(values["check_statement"], f"{where}['check_statement']")
+        statement = sql_fragment(
+            values["check_statement"], f"{where}['check_statement']", kind=sql_allowlist.STATEMENT, columns=columns
+        )
         simple = simple_aggregate(statement)
         checks.append(
             Check(

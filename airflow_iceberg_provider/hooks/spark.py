@@ -138,6 +138,11 @@ def java_properties_line(key: str, value: str) -> str:
                 out.append("\\t")
             elif ch in "=:#!" or (ch == " " and (is_key or i == 0)):
                 out.append("\\" + ch)
+            elif ord(ch) > 0xFFFF:
+                # java.util.Properties reads \\uXXXX as one UTF-16 unit: a supplementary
+                # code point is written as its surrogate pair.
+                code = ord(ch) - 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
             elif ord(ch) > 126 or ord(ch) < 32:
                 out.append(f"\\u{ord(ch):04x}")
             else:

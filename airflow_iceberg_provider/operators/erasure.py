@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._erasure_job import (
@@ -168,6 +169,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
 
     # ----------------------------------------------------------------- execute
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         ident, phase = self.ident, validate_phase(self.phase)
         resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:

@@ -112,6 +112,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
         params.duration(self.older_than_floor, "older_than_floor")
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         tbl, now = self.catalog_hook.load_table(self.ident), now_ms()
         request = self._resolve(tbl, now)
         preview = preview_table_expiry(
@@ -129,7 +130,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
             self.log.info("Old snapshots kept by refs on %s: %s", self.ident, preview.held_snapshots)
         if request.dry_run or not preview.expire:
             return self._without_job(context, tbl, preview, result, dry_run=request.dry_run)
-        action = request.action(len(preview.expire), stream_results=bool(self.stream_results))
+        action = request.action(len(preview.expire), stream_results=params.flag(self.stream_results, "stream_results"))
         results, after, _ = self.run_actions(
             context, [action], health_before=self.catalog_hook.health(tbl), expiry=preview
         )
@@ -157,7 +158,7 @@ class IcebergExpireSnapshotsOperator(_IcebergMaintenanceOperator):
             defaults.min_snapshots_to_keep if params.is_unset(self.retain_last) else self.retain_last
         )
         ids = _parse_ids(self.snapshot_ids)
-        dry_run = str(self.dry_run).strip().lower() == "true"
+        dry_run = params.flag(self.dry_run, "dry_run")
         if not dry_run:
             check_gc_enabled(props, self.ident.dotted, "expire_snapshots")
         return _ExpiryRequest(cutoff, retain, ids, dry_run)

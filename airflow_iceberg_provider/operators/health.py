@@ -91,6 +91,7 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
             _validate_on_breach(self.on_breach)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         on_breach = _validate_on_breach(self.on_breach)
         tbl = self.catalog_hook.load_table(self.ident)
         thresholds = resolve_thresholds(tbl.metadata.properties, **{n: getattr(self, n) for n in THRESHOLDS})
@@ -157,9 +158,7 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
 
 
 def _validate_on_breach(value: Any) -> str:
-    if value not in ON_BREACH:
-        raise IcebergValidationError(f"on_breach={value!r} is not one of {ON_BREACH}; use 'fail' or 'warn'.")
-    return str(value)
+    return params.choice(value, "on_breach", ON_BREACH)
 
 
 class IcebergMetadataHygieneOperator(IcebergBaseOperator):
@@ -202,12 +201,13 @@ class IcebergMetadataHygieneOperator(IcebergBaseOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         result = metadata_hygiene(
             self.catalog_hook,
             self.ident.dotted,
             previous_versions_max=params.positive_int(self.previous_versions_max, "previous_versions_max"),
             older_than=params.duration(self.older_than, "older_than", required=True),
-            dry_run=str(self.dry_run).strip().lower() == "true",
+            dry_run=params.flag(self.dry_run, "dry_run"),
             context=context,
         )
         self.log.info(
@@ -271,8 +271,8 @@ HYGIENE_OPTIONS = ("previous_versions_max", "older_than", "dry_run")
 
 def run_metadata_hygiene(hook: Any, table: str, options: Any, context: Any = None) -> dict[str, Any]:
     """Metadata hygiene from a plan's ``metadata_hygiene={...}`` option (validated here, one home)."""
-    if options is True:
-        options = {}
+    if not isinstance(options, dict):
+        options = {} if params.flag(options, "metadata_hygiene") else options
     if not isinstance(options, dict) or set(options) - set(HYGIENE_OPTIONS):
         raise IcebergValidationError(
             f"metadata_hygiene={options!r} must be True or a dict with keys from {HYGIENE_OPTIONS}, e.g. "
@@ -286,6 +286,6 @@ def run_metadata_hygiene(hook: Any, table: str, options: Any, context: Any = Non
         older_than=params.duration(
             options.get("older_than", METADATA_LEFTOVER_DEFAULT_AGE), "metadata_hygiene.older_than", required=True
         ),
-        dry_run=str(options.get("dry_run", False)).strip().lower() == "true",
+        dry_run=params.flag(options.get("dry_run", False), "metadata_hygiene.dry_run"),
         context=context,
     )

@@ -128,6 +128,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         resumed = self.resume_actions(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             results, after, _, report = resumed
@@ -135,6 +136,7 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
         check_main_branch(self.branch, "rewrite_data_files")
         where, options = validate_where(self.where), _options_mapping(self.options)
         tbl = self.catalog_hook.load_table(self.ident)
+        validate_where(where, columns=tbl.schema().column_names)  # the filter names only the table's columns
         args = self._plan_args(tbl, where, options)
         before = self.catalog_hook.health(tbl)
         if before.snapshot_id is None:
@@ -197,11 +199,13 @@ class IcebergRewriteManifestsOperator(_IcebergMaintenanceOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         hook = self.catalog_hook
         before = hook.health(self.ident)
         if before.snapshot_id is None:
             return {"table": self.ident.dotted, "rewritten_manifests": 0, "spark_job": False}
-        args = {} if self.use_caching is None else {"use_caching": bool(self.use_caching)}
+        use_caching = params.flag(self.use_caching, "use_caching", optional=True)
+        args = {} if use_caching is None else {"use_caching": use_caching}
         action = PlannedAction("rewrite_manifests", args, f"{before.manifests} manifests")
         results, after, _ = self.run_actions(context, [action], health_before=before)
         out = results[0]["output"]
@@ -243,6 +247,7 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         where, options = validate_where(self.where), _options_mapping(self.options)
         before = self.catalog_hook.health(self.ident)
         args = self._plan_args(before, where, options)
@@ -270,7 +275,8 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
                 f"{self.ident} is format-version {before.format_version}; position delete files exist only in "
                 "format-version 2+ tables, so there is nothing to rewrite. Remove this task or upgrade the table."
             )
-        opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if self.rewrite_all else {})})
+        rewrite_all = params.flag(self.rewrite_all, "rewrite_all")
+        opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if rewrite_all else {})})
         args: dict[str, Any] = {"options": opts} if opts else {}
         if where:
             args["where"] = where
@@ -299,6 +305,7 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         cutoff, dry_run = self._resolve()
         tbl = self.catalog_hook.load_table(self.ident)
         if not dry_run:
@@ -331,11 +338,11 @@ class IcebergRemoveOrphanFilesOperator(_IcebergMaintenanceOperator):
         }
 
     def _resolve(self) -> tuple[int, bool]:
-        """The cutoff (at least 24 h ago: Iceberg's floor) and the dry-run flag (a dry run unless 'false')."""
+        """The cutoff (at least 24 h ago: Iceberg's floor) and the dry-run flag (strict: True/False only)."""
         now = now_ms()
         cutoff = params.cutoff_ms(self.older_than, "older_than", now=now)
         check_orphan_cutoff(cutoff, now=now)
-        return cutoff, str(self.dry_run).strip().lower() != "false"
+        return cutoff, params.flag(self.dry_run, "dry_run")
 
     def _verify_main_unmoved(self, before: TableHealth, result: Mapping[str, Any]) -> None:
         """Orphan removal commits nothing: main must be where it was."""
@@ -437,13 +444,13 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             "max_manifests": max_manifests,
             "min_snapshots_to_expire": min_snapshots_to_expire,
             "older_than_floor": None,  # templated attribute, resolved in plan()
-            "remove_orphans": remove_orphans,
             "orphan_older_than": orphan_older_than,
-            "orphan_dry_run": orphan_dry_run,
-            "partial_progress": partial_progress,
             "actions": actions,
-            "compute_stats": compute_stats,
         }
+        self.remove_orphans = remove_orphans
+        self.orphan_dry_run = orphan_dry_run
+        self.partial_progress = partial_progress
+        self.compute_stats = compute_stats
         self.expire_older_than = expire_older_than
         self.older_than_floor = older_than_floor
         self.retain_last = retain_last
@@ -469,11 +476,18 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             now=now,
             expire_older_than=None if params.is_unset(self.expire_older_than) else self.expire_older_than,
             retain_last=None if params.is_unset(self.retain_last) else self.retain_last,
-            **{**self.policy_args, "older_than_floor": expiry_floor(self.older_than_floor)},
+            **{
+                **self.policy_args,
+                "older_than_floor": expiry_floor(self.older_than_floor),
+                "remove_orphans": self.remove_orphans,
+                "orphan_dry_run": self.orphan_dry_run,
+                "partial_progress": self.partial_progress,
+                "compute_stats": self.compute_stats,
+            },
         )
         state = read_maintenance_state(hook, tbl, policy, now=now)
         health, expiry = state.health, state.expiry
-        force = str(self.force).strip().lower() == "true"
+        force = params.flag(self.force, "force")
         decision = decide(health, policy, properties=props, layout=state.layout, expiry=expiry, force=force)
         self.log.info(
             "Health of %s read in %.2fs: %s; policy %s", self.ident, time.monotonic() - t0, health.to_dict(), policy
@@ -481,6 +495,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         return decision, health, expiry
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         resumed = self.resume_actions(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             results, after, row, report = resumed
@@ -543,7 +558,10 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         """Bound the metadata log and delete leftover metadata files first (catalog only)."""
         from airflow_iceberg_provider.operators.health import run_metadata_hygiene
 
-        if not self.metadata_hygiene:
+        hygiene = self.metadata_hygiene
+        if isinstance(hygiene, dict):
+            return run_metadata_hygiene(self.catalog_hook, self.ident.dotted, hygiene, context)
+        if not params.flag(hygiene, "metadata_hygiene", optional=True):
             return None
         return run_metadata_hygiene(self.catalog_hook, self.ident.dotted, self.metadata_hygiene, context)
 

@@ -123,11 +123,9 @@ class IcebergWapMultiPublishOperator(BaseOperator):
 
     # ------------------------------------------------------------------ execute
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         started = datetime.now(UTC)
-        if self.transaction not in TRANSACTION_MODES:
-            raise IcebergValidationError(
-                f"transaction={self.transaction!r} is invalid; use one of {list(TRANSACTION_MODES)}."
-            )
+        params.choice(self.transaction, "transaction", TRANSACTION_MODES)
         specs = mp.check_tables(self.tables)
         check_partition_events(self.partition_events)
         tag = None if self.tag in (None, "") else check_tag_name(str(self.tag).strip(), "tag")

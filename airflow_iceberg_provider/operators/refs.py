@@ -185,21 +185,26 @@ class IcebergCreateTagOperator(_RefOperator):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if self.legal_hold and self.replace:
+        if self.legal_hold is True and self.replace is True:  # strings are converted in execute()
             raise IcebergValidationError(
                 "legal_hold=True with replace=True: a legal hold is never moved. Release the hold "
                 "(IcebergDropTagOperator with release_legal_hold=True) and place a new one."
             )
-        if self.legal_hold and self.max_ref_age is not None:
+        if self.legal_hold is True and self.max_ref_age is not None:
             raise IcebergValidationError(
                 "legal_hold=True with max_ref_age: a legal hold must not expire on its own; leave max_ref_age "
                 "unset and release the hold explicitly when the case closes."
             )
-        if self.legal_hold and not _templated(self.case_id) and _blank(self.case_id):
+        if self.legal_hold is True and not _templated(self.case_id) and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
 
     def _resolve(self) -> tuple[str, int | None]:
         """The tag's name (the one rule: :func:`~airflow_iceberg_provider.rules.refs.check_tag_name`) and retention."""
+        if self.legal_hold and self.replace:
+            raise IcebergValidationError(
+                "legal_hold=True with replace=True: a legal hold is never moved. Release the hold "
+                "(IcebergDropTagOperator with release_legal_hold=True) and place a new one. Nothing was changed."
+            )
         if self.legal_hold and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires a non-empty case_id.")
         tag = check_tag_name(self.tag, "tag", legal_hold=self.legal_hold, case_id=self.case_id)
@@ -221,6 +226,7 @@ class IcebergCreateTagOperator(_RefOperator):
         return details
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         tag, max_age = self._resolve()
         hook, started = self.catalog_hook, datetime.now(UTC)
         tbl = hook.load_table(self.ident)
@@ -319,6 +325,7 @@ class IcebergCreateBranchOperator(_RefOperator):
         }
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         branch, retention = self._resolve()
         hook, started = self.catalog_hook, datetime.now(UTC)
         tbl = hook.load_table(self.ident)
@@ -430,6 +437,7 @@ class IcebergDropTagOperator(_DropRefOperator):
             raise err
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         details = {}
         if is_legal_hold(str(self.tag)) and self.release_legal_hold:
             details = {"legal_hold_released": True, "release_reason": self.release_reason}
@@ -459,6 +467,7 @@ class IcebergDropBranchOperator(_DropRefOperator):
             params.ref_name(self.branch, "branch", allow_main=False)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         return self._drop(context, self.branch)
 
 
@@ -556,6 +565,7 @@ class IcebergRollbackOperator(_RefOperator):
             )
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         ref, target_kwargs, given, expected = self._resolve()
         hook, started = self.catalog_hook, datetime.now(UTC)
         tbl = hook.load_table(self.ident)
@@ -701,6 +711,7 @@ class IcebergCommitCheckOperator(_RefOperator):
         return criteria
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         q = self._resolve()
         ref = q["ref"]
         tbl = self.catalog_hook.load_table(self.ident)

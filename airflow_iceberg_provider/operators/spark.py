@@ -68,6 +68,7 @@ class IcebergSparkSubmitOperator(IcebergSparkBaseOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         ref, job_params = self._resolve()
         existing = self.catalog_hook.refs(self.ident).get(ref)
         before = existing.snapshot_id if existing else None

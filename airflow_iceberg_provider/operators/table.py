@@ -57,8 +57,7 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if self.on_mismatch not in ("fail", "update"):
-            raise IcebergValidationError(f"on_mismatch={self.on_mismatch!r} is invalid; use 'fail' or 'update'.")
+        params.choice(self.on_mismatch, "on_mismatch", ("fail", "update"))
         parse_partition_spec(parse_columns(self.columns), self.partition_by)
         if not params.is_templated(self.properties):
             self.table_properties()
@@ -73,6 +72,7 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         return {"format-version": "2", **{str(k): str(v) for k, v in given.items()}}
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         hook, ident = self.catalog_hook, self.ident
         schema = parse_columns(self.columns)
         spec = parse_partition_spec(schema, self.partition_by)

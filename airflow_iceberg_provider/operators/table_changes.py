@@ -213,6 +213,7 @@ class IcebergAlterTableOperator(IcebergBaseOperator):
         return build_request(**{a: getattr(self, a) for a in _ARGS})
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         request = self._request()
         hook, started = self.catalog_hook, datetime.now(UTC)
         try:

@@ -166,11 +166,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
 
     def check_arguments(self) -> None:
         super().check_arguments()
-        if not isinstance(self.driver_read, bool):
-            raise IcebergValidationError(
-                f"driver_read={self.driver_read!r} is not a boolean; give True (the driver may read appended Parquet "
-                "files itself) or False (always a Spark job)."
-            )
+        if not params.is_templated(self.driver_read):
+            params.flag(self.driver_read, "driver_read")
         rows = self.incremental_min_rows
         if isinstance(rows, bool) or not isinstance(rows, int):
             raise IcebergValidationError(
@@ -183,8 +180,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         if not params.is_templated(specs):
             self.parse_checks()
 
-    def parse_checks(self) -> list[audit_checks.Check]:
-        """Validate the rendered check specs (no Spark, no catalog)."""
+    def parse_checks(self, columns: Sequence[str] | None = None) -> list[audit_checks.Check]:
+        """Validate the rendered check specs (no Spark, no catalog).
+
+        :param columns: the audited table's column names, once loaded: the SQL fragments may
+            then name only these.
+        """
         try:
             checks = audit_checks.parse_checks(
                 self.column_mapping,
@@ -192,6 +193,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 self.change_checks,
                 partition_clause=self.partition_clause,
                 accept_none=self.accept_none,
+                columns=columns,
             )
         except audit_checks.CheckSpecError as err:
             raise IcebergValidationError(f"Invalid audit checks for {self.task_id}: {err}") from err
@@ -244,9 +246,11 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         return [self.ident.dotted], [f"{self.catalog_hook.governance_namespace}.audit_results"]
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         checks = self.parse_checks()
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         plan, snapshots, tbl = self._plan(branch, checks)
+        self.parse_checks(columns=tbl.schema().column_names)  # before any job: only the table's columns
         base_values = self._reusable_base_values(checks, self.ident.dotted, plan.base, snapshots, tbl)
         spec = self._spec(context, branch, checks, plan, base_values, tbl)
         self.log.info(

@@ -68,6 +68,7 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
         self.check_arguments()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         from_ref = validate_ref(self.from_ref, "from_ref")
         from_sid = params.snapshot_id(self.from_snapshot_id, "from_snapshot_id")

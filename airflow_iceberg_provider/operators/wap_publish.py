@@ -148,6 +148,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         check_partition_events(self.partition_events)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         started = datetime.now(UTC)
         tag = self._tag_name()
         tbl, state = self._resolve(context)

@@ -208,6 +208,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         return statements
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             before = resumed.resume
@@ -225,6 +226,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         # SQL statements through Spark Connect commit without the run's stamps: the ledger decides
         stamped = self.application is not None or self.spark_hook.execution_mode != "spark_connect"
         tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where, stamped=stamped)
+        rerun.validate_replace_where(where, columns=tbl.schema().column_names)  # only the table's columns
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
         refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):

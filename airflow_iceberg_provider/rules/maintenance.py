@@ -17,13 +17,13 @@ family). It must not read the catalog (``maintenance_state`` does, once) nor bui
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.core import sql_allowlist
 from airflow_iceberg_provider.core.maintenance_actions import (
     ACTIONS,
     COMPUTE_STATS,
@@ -99,34 +99,23 @@ def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
     return params.positive_int(value, param, required=True, minimum=minimum, maximum=JAVA_LONG_MAX)  # type: ignore[return-value]
 
 
-#: refused in ``where`` filters: they select files to rewrite, they never change anything themselves
-_FORBIDDEN_WHERE = re.compile(
-    r";|--|/\*|\b(insert|update|delete|merge|drop|alter|create|truncate|call|grant|revoke|select)\b",
-    re.IGNORECASE,
-)
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+def validate_where(value: Any, param: str = "where", columns: Collection[str] | None = None) -> str | None:
+    """A compaction filter: one row predicate on columns (``None``/empty: no filter).
 
+    Iceberg parses it as a Spark expression; before any job it is parsed here and accepted only
+    by the SQL allowlist (:mod:`~airflow_iceberg_provider.core.sql_allowlist`): no subqueries,
+    table or path references, comments, ``;``, or functions off the list.
 
-def validate_where(value: Any, param: str = "where") -> str | None:
-    """A compaction filter: one predicate on columns (``None``/empty: no filter).
-
-    Iceberg parses it as a Spark expression; this refuses, before any job, what cannot be a
-    plain predicate: ``;``, comments, control characters (NUL...), subqueries and DDL/DML
-    keywords, and anything longer than 4000 characters.
+    :param columns: the table's column names, when known: no other column is accepted.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str):
         raise IcebergValidationError(f"{param}={value!r} is not a string; pass a predicate such as \"region = 'ca'\".")
-    found = _FORBIDDEN_WHERE.search(value) or _CONTROL.search(value)
-    if found:
-        raise IcebergValidationError(
-            f"{param}={value[:80]!r} contains {found.group(0)!r}; a where filter is one predicate on columns (no "
-            "';', comments, control characters, subqueries or DDL/DML keywords), e.g. \"order_ts < '2026-01-01'\"."
-        )
-    if len(value) > 4000:
-        raise IcebergValidationError(f"{param} is longer than 4000 characters; pass a shorter predicate.")
-    return value.strip()
+    try:
+        return sql_allowlist.check_fragment(value, param, columns=columns)
+    except sql_allowlist.UnsafeSqlError as err:
+        raise IcebergValidationError(f"{err} Nothing was changed.") from err
 
 
 def validate_ratio(value: Any, param: str) -> float:
@@ -240,7 +229,9 @@ def rewrite_options(
             validate_positive_int(partial_progress_max_commits, "partial_progress_max_commits")
         )
     if remove_dangling_deletes is not None:
-        out["remove-dangling-deletes"] = "true" if remove_dangling_deletes else "false"
+        out["remove-dangling-deletes"] = (
+            "true" if _as_bool(remove_dangling_deletes, "remove_dangling_deletes") else "false"
+        )
     try:
         check_options(out)
     except MaintenanceSqlError as err:
@@ -271,11 +262,8 @@ def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) ->
 
 
 def _as_bool(value: Any, param: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise IcebergValidationError(f"{param}={value!r} is not a boolean; pass true or false.")
+    """The strict flag rule (:func:`~airflow_iceberg_provider.params.flag`)."""
+    return params.flag(value, param)
 
 
 # --------------------------------------------------------------------- table defaults

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
 from airflow_iceberg_provider.rules.schema import (  # parse_transform/parse_type: table_changes imports them here
@@ -271,11 +272,7 @@ def _bloom_properties(value: Any) -> dict[str, str]:
     out = {}
     for col, enabled in pairs:
         validate_name(col, "bloom_filter_columns entry")
-        if not isinstance(enabled, bool) and str(enabled).lower() not in ("true", "false"):
-            raise IcebergValidationError(
-                f"bloom_filter_columns[{col!r}]={enabled!r} is not a boolean; pass True or False."
-            )
-        out[BLOOM_PREFIX + str(col)] = str(enabled).lower()
+        out[BLOOM_PREFIX + str(col)] = "true" if params.flag(enabled, f"bloom_filter_columns[{col!r}]") else "false"
     return out
 
 

@@ -21,7 +21,7 @@ same interval that reached ``main`` after this run's branch was cut.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -61,8 +61,14 @@ def validate_on_rerun(value: Any, param: str = "on_rerun") -> str:
     return str(value)
 
 
-def validate_replace_where(value: Any, param: str = "replace_where") -> str | None:
-    """``None`` for unset values, else one read-only SQL predicate (the audit's fragment rules)."""
+def validate_replace_where(
+    value: Any, param: str = "replace_where", columns: Collection[str] | None = None
+) -> str | None:
+    """``None`` for unset values, else one row predicate accepted by the SQL allowlist (the audit's
+    fragment rule, :func:`~airflow_iceberg_provider.core.audit_checks.sql_fragment`).
+
+    :param columns: the table's column names, when known: no other column is accepted.
+    """
     from airflow_iceberg_provider.params import is_unset
 
     if is_unset(value):  # the provider's one rule for "unset"
@@ -70,7 +76,7 @@ def validate_replace_where(value: Any, param: str = "replace_where") -> str | No
     from airflow_iceberg_provider.core.audit_checks import CheckSpecError, sql_fragment
 
     try:
-        return sql_fragment(value, param)
+        return sql_fragment(value, param, columns=columns)
     except CheckSpecError as err:
         raise IcebergValidationError(
             f"{err} Give the predicate selecting exactly this interval's rows, e.g. "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.core.erasure_lifecycle import FINAL_STATUSES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.params import validate_table
@@ -87,6 +88,7 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
         return IcebergCatalogHook(self.iceberg_catalog_conn_id)
 
     def poke(self, context: Context) -> bool:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         table = validate_table(self.requests_table, "requests_table").dotted
         logical, physical = validate_deadlines(self.logical_deadline_hours, self.deadline_days)
         rows = self.hook.governance.erasure_request_states(table)

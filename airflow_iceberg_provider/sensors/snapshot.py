@@ -132,6 +132,7 @@ class IcebergSnapshotSensor(BaseSensorOperator):
 
     def pre_execute(self, context: Any) -> None:
         super().pre_execute(context)
+        params.resolve_flags(self)
         self.check_arguments()
 
     @cached_property
@@ -215,6 +216,7 @@ class IcebergSnapshotSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._finish(context, result["snapshot"], result["matched"]))
 
     def execute(self, context: Context) -> Any:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         if not self.deferrable:
             return super().execute(context)
         if self.check_before_defer:

@@ -111,6 +111,77 @@ LITERALS = {
     "ts": ["TIMESTAMP '2026-01-01 00:00:00'", "TIMESTAMP '2026-01-01 05:00:00.5'", "TIMESTAMP '2026-03-08 02:30:00'"],
     "dt": ["DATE '2026-01-02'", "DATE '2026-01-01'", "DATE '2026-03-08'"],
 }
+#: One expression per form the SQL allowlist accepts in a row predicate (every node type and
+#: scalar function of ``core.sql_allowlist``): the driver evaluates it exactly as Spark does,
+#: or refuses it and lets Spark evaluate it. Checked to pass the allowlist on the Airflow side.
+ALLOWED_FORMS = [
+    "x + 1 > 0",
+    "x - k >= 0",
+    "x * 2 < 5",
+    "x / 2 <= 1",
+    "k % 2 = 0",
+    "k div 2 = 1",
+    "-x < 0",
+    "x <=> 0",
+    "k != 1",
+    "(x > 0) AND b",
+    "s LIKE 'a%'",
+    "s ILIKE 'A%'",
+    "s LIKE 'a!%' ESCAPE '!'",
+    "NOT b",
+    "b OR k < 0",
+    "k BETWEEN 1 AND 2",
+    "k IN (1, 2)",
+    "s IS NOT NULL",
+    "b = TRUE",
+    "s = NULL",
+    "x = 1.5BD",
+    "k = 10L",
+    "CASE WHEN k > 1 THEN 'hi' ELSE 'lo' END = 'hi'",
+    "CASE k WHEN 1 THEN 1 ELSE 0 END = 1",
+    "IF(x > 0, 1, 0) = 1",
+    "CAST(k AS DOUBLE) > 1.5",
+    "CAST(x AS BIGINT) = 1",
+    "CAST(d AS STRING) = '1.25'",
+    "CAST(s AS INT) IS NULL",
+    "CAST(ts AS DATE) = DATE '2026-01-02'",
+    "CAST(dt AS TIMESTAMP) < TIMESTAMP '2026-03-01 00:00:00'",
+    "CAST(k AS DECIMAL(10,2)) > 1",
+    "coalesce(x, 0) >= 0",
+    "nvl(k, 0) = 0",
+    "nullif(k, 1) IS NULL",
+    "abs(x) > 1",
+    "round(x, 1) = 1.5",
+    "floor(x) = 1",
+    "ceil(x) = 2",
+    "greatest(x, k) > 1",
+    "least(x, k) < 1",
+    "isnan(x)",
+    "lower(s) = 'a'",
+    "upper(s) = 'A'",
+    "length(s) > 1",
+    "trim(s) = s",
+    "substring(s, 1, 1) = 'a'",
+    "substr(s, 2) = ''",
+    "concat(s, 'x') = 'ax'",
+    "position('a' IN s) > 0",
+    "to_date(ts) = DATE '2026-01-02'",
+    "date_trunc('DAY', ts) = TIMESTAMP '2026-01-02 00:00:00'",
+    "trunc(dt, 'MM') = DATE '2026-03-01'",
+    "year(dt) = 2026",
+    "month(ts) = 3",
+    "day(dt) = 8",
+    "dayofmonth(ts) > 1",
+    "dayofweek(dt) = 1",
+    "hour(ts) = 2",
+    "minute(ts) = 30",
+    "second(ts) = 0",
+    "datediff(dt, DATE '2026-01-01') > 30",
+    "date_add(dt, 1) > DATE '2026-01-02'",
+    "date_sub(dt, 1) < DATE '2026-03-08'",
+    "ts >= TIMESTAMP '2026-01-01 00:00:00' - INTERVAL 1 DAY",
+]
+
 REFUSED = ["length(s) > 0", "x + 1 > 0", "s LIKE 'a%'", "f > 0", "s = 1", "ts > '2026-01-01'", "x = k", "k <=> 2"]
 
 
@@ -222,8 +293,21 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
         except arrow_sql.Unsupported as err:
             refused[expr] = str(err)
 
-    checks = ck.parse_checks(spec["column_mapping"], spec["table_checks"])
-    outside = ck.parse_checks({}, {"s_short": {"check_statement": "length(s) < 3"}})
+    select = ", ".join(f"{e} AS a{i}" for i, e in enumerate(ALLOWED_FORMS))
+    spark_rows = spark.sql(f"SELECT id, {select} FROM {view} ORDER BY id").collect()  # one Spark job for all
+    allowed = {}
+    for i, expr in enumerate(ALLOWED_FORMS):
+        want = [_plain(r[f"a{i}"]) for r in spark_rows]
+        try:
+            driver = evaluator.value(expr).to_pylist()
+        except arrow_sql.Unsupported as err:
+            allowed[expr] = {"spark": want, "refused": str(err)}
+            continue
+        allowed[expr] = {"spark": want, "driver": [_plain(driver[j]) for j in order]}
+
+    # the checks were parsed (and their SQL allowlisted) on the Airflow side, as the audit operator does
+    checks = [ck.Check.from_dict(c) for c in spec["checks"]]
+    outside = [ck.Check.from_dict(c) for c in spec["outside"]]
     base_values = engine.evaluate(checks + outside, base)[0].observed
     observed, read_by, queries = {}, {}, {}
     small = {"snapshot_records": 1000}  # an upper bound of the head's rows, as its summary gives one
@@ -250,6 +334,7 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
     result = {
         "rows": rows,
         "generated": rows_generated,
+        "allowed_forms": allowed,
         "refused": refused,
         "observed": observed,
         "read_by": read_by,

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -45,6 +46,7 @@ from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
+from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
@@ -65,7 +67,8 @@ from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
-#: Spark's default ``spark.redaction.regex`` plus the catalog keys it misses.
+#: Spark's default ``spark.redaction.regex`` plus the catalog keys it misses; every submission adds
+#: the exact keys of its secret conf (:func:`redaction_regex`), whatever their names.
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential|access-key-id"
 CONFIG_SECTION = "iceberg_provider"
 
@@ -144,6 +147,24 @@ def java_properties_line(key: str, value: str) -> str:
         return "".join(out)
 
     return f"{esc(key, True)}={esc(value, False)}"
+
+
+def redaction_regex(secret_keys: Iterable[str], base: str = SPARK_REDACTION_REGEX) -> str:
+    """``spark.redaction.regex`` that redacts ``base`` and each of ``secret_keys`` exactly.
+
+    A ``spark.hadoop.X`` key is also named as ``X``: Spark reports it under that name among the
+    Hadoop properties of its event log.
+
+    >>> redaction_regex(["spark.sql.catalog.c.header.Authorization"], "(?i)secret")
+    '(?i)secret|spark\\.sql\\.catalog\\.c\\.header\\.Authorization'
+    """
+    names: list[str] = []
+    for key in secret_keys:
+        names.append(key)
+        if key.startswith("spark.hadoop."):
+            names.append(key[len("spark.hadoop.") :])
+    escaped = [re.escape(name) for name in dict.fromkeys(names)]
+    return "|".join([base, *escaped]) if escaped else base
 
 
 def _libc_prctl() -> Any:
@@ -370,9 +391,11 @@ class IcebergSparkHook(BaseHook):
         }
         conf.setdefault("spark.sql.session.timeZone", "UTC")
         conf.setdefault("spark.ui.enabled", "false")
-        # Spark's default redaction misses a REST catalog's OAuth2 ``credential`` (client id:secret)
-        # and S3FileIO's ``access-key-id``: both would reach the event log and the environment page.
-        conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
+        # Spark redacts conf by name only: every secret key is named in the regex, so an unknown key
+        # (secret by the allowlist) is redacted in the event log and on the environment page too.
+        conf["spark.redaction.regex"] = redaction_regex(
+            [*catalog_conf.secret, SPEC_SECRET_PREFIX], conf.get("spark.redaction.regex") or SPARK_REDACTION_REGEX
+        )
         # The log4j configuration travels with the submission (--files, see submit): a driver in
         # cluster deploy mode (YARN, Kubernetes) runs on another host and finds it, by name, in its
         # working directory; a client-mode driver is the submitting process and reads it in place.
@@ -499,18 +522,25 @@ class IcebergSparkHook(BaseHook):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         args = list(plan.application_args)
-        # Everything the driver reads travels with the submission (never a path it must share
-        # with this host): the spec by --files (the job falls back to SparkFiles), the package
-        # by --py-files, the log4j configuration by --files, the secrets in the properties file.
+        # A client-mode driver is the JVM this host starts: it reads the 0600 spec file in place,
+        # so the spec (an erasure's salt) never leaves this host. A cluster-mode driver runs
+        # elsewhere: it gets the spec by --files (the job falls back to SparkFiles) with its
+        # secrets moved into the properties file, as the catalog's secrets travel. The package
+        # goes by --py-files, the log4j configuration by --files.
         files = [str(LOG4J_CONFIG)]
+        secret_conf = dict(plan.secret_conf)
         if plan.spec is not None:
+            spec = {**plan.spec, "job_run_id": job_run_id}
             spec_path = workdir / "job_spec.json"
-            _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+            if self._deploy_mode() == "cluster":
+                spec, spec_secrets = split_spec_secrets(spec)
+                secret_conf.update(spec_secrets)
+                files.insert(0, str(spec_path))
+            _write_private(spec_path, json.dumps(spec, default=str))
             args = ["--spec", str(spec_path), *args]
-            files.insert(0, str(spec_path))
         props_path = workdir / "spark.properties"
-        _write_private(props_path, self._properties_text(plan.secret_conf))
-        _mask(plan.secret_conf.values())
+        _write_private(props_path, self._properties_text(secret_conf))
+        _mask(secret_conf.values())
         return SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=plan.conf,

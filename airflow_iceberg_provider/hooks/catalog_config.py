@@ -30,7 +30,7 @@ extra         ``catalog_type`` (sql | rest | glue | hive), ``catalog_name``,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -627,6 +627,25 @@ def s3a_hadoop_conf(props: Mapping[str, str], *, prefix: str) -> dict[str, str]:
     if props.get("s3.endpoint", "").startswith("http://"):
         out[f"{prefix}fs.s3a.connection.ssl.enabled"] = "false"
     return out
+
+
+def redaction_regex(secret_keys: Iterable[str], base: str) -> str:
+    """A Spark redaction regex (``spark.redaction.regex``, ``spark.sql.redaction.options.regex``) that
+    redacts what ``base`` does and each of ``secret_keys`` exactly (Spark redacts by key name).
+
+    A ``spark.hadoop.X`` key is also named as ``X``: Spark reports it under that name among the
+    Hadoop properties of its event log.
+
+    >>> print(redaction_regex(["spark.sql.catalog.c.header.Authorization", "spark.hadoop.fs.x.k"], "(?i)secret"))
+    (?i)secret|spark\\.sql\\.catalog\\.c\\.header\\.Authorization|spark\\.hadoop\\.fs\\.x\\.k|fs\\.x\\.k
+    """
+    names: list[str] = []
+    for key in secret_keys:
+        names.append(key)
+        if key.startswith("spark.hadoop."):
+            names.append(key[len("spark.hadoop.") :])
+    escaped = [re.escape(name) for name in dict.fromkeys(names)]
+    return "|".join([base, *escaped]) if escaped else base
 
 
 def _as_str_dict(value: Any, what: str) -> dict[str, str]:

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -52,7 +51,7 @@ from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.hooks.catalog_config import is_secret_key
+from airflow_iceberg_provider.hooks.catalog_config import is_secret_key, redaction_regex
 from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
     ConnectEndpoint,
@@ -147,24 +146,6 @@ def java_properties_line(key: str, value: str) -> str:
         return "".join(out)
 
     return f"{esc(key, True)}={esc(value, False)}"
-
-
-def redaction_regex(secret_keys: Iterable[str], base: str = SPARK_REDACTION_REGEX) -> str:
-    """``spark.redaction.regex`` that redacts ``base`` and each of ``secret_keys`` exactly.
-
-    A ``spark.hadoop.X`` key is also named as ``X``: Spark reports it under that name among the
-    Hadoop properties of its event log.
-
-    >>> redaction_regex(["spark.sql.catalog.c.header.Authorization"], "(?i)secret")
-    '(?i)secret|spark\\.sql\\.catalog\\.c\\.header\\.Authorization'
-    """
-    names: list[str] = []
-    for key in secret_keys:
-        names.append(key)
-        if key.startswith("spark.hadoop."):
-            names.append(key[len("spark.hadoop.") :])
-    escaped = [re.escape(name) for name in dict.fromkeys(names)]
-    return "|".join([base, *escaped]) if escaped else base
 
 
 def _libc_prctl() -> Any:

@@ -134,8 +134,9 @@ def test_the_next_erasure_restores_properties_a_killed_run_left_switched(erasure
     }
     # reported in the task's result as the job's ledger metrics carry it
     row = {"status": "succeeded", "snapshot_before": None, "snapshot_after": None}
-    summary = erasure_summary("db.people", "j", row, {"properties_restored": spec["properties_restored"]}, 1.0, "full")
-    assert summary["properties_restored"]["write.delete.mode"] == "merge-on-read"
+    metrics = {"properties_restored_after_kill": spec["properties_restored"], "properties_restored": True}
+    summary = erasure_summary("db.people", "j", row, metrics, 1.0, "full")
+    assert summary["properties_restored_after_kill"]["write.delete.mode"] == "merge-on-read"
     # idempotent: nothing left to restore, no commit
     location = hook.metadata_location("db.people")
     assert restore_switched_properties(hook, validate_table("db.people"), logging.getLogger("t")) == {}

@@ -100,7 +100,8 @@ def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log
     merging) and records their originals in the same commit
     (:data:`~airflow_iceberg_provider.core.erasure_lifecycle.SWITCHED_PROPERTIES`); a run
     killed before its restore leaves both. The next erasure of the table restores them first and
-    reports it (the job's ledger row, ``properties_restored``). Idempotent: nothing to restore, no commit.
+    reports it (the job's ledger row and the task's result, ``properties_restored_after_kill``).
+    Idempotent: nothing to restore, no commit.
 
     :return: ``{property: value restored}`` (``None``: the property was removed, as it was unset
         before); empty when nothing was switched.
@@ -286,6 +287,7 @@ def erasure_summary(
         "requests_redacted": int(m.get("requests_redacted", 0)),
         "redaction_verification": m.get("redaction_verification"),
         "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
-        "properties_restored": dict(m.get("properties_restored") or {}),
+        "properties_restored_after_kill": dict(m.get("properties_restored_after_kill") or {}),
+        "keys_not_converted": dict(m.get("keys_not_converted") or {}),
         "seconds": round(seconds, 3),
     }

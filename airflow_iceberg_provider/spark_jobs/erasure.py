@@ -365,7 +365,7 @@ class ErasureRun:
         """Preflight and subjects; the metrics to return when the run stops here (refused / no request)."""
         restored = {**(self.spec.get("properties_restored") or {}), **self.restore_properties()}
         if restored:  # a killed run left them switched: restored first, reported in the ledger row
-            self.metrics["properties_restored"] = restored
+            self.metrics["properties_restored_after_kill"] = restored
         with self.timed("preflight"):
             self.refresh()
             reason = self.preflight()

@@ -130,13 +130,16 @@ with DAG(
 
     @task
     def escalate(triggering_asset_events=None) -> list[dict]:
-        """Request ids are opaque ticket ids; subject keys never reach an event."""
+        """Events carry no request id and no subject key: the request received at ``received_at`` is
+        looked up in the requests table or on the governance view's restricted erasure page."""
         due = []
         for events in (triggering_asset_events or {}).values():
             for event in events:
                 p = event.extra.get("payload", {})
-                print(f"ESCALATE {p.get('request_id')}: {p.get('deadline')} deadline {p.get('due_at')}")
-                due.append({k: p.get(k) for k in ("request_id", "deadline", "due_at", "overdue")})
+                print(
+                    f"ESCALATE request received {p.get('received_at')}: {p.get('deadline')} deadline {p.get('due_at')}"
+                )
+                due.append({k: p.get(k) for k in ("received_at", "deadline", "due_at", "overdue")})
         return due
 
     escalate()

@@ -127,13 +127,16 @@ def _sensor(**kw):
     return IcebergErasureDeadlineSensor(task_id="deadline", requests_table="db.requests", poke_interval=1, **kw)
 
 
+@pytest.mark.security
 def test_deadline_sensor_logical_deadline_and_refusal(erasure_lake, capfd):
-    with pytest.raises(IcebergErasureDeadlineExceededError, match=r"past the logical deadline \(12 hours\): R-1"):
+    with pytest.raises(IcebergErasureDeadlineExceededError, match=r"1 past the logical deadline \(12 hours\)") as err:
         _sensor(logical_deadline_hours=12).poke(fake_context())
+    assert "R-1" not in str(err.value)  # counts, never request ids
     capfd.readouterr()
     assert _sensor(logical_deadline_hours=26).poke(fake_context()) is True
     out = capfd.readouterr()
-    assert "at risk of missing the logical deadline: R-1" in out.out + out.err
+    assert "1 erasure request(s) at risk of missing the logical deadline" in out.out + out.err
+    assert "R-1" not in out.out + out.err
     before = {t: erasure_lake.metadata_location(t) for t in ("db.people", "db.requests")}
     with pytest.raises(IcebergValidationError, match="logical_deadline_hours=800 is longer than the physical"):
         _sensor(logical_deadline_hours=800, deadline_days=30).poke(fake_context())
@@ -145,11 +148,12 @@ def test_deadline_sensor_passes_when_nothing_overdue(erasure_lake):
     assert _sensor(wait_for_completion=True).poke(fake_context()) is False  # R-1 still open
 
 
+@pytest.mark.security
 def test_deadline_sensor_fails_on_overdue_request(erasure_lake):
     add_requests(erasure_lake, "db.requests", {"R-OLD": person(5)}, received_days_ago=31)
-    with pytest.raises(IcebergErasureDeadlineExceededError, match="R-OLD") as err:
+    with pytest.raises(IcebergErasureDeadlineExceededError, match=r"1 past the physical deadline \(30 days\)") as err:
         _sensor(deadline_days=30).poke(fake_context())
-    assert person(5) not in str(err.value)
+    assert person(5) not in str(err.value) and "R-OLD" not in str(err.value)
     assert _sensor(deadline_days="45", logical_deadline_hours=24 * 40).poke(fake_context()) is True
     with pytest.raises(IcebergValidationError):
         _sensor(deadline_days="soon").poke(fake_context())

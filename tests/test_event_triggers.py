@@ -450,6 +450,7 @@ def test_approaching_rule_per_kind():
     ]
 
 
+@pytest.mark.security
 def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tmp_path):
     now = datetime.now(UTC)
     table = _requests(
@@ -482,11 +483,15 @@ def test_deadline_events_fire_once_per_request_and_kind_across_restarts(lake, tm
         return first, timed
 
     first, timed = asyncio.run(scenario())
-    assert [(e["request_id"], e["deadline"], e["overdue"]) for e in first] == [
-        ("r1", "logical", True),
-        ("r1", "physical", False),
+    r1, r2 = (now - timedelta(days=29)).isoformat(), now.isoformat()
+    assert [(e["received_at"], e["deadline"], e["overdue"]) for e in first] == [
+        (r1, "logical", True),
+        (r1, "physical", False),
     ]
-    assert (timed[0]["request_id"], timed[0]["deadline"], timed[0]["overdue"]) == ("r2", "logical", False)
+    assert (timed[0]["received_at"], timed[0]["deadline"], timed[0]["overdue"]) == (r2, "logical", False)
+    # asset events are public: no request id in them (the fired state, kept by the triggerer, has them)
+    assert all("request_id" not in e for e in first + timed)
+    assert not any(rid in json.dumps(first + timed) for rid in ('"r1"', '"r2"', '"r3"'))
     assert "subject_key" not in json.dumps(first + timed) and "x" not in [e.get("subject") for e in first]
     stored = json.loads((tmp_path / "dl.json").read_text())["_"][trigger.state_key]["fired"]
     assert set(stored) == {"r1|logical", "r1|physical", "r2|logical"}

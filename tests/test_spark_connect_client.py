@@ -49,18 +49,18 @@ def test_endpoint_from_connection_and_refusals():
     with pytest.raises(IcebergConnectionError, match="has no host"):
         endpoint_from_connection(Conn(""))
     with pytest.raises(IcebergConnectionError, match="timeout='soon' is not a number"):
-        endpoint_from_connection(Conn("sc://h", timeout="soon"))
+        endpoint_from_connection(Conn("sc://h", timeout="soon", allow_plaintext=True))
     with pytest.raises(IcebergConnectionError, match="must be positive"):
-        endpoint_from_connection(Conn("sc://h", timeout=0))
+        endpoint_from_connection(Conn("sc://h", timeout=0, allow_plaintext=True))
     ep = endpoint_from_connection(Conn("sc://h", password="tok/en", use_ssl=True, timeout="90"))
     assert (ep.address, ep.timeout_s) == ("h:15002", 90.0)
     assert ep.url == "sc://h:15002/;token=tok%2Fen;use_ssl=true"
     assert "tok" not in repr(ep), "the token must never reach a log line through repr"
-    assert endpoint_from_connection(Conn("h", port=19850)).address == "h:19850"
-    assert endpoint_from_connection(Conn("sc://h")).warm_client is True
-    assert endpoint_from_connection(Conn("sc://h", warm_client="false")).warm_client is False
+    assert endpoint_from_connection(Conn("h", port=19850, use_ssl=True)).address == "h:19850"
+    assert endpoint_from_connection(Conn("sc://127.0.0.1")).warm_client is True
+    assert endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="false")).warm_client is False
     with pytest.raises(IcebergConnectionError, match="warm_client='maybe' is not a boolean"):
-        endpoint_from_connection(Conn("sc://h", warm_client="maybe"))
+        endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="maybe"))
 
 
 def test_session_conf_keeps_server_conf_off_the_session():
@@ -98,6 +98,10 @@ def test_hadoop_settings_reach_the_session_under_their_hadoop_names_with_secrets
         "fs.s3a.endpoint": "http://s3",
         "fs.s3.impl.disable.cache": "true",
         "fs.s3a.impl.disable.cache": "true",
+        "spark.sql.redaction.options.regex": (
+            r"(?i)url|fs\.s3a\.secret\.key|spark\.hadoop\.fs\.s3a\.secret\.key"
+            r"|spark\.sql\.catalog\.c\.s3\.secret\-access\-key"
+        ),
     }
     assert doc["secret_conf"] == {
         "spark.hadoop.fs.s3a.secret.key": "sk",

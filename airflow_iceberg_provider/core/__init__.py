@@ -14,5 +14,6 @@ Modules: :mod:`.governance` (governance table schemas, the ledger row type, lega
 :mod:`.audit_checks` (the audit check-spec grammar), :mod:`.audit_report` (how an audit's outcome
 reads), :mod:`.erasure_lifecycle` (erasure statuses, phases, ref analysis, evidence ids),
 :mod:`.maintenance_actions` (maintenance action names, order and option checks),
-:mod:`.spark_types` (Iceberg -> Spark SQL type names).
+:mod:`.spark_types` (Iceberg -> Spark SQL type names), :mod:`.spec_secrets` (secrets of a job spec
+in cluster deploy mode).
 """

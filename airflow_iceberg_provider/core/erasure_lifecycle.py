@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -324,3 +325,56 @@ def merged_phase(old: str | None, new: str) -> str:
     if old in PHYSICAL_PHASES and new == PHASE_LOGICAL:
         return old
     return new
+
+
+# ------------------------------------------------------------ switched table properties
+#: Table property recording, while an erasure has live table properties switched (the delete mode
+#: and manifest merging of its DELETEs), their values before the switch (JSON; ``null`` = unset).
+#: Set in the same commit as the switch and removed by the restore: a run killed in between leaves
+#: it, and the next erasure of the table restores those values first (:func:`restore_plan`).
+SWITCHED_PROPERTIES = "airflow-iceberg.erasure.switched-properties"
+
+
+def switch_plan(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str]:
+    """The properties to set (one commit) to switch ``wanted`` on, the record of the originals included.
+
+    A key already recorded (an earlier switch of the same run, or of a killed one) keeps its
+    recorded original: the record always holds the values from before any erasure touched them.
+
+    >>> switch_plan({"write.delete.mode": "merge-on-read"}, {"write.delete.mode": "copy-on-write"})
+    {'write.delete.mode': 'copy-on-write', 'airflow-iceberg.erasure.switched-properties': '{"write.delete.mode": "merge-on-read"}'}
+    """
+    originals = recorded_originals(current)
+    for key in wanted:
+        originals.setdefault(key, current.get(key))
+    return {**dict(wanted), SWITCHED_PROPERTIES: json.dumps(originals, sort_keys=True)}
+
+
+def recorded_originals(current: Mapping[str, str]) -> dict[str, str | None]:
+    """The originals recorded by :func:`switch_plan` (empty when no switch is in force)."""
+    raw = current.get(SWITCHED_PROPERTIES)
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): (None if v is None else str(v)) for k, v in doc.items()}
+
+
+def restore_plan(current: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``(properties to set, properties to remove)`` that put the recorded originals back and drop the
+    record; ``({}, [])`` when nothing is switched. Idempotent: applying it twice changes nothing more.
+
+    >>> restore_plan({"write.delete.mode": "copy-on-write",
+    ...               SWITCHED_PROPERTIES: '{"write.delete.mode": null, "commit.manifest-merge.enabled": "true"}'})
+    ({'commit.manifest-merge.enabled': 'true'}, ['write.delete.mode', 'airflow-iceberg.erasure.switched-properties'])
+    """
+    if SWITCHED_PROPERTIES not in current:
+        return {}, []
+    originals = recorded_originals(current)
+    to_set = {k: v for k, v in sorted(originals.items()) if v is not None and current.get(k) != v}
+    to_remove = [k for k, v in sorted(originals.items()) if v is None and k in current]
+    return to_set, [*to_remove, SWITCHED_PROPERTIES]

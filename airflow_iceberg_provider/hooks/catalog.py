@@ -489,6 +489,23 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
             tx.set_properties(missing)
         return True
 
+    def update_table_properties(
+        self, table: str | TableIdent | Table, *, updates: Mapping[str, str], removals: Sequence[str] = ()
+    ) -> bool:
+        """Set ``updates`` and remove ``removals`` (absent ones ignored) in one commit; whether a commit was made."""
+        tbl = self._table(table)
+        current = tbl.metadata.properties
+        to_set = {k: str(v) for k, v in updates.items() if current.get(k) != str(v)}
+        to_remove = [k for k in removals if k in current and k not in to_set]
+        if not to_set and not to_remove:
+            return False
+        with self.translate_errors(_name(tbl)), tbl.transaction() as tx:
+            if to_set:
+                tx.set_properties(to_set)
+            if to_remove:
+                tx.remove_properties(*to_remove)
+        return True
+
     # ------------------------------------------ tags, branches, rollback, commit polling
     def ref_chain(self, table: str | TableIdent | Table, ref: str = MAIN_BRANCH) -> list[SnapshotInfo]:
         """A ref's ancestry as plain values, **oldest first** (head last); empty for an empty table."""

@@ -30,7 +30,7 @@ extra         ``catalog_type`` (sql | rest | glue | hive), ``catalog_name``,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -43,16 +43,308 @@ SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 
-#: Property keys whose values are secrets, wherever they appear.
-_SECRET_KEY_RE = re.compile(r"(secret|password|token|credential|session|private|access-key-id)", re.I)
-
 #: SQLAlchemy dialect -> JDBC sub-protocol for the SQL catalog.
 _JDBC_DIALECTS = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql", "mysql": "mysql"}
 
+# ------------------------------------------------------------------ public keys
+# Only the property keys listed here travel in the public Spark conf (the spark-submit command
+# line, Spark's event log and environment page). Every other key -- a credential, a header, a
+# key this list does not know yet -- is secret: 0600 properties file, masked, redacted.
+# The names are Iceberg's own (``CatalogProperties``, ``AwsProperties``, ``AwsClientProperties``,
+# ``S3FileIOProperties``, ``HttpClientProperties``, ``AzureProperties``, ``GCPProperties``,
+# ``OAuth2Properties``, ``AuthProperties``, the JDBC, Hive and REST catalogs) and pyiceberg's
+# where it names the same setting differently.
 
-def is_secret_key(key: str) -> bool:
-    """Whether a property key names a secret (never logged, never on argv)."""
-    return bool(_SECRET_KEY_RE.search(key))
+#: Every catalog (``CatalogProperties``, Spark's ``SparkCatalog``).
+CATALOG_PUBLIC_KEYS = frozenset(
+    {
+        "type",
+        "catalog-impl",
+        "io-impl",
+        "py-io-impl",
+        "warehouse",
+        "uri",
+        "clients",
+        "client.pool.cache.eviction-interval-ms",
+        "client-pool-cache-keys",
+        "metrics-reporter-impl",
+        "cache-enabled",
+        "cache.case-sensitive",
+        "cache.expiration-interval-ms",
+        "io.manifest.cache-enabled",
+        "io.manifest.cache.expiration-interval-ms",
+        "io.manifest.cache.max-total-bytes",
+        "io.manifest.cache.max-content-length",
+        "lock-impl",
+        "lock.table",
+        "lock.heartbeat-interval-ms",
+        "lock.heartbeat-timeout-ms",
+        "lock.heartbeat-threads",
+        "lock.acquire-interval-ms",
+        "lock.acquire-timeout-ms",
+        "app-id",
+        "user",
+        "auth.session-timeout-ms",
+        "encryption.kms-type",
+        "encryption.kms-impl",
+        "default-namespace",
+        "use-nullable-query-schema",
+    }
+)
+#: Table and view properties a catalog stamps on what it creates (they end up in table metadata).
+CATALOG_PUBLIC_PREFIXES = ("table-default.", "table-override.", "view-default.", "view-override.")
+
+#: Per catalog type (the keys of that catalog implementation).
+CATALOG_TYPE_PUBLIC_KEYS: dict[str, frozenset[str]] = {
+    "sql": frozenset({"jdbc.user", "jdbc.schema-version", "jdbc.init-catalog-tables", "jdbc.strict-mode"}),
+    "rest": frozenset(
+        {
+            "prefix",
+            "rest-page-size",
+            "view-endpoints-supported",
+            "snapshot-loading-mode",
+            "rest-metrics-reporting-enabled",
+            "oauth2-server-uri",
+            "scope",
+            "audience",
+            "resource",
+            "token-expires-in-ms",
+            "token-refresh-enabled",
+            "token-exchange-enabled",
+            "rest.auth.type",
+            "rest.auth.basic.username",
+            "rest.auth.sigv4.delegate-auth-type",
+            "rest.sigv4-enabled",
+            "rest.signing-region",
+            "rest.signing-name",
+            "header.X-Iceberg-Access-Delegation",
+        }
+    ),
+    "hive": frozenset(
+        {
+            "list-all-tables",
+            "hive.metastore.table.owner",
+            "hive.metastore.database.owner",
+            "hive.metastore.database.owner-type",
+            "metastore.catalog.default",
+            "hive.hive2-compatible",
+            "hive.kerberos-authentication",
+            "hive.kerberos-service-name",
+            "lock-check-min-wait-time",
+            "lock-check-max-wait-time",
+            "lock-check-retries",
+        }
+    ),
+    "glue": frozenset(
+        {
+            "glue.id",
+            "glue.account-id",
+            "glue.skip-archive",
+            "glue.skip-name-validation",
+            "glue.lakeformation-enabled",
+            "glue.endpoint",
+            "glue.region",
+            "glue.profile-name",
+            "glue.max-retries",
+            "glue.retry-mode",
+            "lakeformation.table-name",
+            "lakeformation.db-name",
+            "dynamodb.endpoint",
+            "dynamodb.table-name",
+        }
+    ),
+}
+
+#: Per FileIO: a catalog may read files through any of them (``ResolvingFileIO``), so all apply.
+FILE_IO_PUBLIC_KEYS: dict[str, frozenset[str]] = {
+    "aws-client": frozenset(
+        {
+            "client.region",
+            "client.factory",
+            "client.credentials-provider",
+            "client.refresh-credentials-endpoint",
+            "client.refresh-credentials-enabled",
+            "client.legacy-md5-plugin-enabled",
+            "client.assume-role.arn",
+            "client.assume-role.region",
+            "client.assume-role.timeout-sec",
+            "client.assume-role.session-name",
+            "client.profile-name",
+            "client.role-arn",
+            "client.role-session-name",
+            "kms.encryption-algorithm-spec",
+            "kms.data-key-spec",
+        }
+    ),
+    "http-client": frozenset(
+        {
+            "http-client.type",
+            "http-client.urlconnection.connection-timeout-ms",
+            "http-client.urlconnection.socket-timeout-ms",
+            "http-client.apache.connection-timeout-ms",
+            "http-client.apache.socket-timeout-ms",
+            "http-client.apache.connection-acquisition-timeout-ms",
+            "http-client.apache.connection-max-idle-time-ms",
+            "http-client.apache.connection-time-to-live-ms",
+            "http-client.apache.expect-continue-enabled",
+            "http-client.apache.max-connections",
+            "http-client.apache.tcp-keep-alive-enabled",
+            "http-client.apache.use-idle-connection-reaper-enabled",
+        }
+    ),
+    "s3": frozenset(
+        {
+            "s3.endpoint",
+            "s3.region",
+            "s3.path-style-access",
+            "s3.client-factory-impl",
+            "s3.access-grants.enabled",
+            "s3.access-grants.fallback-to-iam",
+            "s3.analytics-accelerator.enabled",
+            "s3.crt.enabled",
+            "s3.crt.max-concurrency",
+            "s3.sse.type",
+            "s3.multipart.num-threads",
+            "s3.multipart.part-size-bytes",
+            "s3.multipart.threshold",
+            "s3.staging-dir",
+            "s3.acl",
+            "s3.session-token-expires-at-ms",
+            "s3.use-arn-region-enabled",
+            "s3.checksum-enabled",
+            "s3.remote-signing-enabled",
+            "s3.signer.uri",
+            "s3.signer.endpoint",
+            "s3.delete.batch-size",
+            "s3.delete.num-threads",
+            "s3.delete-enabled",
+            "s3.write.table-tag-enabled",
+            "s3.write.namespace-tag-enabled",
+            "s3.write.storage-class",
+            "s3.acceleration-enabled",
+            "s3.dualstack-enabled",
+            "s3.cross-region-access-enabled",
+            "s3.preload-client-enabled",
+            "s3.retry.num-retries",
+            "s3.retry.min-wait-ms",
+            "s3.retry.max-wait-ms",
+            "s3.directory-bucket.list-prefix-as-directory",
+            "s3.connect-timeout",
+            "s3.request-timeout",
+            "s3.force-virtual-addressing",
+        }
+    ),
+    "adls": frozenset(
+        {
+            "adls.read.block-size-bytes",
+            "adls.write.block-size-bytes",
+            "adls.auth.shared-key.account.name",
+            "adls.refresh-credentials-endpoint",
+            "adls.refresh-credentials-enabled",
+            "adls.account-name",
+            "adls.account-host",
+            "adls.blob-storage-authority",
+            "adls.dfs-storage-authority",
+            "adls.blob-storage-scheme",
+            "adls.dfs-storage-scheme",
+            "adls.anon",
+        }
+    ),
+    "gcs": frozenset(
+        {
+            "gcs.project-id",
+            "gcs.service.host",
+            "gcs.user-project",
+            "gcs.channel.read.chunk-size-bytes",
+            "gcs.channel.write.chunk-size-bytes",
+            "gcs.oauth2.token-expires-at",
+            "gcs.oauth2.refresh-credentials-endpoint",
+            "gcs.oauth2.refresh-credentials-enabled",
+            "gcs.no-auth",
+            "gcs.delete.batch-size",
+            "gcs.access",
+            "gcs.consistency",
+            "gcs.cache-timeout",
+            "gcs.requester-pays",
+            "gcs.default-bucket-location",
+            "gcs.version-aware",
+        }
+    ),
+    # Hadoop's S3A, as the provider maps S3 FileIO settings onto it (``spark.hadoop.*`` and a
+    # catalog's ``hadoop.*`` overrides); relative to ``spark.hadoop.`` / ``hadoop.``.
+    "s3a": frozenset(
+        {
+            "fs.s3.impl",
+            "fs.s3a.impl",
+            "fs.s3a.endpoint",
+            "fs.s3a.endpoint.region",
+            "fs.s3a.path.style.access",
+            "fs.s3a.connection.ssl.enabled",
+        }
+    ),
+}
+#: Per-bucket or per-account settings whose values are not credentials.
+FILE_IO_PUBLIC_PREFIXES = (
+    "s3.write.tags.",
+    "s3.delete.tags.",
+    "s3.access-points.",
+    "s3.analytics-accelerator.",
+    "client.assume-role.tags.",
+    "adls.sas-token-expires-at-ms.",
+)
+_FILE_IO_PUBLIC = frozenset().union(*FILE_IO_PUBLIC_KEYS.values())
+_HADOOP_PREFIXES = ("spark.hadoop.", "hadoop.")
+
+#: Names that say "secret" outright: Spark conf outside a catalog (``spark_conf_defaults``) is
+#: refused when its key looks like this (no allowlist can cover every Spark setting).
+_SECRET_WORD_RE = re.compile(
+    r"(secret|password|token|credential|private|access-key-id|access[.]key|sas-token|key$)", re.I
+)
+
+
+def is_public_key(key: str, catalog_type: str) -> bool:
+    """Whether catalog property ``key`` is known to be public for a ``catalog_type`` catalog.
+
+    Only keys on Iceberg's property lists (:data:`CATALOG_PUBLIC_KEYS`,
+    :data:`CATALOG_TYPE_PUBLIC_KEYS`, :data:`FILE_IO_PUBLIC_KEYS` and the prefixes beside them)
+    are public; everything else, including a key nobody listed, is secret.
+
+    >>> is_public_key("s3.endpoint", "rest"), is_public_key("s3.sse.key", "rest")
+    (True, False)
+    >>> is_public_key("jdbc.user", "sql"), is_public_key("jdbc.user", "rest")
+    (True, False)
+    """
+    if key.startswith("hadoop."):
+        return key[len("hadoop.") :] in FILE_IO_PUBLIC_KEYS["s3a"]
+    if key in CATALOG_PUBLIC_KEYS or key in _FILE_IO_PUBLIC:
+        return True
+    if key in CATALOG_TYPE_PUBLIC_KEYS.get(catalog_type, frozenset()):
+        return True
+    return key.startswith(CATALOG_PUBLIC_PREFIXES + FILE_IO_PUBLIC_PREFIXES)
+
+
+def is_secret_key(key: str, catalog_type: str | None = None) -> bool:
+    """Whether a property key names a secret (never logged, never on argv).
+
+    With ``catalog_type``, ``key`` is a catalog property: secret unless :func:`is_public_key`.
+    Without it, ``key`` is any other Spark conf key (used to refuse credentials in
+    ``spark_conf_defaults``): a ``spark.sql.catalog.<name>.<key>`` key is judged by the allowlist
+    (public for some catalog type), any other key is secret when its name says so (no list can
+    cover every Spark and Hadoop setting).
+    """
+    if catalog_type is not None:
+        return not is_public_key(key, catalog_type)
+    if key.startswith("spark.sql.catalog."):
+        rest = key.split(".", 4)[4:]
+        return bool(rest) and not any(is_public_key(rest[0], ctype) for ctype in CATALOG_TYPES)
+    if key.startswith("spark.hadoop.") and key[len("spark.hadoop.") :] in FILE_IO_PUBLIC_KEYS["s3a"]:
+        return False
+    return bool(_SECRET_WORD_RE.search(key))
+
+
+def is_public_hadoop_key(key: str) -> bool:
+    """Whether a ``spark.hadoop.*`` key the provider derives is on the S3A allowlist."""
+    return key.startswith("spark.hadoop.") and key[len("spark.hadoop.") :] in FILE_IO_PUBLIC_KEYS["s3a"]
 
 
 @dataclass(frozen=True)
@@ -185,13 +477,10 @@ class CatalogConfig:
             merged = s3_spark_properties(merged)
         for key, value in {**catalog, **merged}.items():
             if value is not None:
-                _put(public, secret, f"{prefix}.{key}", value, secret_key=key in self._type_secret_keys())
+                _put(public, secret, f"{prefix}.{key}", value, secret_key=is_secret_key(key, self.catalog_type))
         if s3:  # raw-file reads through Hadoop's FileSystem (erasure verification, orphan listing)
             for key, value in s3a_hadoop_conf(merged, prefix="spark.hadoop.").items():
-                _put(public, secret, key, value)
-        for key in list(public):
-            if key.endswith(_S3A_SECRET_SUFFIXES):
-                secret[key] = public.pop(key)
+                _put(public, secret, key, value, secret_key=not is_public_hadoop_key(key))
         return SparkCatalogConf(public=public, secret=secret)
 
     def _spark_catalog_type_conf(self) -> dict[str, str | None]:
@@ -213,11 +502,6 @@ class CatalogConfig:
             "client.secret-access-key": self.password,
         }
 
-    @staticmethod
-    def _type_secret_keys() -> tuple[str, ...]:
-        """Catalog-type keys that are secret whatever their names say."""
-        return ("jdbc.password", "credential", "token", "client.access-key-id", "client.secret-access-key")
-
     def _is_s3(self, merged: Mapping[str, str]) -> bool:
         """An s3 warehouse, or none (REST: the server's) with S3 FileIO settings; never a file:// one."""
         if self.warehouse:
@@ -227,7 +511,8 @@ class CatalogConfig:
     def secret_values(self) -> list[str]:
         """Every secret value this config carries (for log masking and tests)."""
         values = [self.password] if self.password else []
-        values += [v for k, v in {**self.properties, **self.spark_properties}.items() if is_secret_key(k)]
+        merged = {**self.properties, **self.spark_properties}
+        values += [v for k, v in merged.items() if is_secret_key(k, self.catalog_type)]
         return [v for v in values if v]
 
     # --------------------------------------------------------------- helpers
@@ -300,13 +585,11 @@ _S3_TO_S3A = {
     "s3.secret-access-key": "fs.s3a.secret.key",
     "s3.session-token": "fs.s3a.session.token",
 }
-#: S3A keys that are secrets although their names don't say so.
-_S3A_SECRET_SUFFIXES = (".fs.s3a.access.key",)
 
 
-def _put(public: dict[str, str], secret: dict[str, str], key: str, value: str, *, secret_key: bool = False) -> None:
-    """File one conf entry as public or secret (by its name, or because the caller says so)."""
-    (secret if secret_key or is_secret_key(key) else public)[key] = value
+def _put(public: dict[str, str], secret: dict[str, str], key: str, value: str, *, secret_key: bool) -> None:
+    """File one conf entry as public or secret (the caller judged its key by the allowlist)."""
+    (secret if secret_key else public)[key] = value
 
 
 def s3_spark_properties(props: Mapping[str, str]) -> dict[str, str]:
@@ -344,6 +627,25 @@ def s3a_hadoop_conf(props: Mapping[str, str], *, prefix: str) -> dict[str, str]:
     if props.get("s3.endpoint", "").startswith("http://"):
         out[f"{prefix}fs.s3a.connection.ssl.enabled"] = "false"
     return out
+
+
+def redaction_regex(secret_keys: Iterable[str], base: str) -> str:
+    """A Spark redaction regex (``spark.redaction.regex``, ``spark.sql.redaction.options.regex``) that
+    redacts what ``base`` does and each of ``secret_keys`` exactly (Spark redacts by key name).
+
+    A ``spark.hadoop.X`` key is also named as ``X``: Spark reports it under that name among the
+    Hadoop properties of its event log.
+
+    >>> print(redaction_regex(["spark.sql.catalog.c.header.Authorization", "spark.hadoop.fs.x.k"], "(?i)secret"))
+    (?i)secret|spark\\.sql\\.catalog\\.c\\.header\\.Authorization|spark\\.hadoop\\.fs\\.x\\.k|fs\\.x\\.k
+    """
+    names: list[str] = []
+    for key in secret_keys:
+        names.append(key)
+        if key.startswith("spark.hadoop."):
+            names.append(key[len("spark.hadoop.") :])
+    escaped = [re.escape(name) for name in dict.fromkeys(names)]
+    return "|".join([base, *escaped]) if escaped else base
 
 
 def _as_str_dict(value: Any, what: str) -> dict[str, str]:

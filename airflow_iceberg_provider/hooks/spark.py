@@ -45,13 +45,14 @@ from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
+from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.hooks.catalog_config import is_secret_key
+from airflow_iceberg_provider.hooks.catalog_config import is_secret_key, redaction_regex
 from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
     ConnectEndpoint,
@@ -66,7 +67,8 @@ from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
-#: Spark's default ``spark.redaction.regex`` plus the catalog keys it misses.
+#: Spark's default ``spark.redaction.regex`` plus the catalog keys it misses; every submission adds
+#: the exact keys of its secret conf (:func:`redaction_regex`), whatever their names.
 SPARK_REDACTION_REGEX = r"(?i)secret|password|token|access[.]key|credential|access-key-id"
 CONFIG_SECTION = "iceberg_provider"
 
@@ -386,9 +388,11 @@ class IcebergSparkHook(BaseHook):
         }
         conf.setdefault("spark.sql.session.timeZone", "UTC")
         conf.setdefault("spark.ui.enabled", "false")
-        # Spark's default redaction misses a REST catalog's OAuth2 ``credential`` (client id:secret)
-        # and S3FileIO's ``access-key-id``: both would reach the event log and the environment page.
-        conf.setdefault("spark.redaction.regex", SPARK_REDACTION_REGEX)
+        # Spark redacts conf by name only: every secret key is named in the regex, so an unknown key
+        # (secret by the allowlist) is redacted in the event log and on the environment page too.
+        conf["spark.redaction.regex"] = redaction_regex(
+            [*catalog_conf.secret, SPEC_SECRET_PREFIX], conf.get("spark.redaction.regex") or SPARK_REDACTION_REGEX
+        )
         # The log4j configuration travels with the submission (--files, see submit): a driver in
         # cluster deploy mode (YARN, Kubernetes) runs on another host and finds it, by name, in its
         # working directory; a client-mode driver is the submitting process and reads it in place.
@@ -518,18 +522,25 @@ class IcebergSparkHook(BaseHook):
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         args = list(plan.application_args)
-        # Everything the driver reads travels with the submission (never a path it must share
-        # with this host): the spec by --files (the job falls back to SparkFiles), the package
-        # by --py-files, the log4j configuration by --files, the secrets in the properties file.
+        # A client-mode driver is the JVM this host starts: it reads the 0600 spec file in place,
+        # so the spec (an erasure's salt) never leaves this host. A cluster-mode driver runs
+        # elsewhere: it gets the spec by --files (the job falls back to SparkFiles) with its
+        # secrets moved into the properties file, as the catalog's secrets travel. The package
+        # goes by --py-files, the log4j configuration by --files.
         files = [str(LOG4J_CONFIG)]
+        secret_conf = dict(plan.secret_conf)
         if plan.spec is not None:
+            spec = {**plan.spec, "job_run_id": job_run_id}
             spec_path = workdir / "job_spec.json"
-            _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
+            if self._deploy_mode() == "cluster":
+                spec, spec_secrets = split_spec_secrets(spec)
+                secret_conf.update(spec_secrets)
+                files.insert(0, str(spec_path))
+            _write_private(spec_path, json.dumps(spec, default=str))
             args = ["--spec", str(spec_path), *args]
-            files.insert(0, str(spec_path))
         props_path = workdir / "spark.properties"
-        _write_private(props_path, self._properties_text(plan.secret_conf))
-        _mask(plan.secret_conf.values())
+        _write_private(props_path, self._properties_text(secret_conf))
+        _mask(secret_conf.values())
         return SparkSubmitHook(
             conn_id=self.spark_conn_id,
             conf=plan.conf,

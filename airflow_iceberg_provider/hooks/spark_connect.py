@@ -39,6 +39,7 @@ from urllib.parse import urlparse
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _connect_warm
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
+from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 
 #: Conn type of the Spark provider's Spark Connect connection.
 CONNECT_CONN_TYPE = "spark_connect"
@@ -50,6 +51,10 @@ DEFAULT_TIMEOUT_S = 6 * 3600.0
 KILL_GRACE_S = 15.0
 #: Exit code of the runner when the server does not answer.
 EXIT_UNREACHABLE = 75
+
+#: Session conf naming what Spark redacts in a SQL execution's recorded options and modified conf.
+SESSION_REDACTION_KEY = "spark.sql.redaction.options.regex"
+DEFAULT_SESSION_REDACTION = "(?i)url"
 
 #: Spark conf the server fixes at its start (static or core conf): a session cannot set them.
 _SERVER_ONLY_PREFIXES = (
@@ -118,6 +123,16 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
     if extra.get("use_ssl") is not None:
         params.append(f"use_ssl={quote(str(extra['use_ssl']).lower())}")
     url = urlunparse(("sc", f"{parsed.hostname}:{port}", "/", ";".join(params), "", ""))
+    use_ssl = extra.get("use_ssl") is not None and _flag(conn_id, "use_ssl", extra["use_ssl"])
+    if not (use_ssl or _is_loopback(parsed.hostname)) and not _flag(
+        conn_id, "allow_plaintext", extra.get("allow_plaintext", False)
+    ):
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r}: server {parsed.hostname}:{port} is on another host and "
+            "use_ssl is off, so the catalog's credentials (and an erasure's spec) would cross the network in "
+            'plain text. Set the extra {"use_ssl": true} (a TLS endpoint or proxy), or {"allow_plaintext": true} '
+            "when the network path is private (a sidecar, a VPN). Nothing was submitted."
+        )
     timeout_s = _seconds(conn_id, "timeout", extra.get("timeout"), DEFAULT_TIMEOUT_S)
     return ConnectEndpoint(
         conn_id,
@@ -128,6 +143,18 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
         timeout_s,
         warm_client=_flag(conn_id, "warm_client", extra.get("warm_client", True)),
     )
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names the submitting host itself (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _flag(conn_id: str, name: str, value: Any) -> bool:
@@ -226,6 +253,12 @@ def session_document(
     hadoop_public, hadoop_secret = hadoop_session_conf(settable), hadoop_session_conf(secret_conf)
     settable = {**hadoop_public, **filesystem_cache_off([*hadoop_public, *hadoop_secret]), **settable}
     secret = {**hadoop_secret, **secret_conf}
+    # A shared server's redaction regex is fixed at its start; the session's own options regex
+    # (session conf) names every secret key this session sets, so the server's event log and SQL
+    # tab (an execution's modified conf) show them redacted, whatever the keys are called.
+    settable[SESSION_REDACTION_KEY] = redaction_regex(
+        secret, settable.get(SESSION_REDACTION_KEY) or DEFAULT_SESSION_REDACTION
+    )
     return {
         "url": endpoint.url,
         "address": endpoint.address,

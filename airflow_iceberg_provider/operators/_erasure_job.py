@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_INPUT_STATUSES, PHASE_LOGICAL, PHASE_PURGE
+from airflow_iceberg_provider.core.erasure_lifecycle import (
+    PHASE_INPUT_STATUSES,
+    PHASE_LOGICAL,
+    PHASE_PURGE,
+    recorded_originals,
+    restore_plan,
+)
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import id_str
@@ -23,6 +29,7 @@ from airflow_iceberg_provider.rules.erasure import (
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,
     erasure_table_facts,
+    evidence_counts,
     purge_candidates,
     refuse_if_problems,
     table_problems,
@@ -70,6 +77,7 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
     _preflight(hook, args.table, columns, phase, log)
     salt = _salt(args.salt_conn_id)
     hook.governance.table("erasure_evidence")
+    restored = restore_switched_properties(hook, args.table, log)
     log.info(
         "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, args.table, columns, source["kind"], policy
     )
@@ -81,7 +89,37 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
         "tables_in_scope": scope,
         "phase": phase,
         "redact_requests": bool(args.redact_erased_requests),
+        "properties_restored": restored,
     }
+
+
+def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log: _Log) -> dict[str, str | None]:
+    """Put back the table properties a killed erasure left switched, in one commit; what was restored.
+
+    An erasure switches live table properties around its DELETEs (the delete mode, manifest
+    merging) and records their originals in the same commit
+    (:data:`~airflow_iceberg_provider.core.erasure_lifecycle.SWITCHED_PROPERTIES`); a run
+    killed before its restore leaves both. The next erasure of the table restores them first and
+    reports it (the job's ledger row and the task's result, ``properties_restored_after_kill``).
+    Idempotent: nothing to restore, no commit.
+
+    :return: ``{property: value restored}`` (``None``: the property was removed, as it was unset
+        before); empty when nothing was switched.
+    """
+    tbl = hook.load_table(table)
+    current = dict(tbl.metadata.properties)
+    updates, removals = restore_plan(current)
+    if not removals:
+        return {}
+    originals = recorded_originals(current)
+    hook.update_table_properties(tbl, updates=updates, removals=removals)
+    log.warning(
+        "%s: an earlier erasure was killed with table properties switched; restored them to %s "
+        "(None: unset, as before that run)",
+        table,
+        originals,
+    )
+    return originals
 
 
 def nothing_to_purge(hook: IcebergCatalogHook, args: ErasureArgs) -> bool:
@@ -183,10 +221,13 @@ def verify_evidence(
     metrics: Mapping[str, Any],
     summary: dict[str, Any],
     *,
-    evidence_in_xcom: int,
     log: _Log,
 ) -> None:
-    """The job's evidence rows exist (one per request) and the refs it dropped are gone; adds them to ``summary``."""
+    """The job's evidence rows exist (one per request) and the refs it dropped are gone; adds their counts to ``summary``.
+
+    The task's result and log carry counts only: request ids and subject hashes stay in the
+    restricted evidence table (and the governance view's erasure pages).
+    """
     evidence = hook.governance.read("erasure_evidence", job_run_id=job_run_id)
     if len(evidence) != int(metrics.get("requests", -1)):
         raise IcebergCommitVerificationError(
@@ -196,20 +237,17 @@ def verify_evidence(
     still_there = sorted(set(metrics.get("refs_dropped") or []) & set(hook.refs(ident)))
     if still_there:
         raise IcebergCommitVerificationError(f"Refs {still_there} of {ident} should have been dropped but exist.")
-    summary["evidence_rows"] = len(evidence)
-    summary["evidence"] = [
-        {k: e.get(k) for k in ("request_id", "subject_hash", "rows_deleted", "rows_found", "phase", "verification")}
-        for e in sorted(evidence, key=lambda e: e["request_id"])[:evidence_in_xcom]
-    ]
-    unmatched = sorted(e["request_id"] for e in evidence if not e.get("rows_found"))
-    summary["requests_matching_nothing"] = unmatched
+    summary.update(evidence_counts(evidence))
+    unmatched = summary["requests_matching_nothing"]
     if unmatched:
         log.warning(
-            "%d erasure request(s) matched no row of %s (rows_found = 0): %s. A typo, or a difference in case "
-            "or whitespace? Matching is exact; check the keys of these requests.",
-            len(unmatched),
+            "%d erasure request(s) matched no row of %s (rows_found = 0). A typo, or a difference in case or "
+            "whitespace? Matching is exact: find them in %s (job_run_id %s, rows_found = 0) or on the governance "
+            "view's erasure page, and check their keys.",
+            unmatched,
             ident,
-            ", ".join(unmatched[:20]),
+            hook.governance.table("erasure_evidence"),
+            job_run_id,
         )
 
 
@@ -249,5 +287,7 @@ def erasure_summary(
         "requests_redacted": int(m.get("requests_redacted", 0)),
         "redaction_verification": m.get("redaction_verification"),
         "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
+        "properties_restored_after_kill": dict(m.get("properties_restored_after_kill") or {}),
+        "keys_not_converted": dict(m.get("keys_not_converted") or {}),
         "seconds": round(seconds, 3),
     }

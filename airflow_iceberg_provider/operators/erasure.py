@@ -75,7 +75,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     Lifecycle (:func:`~airflow_iceberg_provider.core.erasure_lifecycle.transition`): ``pending`` -> ``logically_erased``
     (``phase="logical"``) -> ``erased`` (``phase="purge"``); ``full`` goes to ``erased`` at once;
     ``blocked`` when a hold keeps rows. Requests whose key matched no row (``rows_found = 0``
-    in the evidence) are logged as a warning by request id (never the key).
+    in the evidence) are counted in a warning; their ids stay in the restricted evidence table.
 
     :param phase: ``logical`` | ``purge`` | ``full`` (default) (templated).
     :param table: ``namespace.table`` to erase from (templated).
@@ -95,8 +95,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         salted hash of its evidence, purge the requests table's history, verify, and record it
         (status ``redacted``, evidence ``subject_redacted_at``). Default False: turn it on in the
         nightly purge once no downstream system reconciles against the keys.
-    :param evidence_in_xcom: at most this many per-request evidence entries in the XCom.
-    :return: evidence summary (counts, snapshot ids, refs, verification; hashes only).
+    :return: evidence summary: counts, snapshot ids, refs, verification (no request id, no hash).
     """
 
     template_fields: Sequence[str] = (
@@ -126,7 +125,6 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         ref_policy: str = "fail",
         tables_in_scope: Sequence[str] | None = None,
         salt_conn_id: str = DEFAULT_SALT_CONN_ID,
-        evidence_in_xcom: int = 50,
         redact_erased_requests: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -140,7 +138,6 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self.ref_policy = ref_policy
         self.tables_in_scope = tables_in_scope
         self.salt_conn_id = salt_conn_id
-        self.evidence_in_xcom = evidence_in_xcom
         self.redact_erased_requests = redact_erased_requests
         self.check_arguments()
 
@@ -214,7 +211,6 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             job_run_id,
             row["metrics"],
             summary,
-            evidence_in_xcom=self.evidence_in_xcom,
             log=self.log,
         )
 

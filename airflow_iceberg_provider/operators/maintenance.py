@@ -59,7 +59,7 @@ from airflow_iceberg_provider.rules.maintenance import (
 )
 
 #: The keys ``erasure_purge`` accepts (:class:`IcebergErasureOperator` arguments of the purge).
-_ERASURE_ARGS = {f.name for f in fields(ErasureArgs)} - {"table"} | {"evidence_in_xcom"}
+_ERASURE_ARGS = {f.name for f in fields(ErasureArgs)} - {"table"}
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -583,7 +583,6 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         unknown = sorted(set(opts) - _ERASURE_ARGS)
         if unknown:
             raise IcebergValidationError(f"erasure_purge has unknown keys {unknown}; use {sorted(_ERASURE_ARGS)}.")
-        opts.pop("evidence_in_xcom", None)
         args = ErasureArgs(table=self.ident, **opts)
         if nothing_to_purge(self.catalog_hook, args):
             self.log.info("erasure_purge: no logically erased request in %s, nothing to purge", args.requests_table)
@@ -603,7 +602,6 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             row["event_id"],
             out,
             summary,
-            evidence_in_xcom=int(dict(self.erasure_purge or {}).get("evidence_in_xcom", 50)),
             log=self.log,
         )
         return {"purged": True, **summary}

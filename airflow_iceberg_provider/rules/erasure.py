@@ -60,6 +60,7 @@ __all__ = [
     "validate_ref_policy",
     "validate_request_ids",
     "validate_salt",
+    "evidence_counts",
     "validate_subject_columns",
     "validate_subjects_file",
 ]
@@ -638,3 +639,22 @@ def subject_column_map(tables: Mapping[str, Mapping[str, Any]]) -> list[dict[str
                     }
                 )
     return rows
+
+
+def evidence_counts(evidence: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the task's result says about a run's evidence rows: counts, never a request id or a hash.
+
+    >>> evidence_counts([{"request_id": "R-1", "rows_found": 0, "verification": "verified"},
+    ...                  {"request_id": "R-2", "rows_found": 3, "verification": "verified"}])
+    {'evidence_rows': 2, 'evidence_verification': {'verified': 2}, 'requests_matching_nothing': 1}
+    """
+    rows = list(evidence)
+    verification: dict[str, int] = {}
+    for row in rows:
+        key = str(row.get("verification"))
+        verification[key] = verification.get(key, 0) + 1
+    return {
+        "evidence_rows": len(rows),
+        "evidence_verification": dict(sorted(verification.items())),
+        "requests_matching_nothing": sum(1 for row in rows if not row.get("rows_found")),
+    }

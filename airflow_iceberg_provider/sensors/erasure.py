@@ -36,7 +36,7 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
       that long after ``received_at`` is overdue.
 
     A logical deadline longer than the physical one is refused. Requests past
-    ``warn_fraction`` of either deadline are logged as at risk (by request id). Requests
+    ``warn_fraction`` of either deadline are counted as at risk in the log (ids never logged). Requests
     whose evidence says their key matched no row in any table (``rows_found = 0``) are
     logged as a warning: a typo, or a difference in case or whitespace.
 
@@ -105,10 +105,10 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
             ):
                 late = report[f"{kind}_overdue"]
                 if late:
-                    ids = ", ".join(r["request_id"] for r in late[:20]) + (" …" if len(late) > 20 else "")
-                    parts.append(f"{len(late)} past the {kind} deadline ({limit}): {ids}")
+                    parts.append(f"{len(late)} past the {kind} deadline ({limit})")
             raise IcebergErasureDeadlineExceededError(
-                f"Erasure requests in {table} are overdue — " + "; ".join(parts) + ". Run the logical erasure "
+                f"Erasure requests in {table} are overdue — " + "; ".join(parts) + " (their ids are on the "
+                "governance view's erasure page and in the requests table). Run the logical erasure "
                 "(phase='logical') or the purge (phase='purge' / maintenance erasure_purge), or resolve blocked "
                 "requests (legal holds)."
             )
@@ -121,10 +121,10 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
             risk = report[f"{kind}_at_risk"]
             if risk:
                 self.log.warning(
-                    "%d erasure request(s) at risk of missing the %s deadline: %s",
+                    "%d erasure request(s) at risk of missing the %s deadline (ids on the governance view's "
+                    "erasure page)",
                     len(risk),
                     kind,
-                    ", ".join(r["request_id"] for r in risk[:20]),
                 )
         found: dict[str, int] = {}
         for e in self.hook.governance.read("erasure_evidence"):
@@ -134,8 +134,8 @@ class IcebergErasureDeadlineSensor(BaseSensorOperator):
         unmatched = sorted(r for r, n in found.items() if n == 0 and r in ids)
         if unmatched:
             self.log.warning(
-                "%d erasure request(s) matched no row in any table (rows_found = 0): %s. A typo, or a difference "
-                "in case or whitespace? Matching is exact; check these requests' keys.",
+                "%d erasure request(s) matched no row in any table (rows_found = 0). A typo, or a difference "
+                "in case or whitespace? Matching is exact; find them in the evidence table (rows_found = 0) or "
+                "on the governance view's erasure page and check their keys.",
                 len(unmatched),
-                ", ".join(unmatched[:20]),
             )

@@ -228,19 +228,26 @@ class ErasureRun:
             self.metrics[f"files_{k}"] = self.metrics.get(f"files_{k}", 0) + pr[k]
         return self.raw_hits(pr["candidates"])
 
-    def set_properties(self, props: dict[str, str | None]) -> dict[str, str | None]:
-        """Set (value) or unset (None) table properties; returns the previous values."""
-        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
-        previous = {k: current.get(k) for k in props}
-        to_set = {k: v for k, v in props.items() if v is not None and current.get(k) != v}
-        to_unset = [k for k, v in props.items() if v is None and k in current]
+    def switch_properties(self, wanted: dict[str, str]) -> None:
+        """Switch table properties on for this run's DELETEs: one commit that also records their originals
+        (:func:`~airflow_iceberg_provider.core.erasure_lifecycle.switch_plan`), so a kill never leaves them
+        switched for good: the next run restores them (:meth:`restore_properties`)."""
+        current = self.table_properties()
+        if all(current.get(k) == v for k, v in wanted.items()) and lc.SWITCHED_PROPERTIES in current:
+            return
+        self.sql(es.set_properties_sql(self.t, lc.switch_plan(current, wanted)))
+
+    def restore_properties(self) -> dict[str, str | None]:
+        """Put back the originals recorded by :meth:`switch_properties` (this run's, or a killed run's)
+        and drop the record; returns them (empty when nothing was switched). Idempotent."""
+        current = self.table_properties()
+        to_set, to_remove = lc.restore_plan(current)
+        if not to_remove:
+            return {}
         if to_set:
-            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in to_set.items())
-            self.sql(f"ALTER TABLE {self.t} SET TBLPROPERTIES ({pairs})")
-        if to_unset:
-            keys = ", ".join(f"'{k}'" for k in to_unset)
-            self.sql(f"ALTER TABLE {self.t} UNSET TBLPROPERTIES IF EXISTS ({keys})")
-        return previous
+            self.sql(es.set_properties_sql(self.t, to_set))
+        self.sql(es.unset_properties_sql(self.t, to_remove))  # the record goes last: a kill before it is retried
+        return lc.recorded_originals(current)
 
     # ----------------------------------------------------------------- subjects
     def load_subjects(self) -> int:
@@ -272,8 +279,8 @@ class ErasureRun:
             .dropDuplicates(["request_id"])
         )
         df = df.withColumn("subject_hash", F.lit(None).cast("string"))  # HMAC below: the salt never enters a plan
-        for c in self.columns:
-            df = df.withColumn(f"k_{c}", F.col("subject_key").cast(self.col_types[c]))
+        for c in self.columns:  # try_cast: a key that does not convert never reaches an error message
+            df = df.withColumn(f"k_{c}", F.expr(es.key_cast_sql(self.col_types[c].simpleString())))
         # Collected once (the subjects are small; the driver holds their keys anyway for pruning and
         # redaction), then registered as cached, materialised views: no lineage (a plan over a table
         # would be re-planned after every commit to it, and fail once expiry removed the manifests it
@@ -288,6 +295,9 @@ class ErasureRun:
             for r in df.collect()
         ]
         self._cached_view(self.spark.createDataFrame(rows, df.schema), es.SUBJECTS_VIEW)
+        unconverted = {c: sum(1 for r in rows if r[names.index(f"k_{c}")] is None) for c in self.columns}
+        if any(unconverted.values()):  # counted per column; the keys themselves are never printed
+            self.metrics["keys_not_converted"] = {c: n for c, n in unconverted.items() if n}
         for c in self.columns:
             at = names.index(f"k_{c}")
             keys = list(dict.fromkeys(r[at] for r in rows if r[at] is not None))
@@ -353,6 +363,9 @@ class ErasureRun:
 
     def _prepare(self) -> dict[str, Any] | None:
         """Preflight and subjects; the metrics to return when the run stops here (refused / no request)."""
+        restored = {**(self.spec.get("properties_restored") or {}), **self.restore_properties()}
+        if restored:  # a killed run left them switched: restored first, reported in the ledger row
+            self.metrics["properties_restored_after_kill"] = restored
         with self.timed("preflight"):
             self.refresh()
             reason = self.preflight()
@@ -599,19 +612,11 @@ class ErasureRun:
         into one (``min-count-to-merge=2``, one bin), which drops entries deleted by earlier
         snapshots — and their column bounds. Table properties are restored afterwards.
         """
-        keys = (
-            "write.delete.mode",
-            "commit.manifest-merge.enabled",
-            "commit.manifest.min-count-to-merge",
-            "commit.manifest.target-size-bytes",
-        )
-        current = {r.key: r.value for r in self.sql(f"SHOW TBLPROPERTIES {self.t}").collect()}
-        original: dict[str, str | None] = {k: current.get(k) for k in keys}
         try:
-            self.set_properties({"write.delete.mode": "copy-on-write", "commit.manifest-merge.enabled": "false"})
+            self.switch_properties({"write.delete.mode": "copy-on-write", "commit.manifest-merge.enabled": "false"})
             for b in branches:
                 self.sql(es.delete_sql(self.catalog, self.table, self.columns, branch=b))
-            self.set_properties(
+            self.switch_properties(
                 {
                     "commit.manifest-merge.enabled": "true",
                     "commit.manifest.min-count-to-merge": "2",
@@ -629,7 +634,7 @@ class ErasureRun:
             for b in branches:
                 tbl.newAppend().toBranch(b).set("erasure.manifest-merge", "true").commit()
         finally:
-            self.set_properties(original)
+            self.restore_properties()
 
     def _expire(self, acc: dict[str, int]) -> None:
         self.refresh()

@@ -47,7 +47,9 @@ class LogicalRun(Protocol):
 
     def table_properties(self) -> dict[str, str]: ...
 
-    def set_properties(self, props: dict[str, str | None]) -> dict[str, str | None]: ...
+    def switch_properties(self, wanted: dict[str, str]) -> None: ...
+
+    def restore_properties(self) -> dict[str, str | None]: ...
 
     def match_counts(self, snapshot_ids: list[int], include_hidden: bool = False) -> dict[str, Any]: ...
 
@@ -228,11 +230,11 @@ def delete_logical(run: LogicalRun, targets: list[str]) -> None:
     file). The purge rewrites those data files and drops the then dangling delete files.
     """
     if "main" in targets:
-        previous = run.set_properties({"write.delete.mode": "merge-on-read", "write.delete.granularity": "partition"})
+        run.switch_properties({"write.delete.mode": "merge-on-read", "write.delete.granularity": "partition"})
         try:
             run.sql(es.delete_sql(run.catalog, run.table, run.columns))
         finally:
-            run.set_properties(previous)
+            run.restore_properties()
     others = [b for b in targets if b != "main"]
     if others:
         run.delete_on_branches(others)

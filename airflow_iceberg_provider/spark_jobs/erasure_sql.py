@@ -12,7 +12,7 @@ by the Airflow side and backtick-quoted here once more (defence in depth).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 #: Column types a subject column may have (Spark SQL simple type names).
@@ -56,6 +56,23 @@ def check_columns(columns: Sequence[str]) -> list[str]:
 def key_view(column: str) -> str:
     """Name of the temp view holding the subject keys cast to ``column``'s type."""
     return f"erasure_keys_{column}"
+
+
+def key_cast_sql(type_sql: str, column: str = "subject_key") -> str:
+    """The subject key converted to a subject column's type, ``NULL`` when it does not convert.
+
+    ``try_cast``, never ``CAST``: under ANSI mode (the default on Spark 4) a failing ``CAST`` raises
+    an error whose message holds the value -- a subject key -- and Spark logs it. A key that does
+    not convert is counted by the job (per column), never printed.
+
+    >>> key_cast_sql("bigint")
+    'try_cast(`subject_key` AS bigint)'
+    >>> key_cast_sql("decimal(10,2)")
+    'try_cast(`subject_key` AS decimal(10,2))'
+    """
+    if not re.fullmatch(r"(string|bigint|int|smallint|decimal\(\d{1,2},\d{1,2}\))", type_sql):
+        raise ValueError(f"unsupported subject column type {type_sql!r}; supported: {SUPPORTED_SUBJECT_TYPES}")
+    return f"try_cast({q(column)} AS {type_sql})"
 
 
 # -------------------------------------------------------------------- statements
@@ -147,6 +164,25 @@ def drop_ref_sql(catalog: str, table: str, name: str, ref_type: str) -> str:
         raise ValueError(f"refusing to drop ref {name!r}")
     kind = "TAG" if ref_type.lower() == "tag" else "BRANCH"
     return f"ALTER TABLE {table_sql(catalog, table)} DROP {kind} IF EXISTS {q(name)}"
+
+
+def _literal(value: str) -> str:
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def set_properties_sql(table: str, props: Mapping[str, str]) -> str:
+    """``ALTER TABLE … SET TBLPROPERTIES`` (one commit) for a quoted table.
+
+    >>> set_properties_sql("`c`.`db`.`t`", {"write.delete.mode": "copy-on-write"})
+    "ALTER TABLE `c`.`db`.`t` SET TBLPROPERTIES ('write.delete.mode' = 'copy-on-write')"
+    """
+    pairs = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in props.items())
+    return f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})"
+
+
+def unset_properties_sql(table: str, keys: Iterable[str]) -> str:
+    """``ALTER TABLE … UNSET TBLPROPERTIES IF EXISTS`` (one commit) for a quoted table."""
+    return f"ALTER TABLE {table} UNSET TBLPROPERTIES IF EXISTS ({', '.join(_literal(k) for k in keys)})"
 
 
 def _dotted(table: str) -> str:

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_iceberg_provider.core.governance import LedgerEntry
+from airflow_iceberg_provider.core.spec_secrets import restore_spec_secrets
 
 
 def load_spec(argv: list[str] | None = None) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def run_job(fn: Callable[[JobContext], dict[str, Any] | None], argv: list[str] |
     try:
         # The spec path is on argv; SparkFiles fallback needs the session.
         spark = build_session({})
-        spec = load_spec(argv)
+        spec = restore_spec_secrets(load_spec(argv), lambda key: spark.conf.get(key, None))
         ctx = JobContext(spec, spark)
         metrics = fn(ctx) or {}
         ctx.write_ledger(metrics)

@@ -149,9 +149,11 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     store, so a restarted triggerer does not report them again; pairs whose request met the
     deadline are forgotten.
 
-    Event payload: ``kind="erasure_deadline"``, ``requests_table``, ``request_id`` (an opaque
-    ticket id), ``deadline`` (kind), ``due_at``, ``received_at`` (ISO-8601), ``status``,
-    ``overdue`` (already past the deadline when reported), ``margin_seconds``.
+    Event payload: ``kind="erasure_deadline"``, ``requests_table``, ``deadline`` (kind), ``due_at``,
+    ``received_at`` (ISO-8601), ``status``, ``overdue`` (already past the deadline when reported),
+    ``margin_seconds``. No request id: asset events are visible to every user who can see the
+    asset; the request is found by ``received_at`` in the requests table or on the governance
+    view's restricted erasure page.
 
     :param requests_table: ``namespace.table`` of erasure requests.
     :param deadlines: ``{kind: duration}``; durations like ``"48h"``, ``"30d"``, ISO ``"P30D"`` or seconds.
@@ -247,7 +249,6 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         return {
             "kind": "erasure_deadline",
             "requests_table": self.requests_table,
-            "request_id": item["request_id"],
             "deadline": item["deadline"],
             "due_at": item["due_at"].isoformat(),
             "received_at": item["received_at"].isoformat(),

@@ -406,6 +406,20 @@ def cutoff_ms(value: Any, param: str, *, now: int) -> int:
     return out
 
 
+# ---------------------------------------------------------------- flags
+def flag(value: Any, param: str, *, default: bool = False) -> bool:
+    """A yes/no flag: ``True``/``False`` or the strings ``"true"``/``"false"`` (any case) and nothing
+    else (an allowlist: ``"no"``, ``0`` or ``"off"`` are refused, not guessed); unset gives ``default``."""
+    _check_template(value, param)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    refuse(param, value, "is not a flag", "pass true or false")
+
+
 # ---------------------------------------------------------------- counts and ids
 def positive_int(
     value: Any,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from airflow_iceberg_provider.core.governance import LEGAL_HOLD_PREFIX
@@ -28,7 +28,7 @@ from airflow_iceberg_provider.core.governance import LEGAL_HOLD_PREFIX
 MAIN = "main"
 
 
-class RefKind(str, Enum):
+class RefKind(StrEnum):
     """What a ref is, as far as the guard is concerned."""
 
     ABSENT = "absent"
@@ -37,7 +37,7 @@ class RefKind(str, Enum):
     LEGAL_HOLD = "legal hold"
 
 
-class RefVerb(str, Enum):
+class RefVerb(StrEnum):
     """Every way a ref can be changed."""
 
     CREATE = "create"

@@ -28,10 +28,10 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
+from airflow_iceberg_provider.governance.approvals import hold_release_decisions
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
-from airflow_iceberg_provider.governance.approvals import hold_release_decisions
 from airflow_iceberg_provider.rules.refs import (
     check_tag_name,
     placed_holds,
@@ -490,8 +490,12 @@ class IcebergDropTagOperator(_DropRefOperator):
             "release_policy": decision.policy,
             "approval_id": decision.approval_id,
         }
-        self._ledger(context, "drop_tag", name, "succeeded", snapshot_before=snapshot_id, details=details, started_at=started)
-        self.log.info("Released legal hold %r (snapshot %s) of %s; approval %s", name, snapshot_id, table, decision.approval_id)
+        self._ledger(
+            context, "drop_tag", name, "succeeded", snapshot_before=snapshot_id, details=details, started_at=started
+        )
+        self.log.info(
+            "Released legal hold %r (snapshot %s) of %s; approval %s", name, snapshot_id, table, decision.approval_id
+        )
         result = {"table": table, "tag": name, "dropped": True, "snapshot_id": snapshot_id}
         return with_string_ids({**result, "approval_id": decision.approval_id})
 

@@ -288,7 +288,7 @@ def plan_branch(
         ``replace`` (nothing was changed).
     """
     if existing is None:
-        return "created", RefChange(branch, "branch", snapshot_id, None, **retention)
+        return "created", _branch_change(branch, snapshot_id, None, retention)
     if existing.type != "branch":
         raise IcebergRefusedError(
             f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
@@ -297,14 +297,28 @@ def plan_branch(
         if all(getattr(existing, k) == v for k, v in retention.items()):
             return "exists", None
         head = existing.snapshot_id
-        return "retention_updated", RefChange(branch, "branch", head, head, **retention)
+        return "retention_updated", _branch_change(branch, head, head, retention)
     if not replace:
         raise IcebergRefusedError(
             f"Branch {branch!r} of {table} already exists at snapshot {existing.snapshot_id}, which does "
             f"not descend from {snapshot_id}; refusing to re-point it (its commits would be lost). Pass "
             "replace=True to re-point it deliberately, or choose another name. Nothing was changed."
         )
-    return "replaced", RefChange(branch, "branch", snapshot_id, existing.snapshot_id, **retention)
+    return "replaced", _branch_change(branch, snapshot_id, existing.snapshot_id, retention)
+
+
+def _branch_change(
+    branch: str, snapshot_id: int, expected: int | None, retention: Mapping[str, int | None]
+) -> RefChange:
+    return RefChange(
+        branch,
+        "branch",
+        snapshot_id,
+        expected,
+        max_ref_age_ms=retention.get("max_ref_age_ms"),
+        max_snapshot_age_ms=retention.get("max_snapshot_age_ms"),
+        min_snapshots_to_keep=retention.get("min_snapshots_to_keep"),
+    )
 
 
 def rollback_target(

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.rules.refs import RefChange
+    from airflow_iceberg_provider.rules.refs import HoldRelease, RefChange
 
 # catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log
 register_non_secret_terms()
@@ -485,34 +485,61 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         self._verify_kept_types(tbl, [change])
         return True
 
-    def release_legal_hold(self, table: str | TableIdent | Table, tag: str, *, expected_snapshot_id: int) -> bool:
-        """The release path: remove legal hold ``tag`` (compare-and-swap on the snapshot it pins).
+    def release_legal_hold(
+        self, table: str | TableIdent | Table, tag: str, *, expected_snapshot_id: int
+    ) -> HoldRelease | None:
+        """The release path, the only verb that removes a legal hold: policy, then one compare-and-swap.
 
-        The only hook verb that removes a hold; the release policy (who decided) is the caller's
-        (:class:`~airflow_iceberg_provider.operators.refs.IcebergDropTagOperator` checks the approval
-        bound to the hold). ``False`` if the hold was already gone.
+        The hold's release policy is read from the ledger (``requires_approval`` recorded when the
+        hold was placed) and from the connection (``hold_release_requires_approval``); where either
+        asks for it, only an ``approved`` ``legal_hold_release`` decision bound to the hold's name,
+        case id and snapshot releases it
+        (:func:`~airflow_iceberg_provider.rules.refs.release_decision`). ``None`` if the hold was
+        already gone.
 
-        :raises IcebergRefusedError: ``tag`` is not a legal hold (drop it with :meth:`remove_ref`).
+        :raises IcebergRefusedError: ``tag`` is not a legal hold, or the approval its policy needs is
+            missing, rejected or bound to another hold, case or snapshot (nothing was changed).
         :raises IcebergCommitConflictError: the hold does not pin ``expected_snapshot_id`` (nothing changed).
         """
         from airflow_iceberg_provider.core.ref_guard import RefVerb
-        from airflow_iceberg_provider.rules.refs import RefChange, guard_ref_change
+        from airflow_iceberg_provider.governance.approvals import hold_release_decisions
+        from airflow_iceberg_provider.governance.holds import HOLD_OPERATIONS
+        from airflow_iceberg_provider.rules.refs import (
+            HoldRelease,
+            RefChange,
+            guard_ref_change,
+            placed_holds,
+            release_decision,
+        )
 
         tbl = self._table(table)
+        name = _name(tbl)
         validate_ref(tag, "tag", allow_main=False)
-        state = guard_ref_change(RefVerb.RELEASE, tbl.metadata.refs, tag, table=_name(tbl), param="tag")
-        if state.stored_type is None:
-            return False
+        state = guard_ref_change(RefVerb.RELEASE, tbl.metadata.refs, tag, table=name, param="tag")
+        if state.stored_type is None or state.snapshot_id is None:
+            return None
         if state.snapshot_id != expected_snapshot_id:
             raise IcebergCommitConflictError(
-                f"Legal hold {tag!r} of {_name(tbl)} pins snapshot {state.snapshot_id}, not {expected_snapshot_id} "
+                f"Legal hold {tag!r} of {name} pins snapshot {state.snapshot_id}, not {expected_snapshot_id} "
                 "as the release was decided for; another writer changed it. Nothing was changed."
             )
+        entries = self.governance.ledger_entries(table_name=name, ref=tag)
+        hold = placed_holds([e for e in entries if e.operation in HOLD_OPERATIONS]).get(tag)
+        case_id = hold.case_id if hold is not None else None
+        decision = release_decision(
+            table=name,
+            tag=tag,
+            snapshot_id=state.snapshot_id,
+            case_id=case_id,
+            hold_requires=bool(hold and hold.requires_approval),
+            connection_requires=self.config.hold_release_requires_approval,
+            decisions=hold_release_decisions(entries),
+        )
         change = RefChange(tag, state.stored_type, None, state.snapshot_id, verb="release")
-        with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
+        with self.translate_errors(name), tbl.manage_snapshots() as ms:
             stage_on(ms, [change])
         self._verify_kept_types(tbl, [change])
-        return True
+        return HoldRelease(tag, state.snapshot_id, case_id, decision.policy, decision.approval_id)
 
     def apply_ref_changes(self, table: str | TableIdent | Table, changes: Sequence[RefChange]) -> bool:
         """Apply a plan's ref changes (move, create, remove; branches and tags) in ONE catalog commit.

@@ -28,14 +28,11 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
     IcebergValidationError,
 )
-from airflow_iceberg_provider.governance.approvals import hold_release_decisions
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
 from airflow_iceberg_provider.rules.refs import (
     check_tag_name,
-    placed_holds,
-    release_decision,
     tag_retention,
     validate_summary,
 )
@@ -451,31 +448,12 @@ class IcebergDropTagOperator(_DropRefOperator):
         if isinstance(self.tag, str) and not _templated(self.tag):
             params.ref_name(self.tag, "tag", allow_main=False)
 
-    def _release_policy(self, table: str, name: str, snapshot_id: int) -> tuple[str | None, Any]:
-        """``(case id, ReleaseDecision)``: the hold's placement record and the approval its policy asks for."""
-        hook = self.catalog_hook
-        entries = hook.governance.ledger_entries(table_name=table, ref=name)
-        hold = placed_holds([e for e in entries if e.operation in ("create_tag", "drop_tag")]).get(name)
-        case_id = hold.case_id if hold is not None else None
-        decision = release_decision(
-            table=table,
-            tag=name,
-            snapshot_id=snapshot_id,
-            case_id=case_id,
-            hold_requires=bool(hold and hold.requires_approval),
-            connection_requires=hook.config.hold_release_requires_approval,
-            decisions=hold_release_decisions(entries),
-        )
-        return case_id, decision
-
     def _release(self, context: Context, tbl: Table, name: str, snapshot_id: int) -> dict[str, Any]:
-        """The release path: policy (approval bound to the hold) → one CAS commit → verify → release row."""
+        """The release path: the hook reads the hold's release policy and the approval bound to it,
+        releases in one compare-and-swap, and the release row names the approval it used."""
         hook, started, table = self.catalog_hook, datetime.now(UTC), self.ident.dotted
         base = {"legal_hold_released": True, "release_reason": self.release_reason}
-        case_id, decision = self._attempt(
-            context, "drop_tag", name, base, lambda: self._release_policy(table, name, snapshot_id)
-        )
-        self._attempt(
+        released = self._attempt(
             context,
             "drop_tag",
             name,
@@ -483,21 +461,23 @@ class IcebergDropTagOperator(_DropRefOperator):
             lambda: hook.release_legal_hold(tbl, name, expected_snapshot_id=snapshot_id),
         )
         self._verify_gone(name)
+        result = {"table": table, "tag": name, "dropped": released is not None, "snapshot_id": snapshot_id}
+        if released is None:
+            return with_string_ids(result)
         details = {
             **base,
             "tag": name,
-            "case_id": case_id,
-            "release_policy": decision.policy,
-            "approval_id": decision.approval_id,
+            "case_id": released.case_id,
+            "release_policy": released.policy,
+            "approval_id": released.approval_id,
         }
         self._ledger(
             context, "drop_tag", name, "succeeded", snapshot_before=snapshot_id, details=details, started_at=started
         )
         self.log.info(
-            "Released legal hold %r (snapshot %s) of %s; approval %s", name, snapshot_id, table, decision.approval_id
+            "Released legal hold %r (snapshot %s) of %s; approval %s", name, snapshot_id, table, released.approval_id
         )
-        result = {"table": table, "tag": name, "dropped": True, "snapshot_id": snapshot_id}
-        return with_string_ids({**result, "approval_id": decision.approval_id})
+        return with_string_ids({**result, "approval_id": released.approval_id})
 
     def execute(self, context: Context) -> dict[str, Any]:
         name = validate_ref(self.tag, "tag", allow_main=False)

@@ -492,6 +492,17 @@ class ReleaseDecision:
     approval_id: str | None
 
 
+@dataclass(frozen=True)
+class HoldRelease:
+    """A hold released: which, on which snapshot and case, under which policy, with which approval."""
+
+    tag: str
+    snapshot_id: int
+    case_id: str | None
+    policy: str
+    approval_id: str | None
+
+
 def release_decision(
     *,
     table: str,

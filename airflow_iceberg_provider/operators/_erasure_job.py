@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from airflow_iceberg_provider.core.erasure_lifecycle import PHASE_INPUT_STATUSES, PHASE_LOGICAL, PHASE_PURGE
+from airflow_iceberg_provider.core.ref_guard import claims_hold
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import id_str
@@ -196,6 +197,12 @@ def verify_evidence(
     still_there = sorted(set(metrics.get("refs_dropped") or []) & set(hook.refs(ident)))
     if still_there:
         raise IcebergCommitVerificationError(f"Refs {still_there} of {ident} should have been dropped but exist.")
+    holds_dropped = sorted(n for n in metrics.get("refs_dropped") or [] if claims_hold(str(n)))
+    if holds_dropped:  # never: the job's drop builder refuses holds (the ref guard)
+        raise IcebergCommitVerificationError(
+            f"The erasure job for {ident} dropped legal holds {holds_dropped}; a hold is removed only by its "
+            "release. Restore the holds (IcebergCreateTagOperator(legal_hold=True, ...)) and investigate."
+        )
     summary["evidence_rows"] = len(evidence)
     summary["evidence"] = [
         {k: e.get(k) for k in ("request_id", "subject_hash", "rows_deleted", "rows_found", "phase", "verification")}

@@ -295,3 +295,29 @@ def test_without_a_bound_approval_the_release_is_refused(decisions):
     with pytest.raises(IcebergRefusedError, match=r"release_legal_hold=True for tag='legal-hold-c1'") as err:
         _release(decisions)
     assert "IcebergRefApprovalOperator" in str(err.value) and str(err.value).endswith("Nothing was changed.")
+
+
+def test_a_retyped_hold_is_still_protected_from_expiry_by_age_and_from_the_erasure_drop():
+    from airflow_iceberg_provider.core.erasure_lifecycle import analyze_refs, decide_policy
+    from airflow_iceberg_provider.spark_jobs.maintenance_sql import holds_dropped_by_age
+
+    refs = [
+        {"name": "main", "type": "branch", "snapshot_id": 2, "max_ref_age_ms": None},
+        {"name": "legal-hold-x", "type": "branch", "snapshot_id": 1, "max_ref_age_ms": None},
+    ]
+    assert holds_dropped_by_age(refs, {1: 1_000, 2: 2_000}, default_max_ref_age_ms=100, now_ms=5_000) == [
+        "legal-hold-x"
+    ]
+    snapshots = [{"snapshot_id": 1, "parent_id": None, "timestamp_ms": 1_000}, {"snapshot_id": 2, "parent_id": 1}]
+    analysis = analyze_refs(
+        refs,
+        snapshots,
+        holds={"legal-hold-x": True},
+        live_rows={"legal-hold-x": 0},
+        table_had_subjects=True,
+        now_ms=5_000,
+    )
+    held = next(a for a in analysis if a["name"] == "legal-hold-x")
+    assert held["legal_hold"] is True and held["droppable"] is False and held["blocking"] is True
+    decision = decide_policy(analysis, "drop")
+    assert decision["drop"] == [] and "legal-hold-x" in decision["refuse"]

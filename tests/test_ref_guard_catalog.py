@@ -385,3 +385,25 @@ def test_a_healthy_table_with_holds_reports_no_violation(refs_table):
         task_id="health", table=T, on_breach="warn", min_avg_file_size_bytes="off"
     ).execute(fake_context())
     assert again["hold_violations"] == []
+
+
+def test_a_wap_publish_cannot_drop_a_hold_named_as_its_branch(lake):
+    """Naming a hold as the WAP branch to publish and drop is refused before the publish's commit."""
+    from _wap_helpers import commit_to_branch, record_audit
+    from conftest import orders_batch
+
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+    create_orders_table(lake, T).append(orders_batch(0, 10))
+    IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
+    head = commit_to_branch(lake, T, "b", 100, 5)
+    IcebergCreateTagOperator(task_id="h", table=T, tag="c1", legal_hold=True, case_id="C-1", snapshot_id=head).execute(
+        fake_context()
+    )
+    record_audit(lake, T, HOLD, head)
+    location = lake.metadata_location(T)
+    with pytest.raises((IcebergRefusedError, IcebergValidationError), match=HOLD) as err:
+        IcebergWapPublishOperator(task_id="p", table=T, branch=HOLD, drop_branch=True).execute(fake_context())
+    assert "not a WAP branch" in str(err.value)
+    assert lake.metadata_location(T) == location and _stored(lake, HOLD) == "tag"

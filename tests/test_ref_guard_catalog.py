@@ -95,6 +95,7 @@ VERBS = {
     "hook:apply_ref_changes(drop)": lambda h, n, s: h.apply_ref_changes(
         T, [RefChange(n, _stored(h, n), None, _current(h, n))]
     ),
+    "hook:remove_files_on_branch": lambda h, n, s: h.remove_files_on_branch(T, n, [s[1]], {}),
     "multi-table:stage_ref_changes(move)": lambda h, n, s: stage_ref_changes(
         h.load_table(T), [RefChange(n, "branch", s[0], _current(h, n))]
     ),
@@ -124,6 +125,8 @@ ALLOWED = {
     ("hook:apply_ref_changes(move tag)", "tag"),
     ("hook:apply_ref_changes(drop)", "tag"),
     ("hook:apply_ref_changes(drop)", "branch"),
+    ("hook:remove_files_on_branch", "branch"),
+    ("hook:remove_files_on_branch", "main"),
     ("multi-table:stage_ref_changes(move)", "branch"),
     ("multi-table:stage_ref_changes(move)", "main"),
 }

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider.core.governance import LedgerEntry
+from airflow_iceberg_provider.core.governance import LEDGER, LedgerEntry
 from airflow_iceberg_provider.rules.refs import HoldPlacement, HoldViolation, hold_violations, placed_holds
 
 if TYPE_CHECKING:
@@ -28,7 +28,10 @@ HOLD_OPERATIONS = ("create_tag", "drop_tag")
 
 
 def recorded_holds(hook: IcebergCatalogHook, table: str) -> dict[str, HoldPlacement]:
-    """The holds of ``table`` the ledger records as placed and not released, by tag."""
+    """The holds of ``table`` the ledger records as placed and not released, by tag (none when there is
+    no ledger yet: a read never creates the governance tables)."""
+    if not hook.table_exists(f"{hook.governance.namespace}.{LEDGER.name}"):
+        return {}
     entries = [e for op in HOLD_OPERATIONS for e in hook.governance.ledger_entries(table_name=table, operation=op)]
     return placed_holds(entries)
 

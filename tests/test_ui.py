@@ -1056,3 +1056,22 @@ def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():
     assert [(r["task_id"], r["table"]) for r in report["logical_runs"]] == [("erase", "db.t")]
     assert [(r["task_id"], r["event_id"]) for r in report["purge_runs"]] == [("maintain", "job-plan-0")]
     assert [d["left_text"] for d in report["deadlines"]] == ["closed", "closed"]  # erased after the deadlines
+
+
+def test_a_hold_dropped_outside_the_provider_shows_as_a_violation(ui):
+    from conftest import append_batches, create_orders_table, fake_context
+
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+
+    create_orders_table(ui.hook, "db.held")
+    snaps = append_batches(ui.hook, "db.held", 2)
+    IcebergCreateTagOperator(
+        task_id="hold", table="db.held", tag="c7", legal_hold=True, case_id="C-7", snapshot_id=snaps[0]
+    ).execute(fake_context())
+    assert "hold-violations" not in get(ui, "/governance/tables/db.held").text
+    ui.hook.load_table("db.held").manage_snapshots().remove_tag("legal-hold-c7").commit()  # another engine
+    (violation,) = get(ui, "/governance/api/tables/db.held").json()["hold_violations"]
+    assert (violation["tag"], violation["problem"], violation["case_id"]) == ("legal-hold-c7", "dropped", "C-7")
+    html = get(ui, "/governance/tables/db.held").text
+    assert 'id="hold-violations"' in html and 'id="hold-violation-legal-hold-c7"' in html
+    assert "was dropped" in html and "without a release" in html

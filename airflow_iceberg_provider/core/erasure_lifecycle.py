@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_iceberg_provider.core.governance import is_legal_hold
+from airflow_iceberg_provider.core.ref_guard import claims_hold
 
 #: Ref policies: what to do with tags/branches that would keep the subjects reachable.
 REF_POLICIES = ("fail", "drop", "keep")
@@ -96,7 +96,7 @@ def analyze_refs(
     for ref in sorted(refs, key=lambda r: (r["name"] != "main", r["name"])):
         name, rtype, sid = ref["name"], str(ref["type"]).lower(), int(ref["snapshot_id"])
         head_ts = int(by_id.get(sid, {}).get("timestamp_ms") or now_ms)
-        legal = is_legal_hold(name, rtype)
+        legal = claims_hold(name)  # a hold turned into a branch is still a hold: never droppable
         item: dict[str, Any] = {
             "name": name,
             "type": rtype,

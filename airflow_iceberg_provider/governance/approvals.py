@@ -9,9 +9,10 @@ checks with observed and expected values, or the hold's case id). Rules live in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import LedgerEntry, decode_ledger_row
 from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:
@@ -57,4 +58,27 @@ def steward_waivers(hook: IcebergCatalogHook, table: str, snapshot_id: int) -> f
     return rules.waived_checks(decisions, snapshot_id)
 
 
-__all__ = ["approval_history", "steward_waivers"]
+def hold_release_decisions(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
+    """The legal-hold release decisions among ``entries`` (ledger rows of one table and tag), each as
+    ``{event_id, ref, snapshot_id, gate, decision, case_id, decided_at}``: what
+    :func:`airflow_iceberg_provider.rules.refs.release_decision` binds a release to."""
+    out = []
+    for e in entries:
+        details = e.details or {}
+        if e.operation != rules.OPERATION or e.status != "succeeded" or details.get("gate") != rules.LEGAL_HOLD_RELEASE:
+            continue
+        out.append(
+            {
+                "event_id": e.event_id,
+                "ref": e.ref,
+                "snapshot_id": e.snapshot_after,
+                "gate": details.get("gate"),
+                "decision": details.get("decision"),
+                "case_id": details.get("case_id"),
+                "decided_at": details.get("decided_at"),
+            }
+        )
+    return out
+
+
+__all__ = ["approval_history", "hold_release_decisions", "steward_waivers"]

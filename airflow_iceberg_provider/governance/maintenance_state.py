@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
+from airflow_iceberg_provider.governance.holds import table_hold_violations
 from airflow_iceberg_provider.rules.maintenance import (
     ExpiryPreview,
     MaintenancePolicy,
@@ -37,6 +38,8 @@ class MaintenanceState:
     expiry: ExpiryPreview | None
     #: why the expiry preview refused (e.g. it would drop a legal hold), when refusals are tolerated
     expiry_refused: str | None = None
+    #: legal holds the ledger records as placed that the table no longer has as placed
+    hold_violations: tuple[Any, ...] = ()
 
 
 def read_maintenance_state(
@@ -62,4 +65,7 @@ def read_maintenance_state(
             if not tolerate_refusal:
                 raise
             refused = str(err)
-    return MaintenanceState(health=health, layout=layout, expiry=expiry, expiry_refused=refused)
+    violations = tuple(table_hold_violations(hook, tbl))
+    return MaintenanceState(
+        health=health, layout=layout, expiry=expiry, expiry_refused=refused, hold_violations=violations
+    )

@@ -58,9 +58,15 @@ def stage_on(ms: Any, changes: Sequence[RefChange]) -> None:
 
 
 def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """``(requirements, updates)`` of ``changes`` on ``tbl`` as pyiceberg stages them (nothing committed)."""
+    """``(requirements, updates)`` of ``changes`` on ``tbl`` as pyiceberg stages them (nothing committed).
+
+    The ref guard (:func:`~airflow_iceberg_provider.rules.refs.guard_ref_changes`) refuses first.
+    """
     from pyiceberg.table.update.snapshot import ManageSnapshots
 
+    from airflow_iceberg_provider.rules.refs import guard_ref_changes
+
+    guard_ref_changes(tbl.metadata.refs, changes, table=".".join(tbl.name()[-2:]))
     tx = tbl.transaction()
     ms = ManageSnapshots(tx)
     stage_on(ms, changes)

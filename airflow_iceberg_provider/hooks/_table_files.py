@@ -223,7 +223,14 @@ class TableFilesMixin:
 
         :return: ``{"files", "rows", "snapshot_id"}`` of the removal.
         """
+        from airflow_iceberg_provider.core.ref_guard import RefVerb
+        from airflow_iceberg_provider.rules.refs import guard_ref_change
+
         tbl = self._table(table)
+        # a commit on the branch moves it: the ref guard first (never a tag, never a hold)
+        guard_ref_change(
+            RefVerb.MOVE, tbl.metadata.refs, branch, table=_table_name(tbl), param="branch", result_type="branch"
+        )
         head = tbl.metadata.refs[branch].snapshot_id
         files = self.files_added_by(tbl, snapshot_ids)
         live = self.live_paths(tbl, head)

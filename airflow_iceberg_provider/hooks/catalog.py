@@ -30,6 +30,7 @@ from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPAC
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergCommitConflictError,
+    IcebergCommitVerificationError,
     IcebergConnectionError,
     IcebergRefNotFoundError,
     IcebergTableNotFoundError,
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.rules.refs import RefChange
+    from airflow_iceberg_provider.rules.refs import HoldRelease, RefChange
 
 # catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log
 register_non_secret_terms()
@@ -355,17 +356,37 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         max_ref_age_ms: int | None = None,
         max_snapshot_age_ms: int | None = None,
         min_snapshots_to_keep: int | None = None,
+        verb: str = "",
     ) -> None:
         """Point a branch or tag at a snapshot with compare-and-swap.
 
-        The commit asserts that the ref still points where the loaded metadata
-        says (or at ``expected_snapshot_id`` when given, checked first), so a
-        concurrent move makes this fail with :class:`IcebergCommitConflictError`
-        and changes nothing.
+        The ref guard (:func:`~airflow_iceberg_provider.rules.refs.guard_ref_change`) decides first:
+        a legal hold is never set here, a tag never becomes a branch nor a branch a tag. The commit
+        asserts that the ref still points where the loaded metadata says (or at
+        ``expected_snapshot_id`` when given, checked first), so a concurrent move makes this fail
+        with :class:`IcebergCommitConflictError` and changes nothing; afterwards the ref must have
+        the type asked for.
+
+        :param verb: how the guard reads the change (``rollback``, ``fast-forward``; default: create,
+            move or set retention, from the ref's state).
+        :raises IcebergRefusedError: the guard refused (nothing was changed).
         """
+        from airflow_iceberg_provider.rules.refs import RefChange
+
         tbl = self._table(table)
         validate_ref(ref)
         current = tbl.metadata.refs.get(ref)
+        change = RefChange(
+            ref,
+            "tag" if ref_type == "tag" else "branch",
+            snapshot_id,
+            current.snapshot_id if current is not None else None,
+            max_ref_age_ms=max_ref_age_ms,
+            max_snapshot_age_ms=max_snapshot_age_ms,
+            min_snapshots_to_keep=min_snapshots_to_keep,
+            verb=verb,
+        )
+        self._guard(tbl, [change])
         if expected_snapshot_id is not None and (current is None or current.snapshot_id != expected_snapshot_id):
             raise IcebergCommitConflictError(
                 f"Ref {ref!r} of {_name(tbl)} points at "
@@ -373,16 +394,8 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 "another writer moved it. Nothing was changed."
             )
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
-            if ref_type == "tag":
-                ms.create_tag(snapshot_id, ref, max_ref_age_ms=max_ref_age_ms)
-            else:
-                ms.create_branch(
-                    snapshot_id,
-                    ref,
-                    max_ref_age_ms=max_ref_age_ms,
-                    max_snapshot_age_ms=max_snapshot_age_ms,
-                    min_snapshots_to_keep=min_snapshots_to_keep,
-                )
+            stage_on(ms, [change])
+        self._verify_kept_types(tbl, [change])
 
     def fast_forward(
         self,
@@ -402,8 +415,19 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         :raises IcebergCommitConflictError: the ref is not an ancestor of the target
             (someone else moved it), or moved between load and commit.
         """
+        from airflow_iceberg_provider.core.ref_guard import RefVerb
+        from airflow_iceberg_provider.rules.refs import guard_ref_change
+
         tbl = self._table(table)
         validate_ref(ref)
+        guard_ref_change(
+            RefVerb.FAST_FORWARD,
+            tbl.metadata.refs,
+            ref,
+            table=_name(tbl),
+            result_type="branch",
+            snapshot_id=to_snapshot_id,
+        )
         head = self.ref_snapshot_id(tbl, ref) if ref == MAIN_BRANCH or ref in tbl.metadata.refs else None
         if head == to_snapshot_id:
             return False
@@ -419,11 +443,11 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 f"Cannot fast-forward {_name(tbl)} {ref!r} from {head} to {to_snapshot_id}: {head} is not an "
                 f"ancestor of {to_snapshot_id} ({ref!r} moved since the source was cut). Nothing was changed."
             )
-        self._move_keeping_retention(tbl, ref, to_snapshot_id)
+        self._move_keeping_retention(tbl, ref, to_snapshot_id, verb="fast-forward")
         return True
 
     def _move_keeping_retention(
-        self, tbl: Table, ref: str, snapshot_id: int, *, expected_snapshot_id: int | None = None
+        self, tbl: Table, ref: str, snapshot_id: int, *, expected_snapshot_id: int | None = None, verb: str = ""
     ) -> None:
         """Point a branch at ``snapshot_id`` with the retention it has (pyiceberg's move would drop it)."""
         existing = tbl.metadata.refs.get(ref)
@@ -431,25 +455,91 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
             tbl,
             ref,
             snapshot_id,
+            verb=verb,
             expected_snapshot_id=expected_snapshot_id,
             max_ref_age_ms=existing.max_ref_age_ms if existing else None,
             max_snapshot_age_ms=existing.max_snapshot_age_ms if existing else None,
             min_snapshots_to_keep=existing.min_snapshots_to_keep if existing else None,
         )
 
-    def remove_ref(self, table: str | TableIdent | Table, ref: str) -> bool:
-        """Remove a branch or tag (never ``main``); ``False`` if it was already gone."""
+    def remove_ref(self, table: str | TableIdent | Table, ref: str, *, ref_type: str | None = None) -> bool:
+        """Remove a branch or tag (never ``main``, never a legal hold: :meth:`release_legal_hold`);
+        ``False`` if it was already gone.
+
+        :param ref_type: ``"branch"`` or ``"tag"``: refuse when the ref is of the other type.
+        :raises IcebergRefusedError: the ref guard refused (nothing was changed).
+        """
+        from airflow_iceberg_provider.core.ref_guard import RefVerb
+        from airflow_iceberg_provider.rules.refs import RefChange, guard_ref_change
+
         tbl = self._table(table)
         validate_ref(ref, allow_main=False)
-        found = tbl.metadata.refs.get(ref)
-        if found is None:
+        state = guard_ref_change(
+            RefVerb.DROP, tbl.metadata.refs, ref, table=_name(tbl), param=ref_type or "ref", expected_type=ref_type
+        )
+        if state.stored_type is None:
             return False
+        change = RefChange(ref, state.stored_type, None, state.snapshot_id)
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
-            if found.snapshot_ref_type.value == "tag":
-                ms.remove_tag(ref)
-            else:
-                ms.remove_branch(ref)
+            stage_on(ms, [change])
+        self._verify_kept_types(tbl, [change])
         return True
+
+    def release_legal_hold(
+        self, table: str | TableIdent | Table, tag: str, *, expected_snapshot_id: int
+    ) -> HoldRelease | None:
+        """The release path, the only verb that removes a legal hold: policy, then one compare-and-swap.
+
+        The hold's release policy is read from the ledger (``requires_approval`` recorded when the
+        hold was placed) and from the connection (``hold_release_requires_approval``); where either
+        asks for it, only an ``approved`` ``legal_hold_release`` decision bound to the hold's name,
+        case id and snapshot releases it
+        (:func:`~airflow_iceberg_provider.rules.refs.release_decision`). ``None`` if the hold was
+        already gone.
+
+        :raises IcebergRefusedError: ``tag`` is not a legal hold, or the approval its policy needs is
+            missing, rejected or bound to another hold, case or snapshot (nothing was changed).
+        :raises IcebergCommitConflictError: the hold does not pin ``expected_snapshot_id`` (nothing changed).
+        """
+        from airflow_iceberg_provider.core.ref_guard import RefVerb
+        from airflow_iceberg_provider.governance.approvals import hold_release_decisions
+        from airflow_iceberg_provider.governance.holds import HOLD_OPERATIONS
+        from airflow_iceberg_provider.rules.refs import (
+            HoldRelease,
+            RefChange,
+            guard_ref_change,
+            placed_holds,
+            release_decision,
+        )
+
+        tbl = self._table(table)
+        name = _name(tbl)
+        validate_ref(tag, "tag", allow_main=False)
+        state = guard_ref_change(RefVerb.RELEASE, tbl.metadata.refs, tag, table=name, param="tag")
+        if state.stored_type is None or state.snapshot_id is None:
+            return None
+        if state.snapshot_id != expected_snapshot_id:
+            raise IcebergCommitConflictError(
+                f"Legal hold {tag!r} of {name} pins snapshot {state.snapshot_id}, not {expected_snapshot_id} "
+                "as the release was decided for; another writer changed it. Nothing was changed."
+            )
+        entries = self.governance.ledger_entries(table_name=name, ref=tag)
+        hold = placed_holds([e for e in entries if e.operation in HOLD_OPERATIONS]).get(tag)
+        case_id = hold.case_id if hold is not None else None
+        decision = release_decision(
+            table=name,
+            tag=tag,
+            snapshot_id=state.snapshot_id,
+            case_id=case_id,
+            hold_requires=bool(hold and hold.requires_approval),
+            connection_requires=self.config.hold_release_requires_approval,
+            decisions=hold_release_decisions(entries),
+        )
+        change = RefChange(tag, state.stored_type, None, state.snapshot_id, verb="release")
+        with self.translate_errors(name), tbl.manage_snapshots() as ms:
+            stage_on(ms, [change])
+        self._verify_kept_types(tbl, [change])
+        return HoldRelease(tag, state.snapshot_id, case_id, decision.policy, decision.approval_id)
 
     def apply_ref_changes(self, table: str | TableIdent | Table, changes: Sequence[RefChange]) -> bool:
         """Apply a plan's ref changes (move, create, remove; branches and tags) in ONE catalog commit.
@@ -466,6 +556,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         if not changes:
             return False
         tbl = self._table(table)
+        self._guard(tbl, changes)
         for c in changes:
             validate_ref(c.ref, allow_main=c.snapshot_id is not None)
             found = tbl.metadata.refs.get(c.ref)
@@ -477,7 +568,25 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 )
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             stage_on(ms, changes)
+        self._verify_kept_types(tbl, changes)
         return True
+
+    def _guard(self, tbl: Table, changes: Sequence[RefChange]) -> None:
+        """The ref guard over every change, before any commit (:func:`~airflow_iceberg_provider.rules.refs.guard_ref_changes`)."""
+        from airflow_iceberg_provider.rules.refs import guard_ref_changes
+
+        guard_ref_changes(tbl.metadata.refs, changes, table=_name(tbl))
+
+    def _verify_kept_types(self, tbl: Table, changes: Sequence[RefChange]) -> None:
+        """After a commit (``tbl`` holds the committed metadata): each ref has the type planned, a tag stays a tag."""
+        from airflow_iceberg_provider.rules.refs import kept_types_problems
+
+        problems = kept_types_problems(tbl.metadata.refs, changes)
+        if problems:
+            raise IcebergCommitVerificationError(
+                f"After the commit, the refs of {_name(tbl)} are not as planned: {'; '.join(problems)}. A "
+                "concurrent writer may have changed them; inspect the table's refs."
+            )
 
     def ensure_table_properties(self, table: str | TableIdent | Table, properties: Mapping[str, str]) -> bool:
         """Set table properties that differ; returns whether a commit was made."""
@@ -645,8 +754,14 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         :raises IcebergRefusedError: the target is not an ancestor of the head.
         :raises IcebergCommitConflictError: the ref moved (nothing was changed).
         """
+        from airflow_iceberg_provider.core.ref_guard import RefVerb
+        from airflow_iceberg_provider.rules.refs import guard_ref_change
+
         tbl = self._table(table)
         validate_ref(ref)
+        guard_ref_change(
+            RefVerb.ROLLBACK, tbl.metadata.refs, ref, table=_name(tbl), result_type="branch", snapshot_id=to_snapshot_id
+        )
         target = self.resolve_rollback_target(tbl, ref=ref, snapshot_id=to_snapshot_id)
         head = self.ref_snapshot_id(tbl, ref)
         if head == target.snapshot_id:
@@ -656,7 +771,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 f"Cannot roll back {_name(tbl)} {ref!r}: it points at {head}, not the expected "
                 f"{expected_snapshot_id}; another writer moved it. Nothing was changed."
             )
-        self._move_keeping_retention(tbl, ref, target.snapshot_id, expected_snapshot_id=head)
+        self._move_keeping_retention(tbl, ref, target.snapshot_id, expected_snapshot_id=head, verb="rollback")
         return True
 
     def poll_commit(

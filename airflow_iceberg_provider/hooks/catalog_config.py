@@ -23,7 +23,10 @@ password      database password, OAuth client secret or bearer token (``rest``
 extra         ``catalog_type`` (sql | rest | glue | hive), ``catalog_name``,
               ``warehouse``, ``properties`` (dict of Iceberg catalog / FileIO
               properties passed to both engines, e.g. ``s3.endpoint``),
-              ``spark_properties`` (dict of Spark-only catalog properties)
+              ``spark_properties`` (dict of Spark-only catalog properties),
+              ``hold_release_requires_approval`` (``true``/``false``: every
+              legal-hold release on this connection needs an approved
+              ``IcebergRefApprovalOperator`` decision)
 ============  =================================================================
 """
 
@@ -36,7 +39,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
-from airflow_iceberg_provider.params import NAME_RE
+from airflow_iceberg_provider.params import NAME_RE, flag
 
 CATALOG_TYPES = ("sql", "rest", "glue", "hive")
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
@@ -370,6 +373,8 @@ class CatalogConfig:
     password: str | None = field(default=None, repr=False)
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
     spark_properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: every legal-hold release on this connection needs an approval bound to the hold
+    hold_release_requires_approval: bool = False
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -404,6 +409,12 @@ class CatalogConfig:
         properties = _as_str_dict(_get("properties"), f"Connection {conn_id!r} extra 'properties'")
         spark_properties = _as_str_dict(_get("spark_properties"), f"Connection {conn_id!r} extra 'spark_properties'")
         uri = host or properties.pop("uri", None) or None
+        try:
+            needs_approval = bool(
+                flag(_get("hold_release_requires_approval"), "hold_release_requires_approval", optional=True)
+            )
+        except ValueError as err:
+            raise IcebergConnectionError(f"Connection {conn_id!r} extra: {err}") from err
         cfg = cls(
             catalog_type=ctype,
             catalog_name=name,
@@ -413,6 +424,7 @@ class CatalogConfig:
             password=password or None,
             properties=properties,
             spark_properties=spark_properties,
+            hold_release_requires_approval=needs_approval,
         )
         cfg._check(conn_id)
         return cfg

@@ -21,6 +21,7 @@ from airflow_iceberg_provider.core.erasure_lifecycle import (
     recorded_originals,
     restore_plan,
 )
+from airflow_iceberg_provider.core.ref_guard import claims_hold
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import id_str
@@ -237,6 +238,12 @@ def verify_evidence(
     still_there = sorted(set(metrics.get("refs_dropped") or []) & set(hook.refs(ident)))
     if still_there:
         raise IcebergCommitVerificationError(f"Refs {still_there} of {ident} should have been dropped but exist.")
+    holds_dropped = sorted(n for n in metrics.get("refs_dropped") or [] if claims_hold(str(n)))
+    if holds_dropped:  # never: the job's drop builder refuses holds (the ref guard)
+        raise IcebergCommitVerificationError(
+            f"The erasure job for {ident} dropped legal holds {holds_dropped}; a hold is removed only by its "
+            "release. Restore the holds (IcebergCreateTagOperator(legal_hold=True, ...)) and investigate."
+        )
     summary.update(evidence_counts(evidence))
     unmatched = summary["requests_matching_nothing"]
     if unmatched:

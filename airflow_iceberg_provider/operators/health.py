@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergHealthThresholdError, IcebergValidationError
+from airflow_iceberg_provider.governance.holds import table_hold_violations
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.rules.erasure import bloom_filter_warnings
@@ -23,6 +24,7 @@ from airflow_iceberg_provider.rules.health import (
     METADATA_LEFTOVER_DEFAULT_AGE,
     THRESHOLDS,
     breaches,
+    hold_violation_report,
     metadata_leftovers,
     metadata_property_changes,
     resolve_thresholds,
@@ -47,6 +49,10 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
     (10 MiB), ``max_snapshots`` (1,000), ``max_metadata_bytes`` (50 MiB metadata.json),
     ``max_metadata_log`` (off). Reads manifests only; no JVM.
 
+    A legal hold that the ledger records as placed and not released, but that the table no
+    longer has as placed (dropped, turned into a branch or moved by a writer outside the
+    provider), is a hold violation: listed in ``hold_violations`` and treated as a breach.
+
     :param on_breach: ``"fail"`` (default) raises :class:`IcebergHealthThresholdError` after
         pushing the result to XCom; ``"warn"`` logs each breach at WARNING and succeeds.
     :param subject_columns: erasure subject columns: one WARNING (and an entry in the
@@ -58,6 +64,7 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
     :param max_metadata_bytes: largest current ``metadata.json`` in bytes (default 50 MiB) (templated).
     :param max_metadata_log: most entries of the metadata log (default off) (templated).
     :return: ``{"table", "healthy", "breaches": [{"threshold", "limit", "value", "message"}],
+        "hold_violations": [{"tag", "problem", "placed_snapshot_id", "found_snapshot_id", "case_id", "message"}],
         "health", "thresholds", "warnings"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
     """
 
@@ -98,15 +105,20 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         warnings = self._subject_column_warnings(tbl)
         health = self.catalog_hook.health(tbl)
         found = breaches(health, thresholds)
-        result = {**self._result(health, thresholds, found), "warnings": warnings}
+        violations = hold_violation_report(self.ident.dotted, table_hold_violations(self.catalog_hook, tbl))
+        result = {**self._result(health, thresholds, found), "warnings": warnings, "hold_violations": violations}
+        result["healthy"] = not found and not violations
+        bad = not result["healthy"]
         self._record(
-            context, health, result, "succeeded" if not found else ("failed" if on_breach == "fail" else "warned")
+            context, health, result, "succeeded" if not bad else ("failed" if on_breach == "fail" else "warned")
         )
         for b in found:
             self.log.warning("%s health threshold crossed: %s", self.ident, b.message)
-        if found and on_breach == "fail":
+        for v in violations:
+            self.log.error("%s legal hold violation: %s", self.ident, v["message"])
+        if bad and on_breach == "fail":
             context["ti"].xcom_push(key="return_value", value=result)
-            raise self._breach_error(found)
+            raise self._breach_error(found, violations)
         self.log.info("%s health: %s", self.ident, "within all thresholds" if not found else f"{len(found)} breach(es)")
         return result
 
@@ -145,16 +157,31 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
             snapshot_before=health.snapshot_id,
             snapshot_after=health.snapshot_id,
             metrics=result["health"],
-            details={"breaches": result["breaches"], "thresholds": result["thresholds"]},
+            details={
+                "breaches": result["breaches"],
+                "thresholds": result["thresholds"],
+                "hold_violations": result["hold_violations"],
+            },
         )
 
-    def _breach_error(self, found: Sequence[Breach]) -> IcebergHealthThresholdError:
-        return IcebergHealthThresholdError(
-            f"{self.ident} crossed {len(found)} health threshold(s): "
-            + "; ".join(b.message for b in found)
-            + ". Run the maintenance plan (IcebergMaintenancePlanOperator) or raise the threshold "
-            "(argument or table property airflow-iceberg.health.<key>)."
-        )
+    def _breach_error(
+        self, found: Sequence[Breach], violations: Sequence[dict[str, Any]] = ()
+    ) -> IcebergHealthThresholdError:
+        parts = []
+        if violations:
+            parts.append(
+                f"{self.ident} has {len(violations)} legal hold violation(s): "
+                + "; ".join(v["message"] for v in violations)
+                + "."
+            )
+        if found:
+            parts.append(
+                f"{self.ident} crossed {len(found)} health threshold(s): "
+                + "; ".join(b.message for b in found)
+                + ". Run the maintenance plan (IcebergMaintenancePlanOperator) or raise the threshold "
+                "(argument or table property airflow-iceberg.health.<key>)."
+            )
+        return IcebergHealthThresholdError(" ".join(parts))
 
 
 def _validate_on_breach(value: Any) -> str:

@@ -488,7 +488,17 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         state = read_maintenance_state(hook, tbl, policy, now=now)
         health, expiry = state.health, state.expiry
         force = params.flag(self.force, "force")
-        decision = decide(health, policy, properties=props, layout=state.layout, expiry=expiry, force=force)
+        decision = decide(
+            health,
+            policy,
+            properties=props,
+            layout=state.layout,
+            expiry=expiry,
+            force=force,
+            hold_violations=state.hold_violations,
+        )
+        for v in state.hold_violations:
+            self.log.error("%s legal hold violation: %s", self.ident, v.describe(self.ident.dotted))
         self.log.info(
             "Health of %s read in %.2fs: %s; policy %s", self.ident, time.monotonic() - t0, health.to_dict(), policy
         )
@@ -514,7 +524,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         }
         if not actions:
             self._record_healthy(context, decision, health)
-            return {**base, "healthy": True, "spark_job": False, "actions": []}
+            return {**base, "healthy": decision.healthy, "spark_job": False, "actions": []}
         for a in actions:
             self.log.info("Plan for %s: %s because %s", self.ident, a.action, a.reason)
         extra = {"erasure": erasure_spec} if purge else None

@@ -9,7 +9,10 @@ a ``noop`` success; a refusal changes nothing on the table.
 Legal holds follow the convention of :mod:`airflow_iceberg_provider.core.governance`:
 a *tag* named ``legal-hold-…`` pins its snapshot — and therefore every data file
 that snapshot references — until the hold is released (the tag is dropped with
-``release_legal_hold=True``). A hold blocks physical erasure of those files.
+``release_legal_hold=True``). A hold blocks physical erasure of those files. Every
+ref change passes the ref guard (:func:`airflow_iceberg_provider.rules.refs.guard_ref_change`)
+in the catalog hook before it commits: no operator here moves, re-types or drops a hold,
+except the release, which reads the approval the hold's release policy asks for.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_iceberg_provider import params
-from airflow_iceberg_provider.core.governance import is_legal_hold
+from airflow_iceberg_provider.core.ref_guard import RefKind, ref_state
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
@@ -28,7 +31,11 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
-from airflow_iceberg_provider.rules.refs import check_tag_name, tag_retention, validate_summary
+from airflow_iceberg_provider.rules.refs import (
+    check_tag_name,
+    tag_retention,
+    validate_summary,
+)
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -146,6 +153,10 @@ class IcebergCreateTagOperator(_RefOperator):
         snapshot pins a hold created without one (outcome ``hold_pinned``).
     :param case_id: legal case / matter reference recorded with the hold (templated).
     :param hold_reason: free-text reason recorded with the hold (templated; no personal data).
+    :param requires_approval: the hold's release policy: ``True`` records that releasing this hold
+        needs an approved ``IcebergRefApprovalOperator(gate="legal_hold_release")`` decision bound to
+        its name, case id and snapshot (``true``/``false`` only; a connection can require it for every
+        hold with its ``hold_release_requires_approval`` extra).
     :return: ``{"table", "tag", "snapshot_id", "outcome": created|exists|replaced|hold_pinned, "legal_hold", ...}``
     """
 
@@ -170,6 +181,7 @@ class IcebergCreateTagOperator(_RefOperator):
         legal_hold: bool = False,
         case_id: str | None = None,
         hold_reason: str | None = None,
+        requires_approval: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -181,6 +193,7 @@ class IcebergCreateTagOperator(_RefOperator):
         self.legal_hold = legal_hold
         self.case_id = case_id
         self.hold_reason = hold_reason
+        self.requires_approval = requires_approval
         self.check_arguments()
 
     def check_arguments(self) -> None:
@@ -197,6 +210,13 @@ class IcebergCreateTagOperator(_RefOperator):
             )
         if self.legal_hold is True and not _templated(self.case_id) and _blank(self.case_id):
             raise IcebergValidationError("legal_hold=True requires case_id (the legal case or matter reference).")
+        if params.flag(self.requires_approval, "requires_approval") and not self.legal_hold:
+            params.refuse(
+                "requires_approval",
+                self.requires_approval,
+                "is a legal hold's release policy, and this tag is not a legal hold",
+                "pass legal_hold=True with a case_id, or leave requires_approval unset",
+            )
 
     def _resolve(self) -> tuple[str, int | None]:
         """The tag's name (the one rule: :func:`~airflow_iceberg_provider.rules.refs.check_tag_name`) and retention."""
@@ -222,7 +242,11 @@ class IcebergCreateTagOperator(_RefOperator):
             "legal_hold": self.legal_hold,
         }
         if self.legal_hold:
-            details.update(case_id=str(self.case_id), reason=self.hold_reason)
+            details.update(
+                case_id=str(self.case_id),
+                reason=self.hold_reason,
+                requires_approval=params.flag(self.requires_approval, "requires_approval"),
+            )
         return details
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -361,27 +385,20 @@ class _DropRefOperator(_RefOperator):
     ref_type = "tag"
 
     def _drop(self, context: Context, name: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Drop ``name`` through the hook, whose ref guard refuses ``main``, a legal hold and a ref of
+        the other type before any commit (the refusal is recorded in the ledger)."""
         name = validate_ref(name, self.ref_type, allow_main=False)
         hook = self.catalog_hook
         started = datetime.now(UTC)
         tbl = hook.load_table(self.ident)
-        found = tbl.metadata.refs.get(name)
+        found = ref_state(tbl.metadata.refs, name)
         operation = f"drop_{self.ref_type}"
         result = {"table": self.ident.dotted, self.ref_type: name, "dropped": False, "snapshot_id": None}
-        if found is None:
+        if found.kind is RefKind.ABSENT:
             self.log.info("%s %r of %s is already gone; nothing to do", self.ref_type, name, self.ident)
             return result
-        if found.snapshot_ref_type.value != self.ref_type:
-            err = IcebergRefusedError(
-                f"{name!r} on {self.ident} is a {found.snapshot_ref_type.value}, not a {self.ref_type}; use the "
-                f"drop-{found.snapshot_ref_type.value} operator if you mean it. Nothing was changed."
-            )
-            self._refused(context, operation, name, err)
-            raise err
-        self._check_drop(context, name)
-        hook.remove_ref(tbl, name)
-        if name in hook.refs(self.ident):
-            raise IcebergCommitVerificationError(f"{self.ref_type} {name!r} is still on {self.ident} after the drop.")
+        self._attempt(context, operation, name, {}, lambda: hook.remove_ref(tbl, name, ref_type=self.ref_type))
+        self._verify_gone(name)
         self._ledger(
             context,
             operation,
@@ -394,20 +411,31 @@ class _DropRefOperator(_RefOperator):
         self.log.info("Dropped %s %r (was at %s) from %s", self.ref_type, name, found.snapshot_id, self.ident)
         return with_string_ids({**result, "dropped": True, "snapshot_id": found.snapshot_id})
 
-    def _check_drop(self, context: Context, name: str) -> None:
-        """Refuse a drop before any commit (subclasses)."""
+    def _verify_gone(self, name: str) -> None:
+        if name in self.catalog_hook.refs(self.ident):
+            raise IcebergCommitVerificationError(f"{self.ref_type} {name!r} is still on {self.ident} after the drop.")
 
 
 class IcebergDropTagOperator(_DropRefOperator):
     """
     Drop a tag; "already gone" is a success (retries). Dropping a legal hold needs
-    ``release_legal_hold=True`` and is recorded in the ledger as a release.
+    ``release_legal_hold=True`` and is recorded in the ledger as a release — the only way a
+    hold is removed.
+
+    The release follows the hold's release policy: when the hold was placed with
+    ``requires_approval=True``, or the connection's ``hold_release_requires_approval`` extra is
+    ``true``, the release needs an ``approved`` decision of
+    ``IcebergRefApprovalOperator(gate="legal_hold_release")`` bound to this hold's name, case id
+    and snapshot (the latest such decision counts). Without one — no gate, a gate marked
+    success by hand, a rejection, an approval of another hold, case or snapshot — the release
+    is refused and nothing changes. The release row names the approval it used
+    (``details.approval_id``).
 
     :param table: ``namespace.table`` (templated).
     :param tag: tag name (templated).
     :param release_legal_hold: required to drop a ``legal-hold-…`` tag.
     :param release_reason: why the hold is released (templated; recorded in the ledger).
-    :return: ``{"table", "tag", "dropped": bool, "snapshot_id"}``
+    :return: ``{"table", "tag", "dropped": bool, "snapshot_id"}`` (and ``"approval_id"`` for a release)
     """
 
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "tag", "release_reason")
@@ -427,21 +455,46 @@ class IcebergDropTagOperator(_DropRefOperator):
         if isinstance(self.tag, str) and not _templated(self.tag):
             params.ref_name(self.tag, "tag", allow_main=False)
 
-    def _check_drop(self, context: Context, name: str) -> None:
-        if is_legal_hold(name) and not self.release_legal_hold:
-            err = IcebergRefusedError(
-                f"Tag {name!r} on {self.ident} is a legal hold; refusing to drop it. Pass "
-                "release_legal_hold=True (and a release_reason) when the case allows the release. Nothing was changed."
-            )
-            self._refused(context, "drop_tag", name, err)
-            raise err
+    def _release(self, context: Context, tbl: Table, name: str, snapshot_id: int) -> dict[str, Any]:
+        """The release path: the hook reads the hold's release policy and the approval bound to it,
+        releases in one compare-and-swap, and the release row names the approval it used."""
+        hook, started, table = self.catalog_hook, datetime.now(UTC), self.ident.dotted
+        base = {"legal_hold_released": True, "release_reason": self.release_reason}
+        released = self._attempt(
+            context,
+            "drop_tag",
+            name,
+            base,
+            lambda: hook.release_legal_hold(tbl, name, expected_snapshot_id=snapshot_id),
+        )
+        self._verify_gone(name)
+        result = {"table": table, "tag": name, "dropped": released is not None, "snapshot_id": snapshot_id}
+        if released is None:
+            return with_string_ids(result)
+        details = {
+            **base,
+            "tag": name,
+            "case_id": released.case_id,
+            "release_policy": released.policy,
+            "approval_id": released.approval_id,
+        }
+        self._ledger(
+            context, "drop_tag", name, "succeeded", snapshot_before=snapshot_id, details=details, started_at=started
+        )
+        self.log.info(
+            "Released legal hold %r (snapshot %s) of %s; approval %s", name, snapshot_id, table, released.approval_id
+        )
+        return with_string_ids({**result, "approval_id": released.approval_id})
 
     def execute(self, context: Context) -> dict[str, Any]:
         params.resolve_flags(self)  # strict flags first, before any I/O
-        details = {}
-        if is_legal_hold(str(self.tag)) and self.release_legal_hold:
-            details = {"legal_hold_released": True, "release_reason": self.release_reason}
-        return self._drop(context, self.tag, details)
+        name = validate_ref(self.tag, "tag", allow_main=False)
+        release = bool(self.release_legal_hold)
+        tbl = self.catalog_hook.load_table(self.ident)
+        state = ref_state(tbl.metadata.refs, name)
+        if release and state.is_hold and state.snapshot_id is not None:
+            return self._release(context, tbl, name, state.snapshot_id)
+        return self._drop(context, name)
 
 
 class IcebergDropBranchOperator(_DropRefOperator):

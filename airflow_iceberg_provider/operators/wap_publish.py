@@ -19,6 +19,7 @@ from airflow_iceberg_provider.assets.partitions import (
 )
 from airflow_iceberg_provider.assets.uris import iceberg_asset_uri
 from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.ref_guard import RefVerb
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.ids import with_string_ids
@@ -32,7 +33,7 @@ from airflow_iceberg_provider.operators._wap_common import (
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules import wap_rerun as rerun
-from airflow_iceberg_provider.rules.refs import check_tag_name
+from airflow_iceberg_provider.rules.refs import check_tag_name, guard_ref_change
 from airflow_iceberg_provider.rules.wap_refs import (
     ON_CONFLICT,
     PublishPlan,
@@ -336,6 +337,10 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         """Replay the branch's appends onto ``main`` with one Spark job; returns ``main``'s new head."""
         hook, table = self.catalog_hook, plan.table
         todo = list(plan.cherrypick_ids)
+        # the ref guard before the Spark job (its builder refuses too): main must be a branch
+        guard_ref_change(
+            RefVerb.CHERRY_PICK, hook.load_table(table).metadata.refs, MAIN_BRANCH, table=table, result_type="branch"
+        )
         self.log.info("main of %s moved (now %s); cherry-picking %s", table, plan.main_head, todo)
         spec = self.job_spec(context, "wap_publish_cherrypick", ref=MAIN_BRANCH, snapshot_ids=todo)
         self.run_spark_job(context, "wap_cherrypick", spec)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_iceberg_provider.core.governance import is_legal_hold
+from airflow_iceberg_provider.core.ref_guard import claims_hold
 from airflow_iceberg_provider.exceptions import (
     IcebergRefNotFoundError,
     IcebergRefusedError,
@@ -87,7 +88,7 @@ def refuse_dropping_holds(
     Holds placed by this provider carry a never-expiring ``max-ref-age-ms``; a hold without
     one (placed by hand or by an older version) inherits ``history.expire.max-ref-age-ms``.
     """
-    at_risk = [n for n in refs_expired if is_legal_hold(n, refs[n].type)]
+    at_risk = [n for n in refs_expired if claims_hold(n)]  # a hold turned into a branch is still a hold
     if not at_risk:
         return
     parts = []

@@ -25,7 +25,7 @@ metadata log (``write.metadata.delete-after-commit.enabled`` /
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -201,3 +201,11 @@ def metadata_property_changes(properties: Mapping[str, str], previous_versions_m
         "write.metadata.previous-versions-max": str(int(previous_versions_max)),
     }
     return {k: v for k, v in wanted.items() if properties.get(k) != v}
+
+
+def hold_violation_report(table: str, violations: Sequence[Any]) -> list[dict[str, Any]]:
+    """The health check's entries for legal holds changed outside the provider
+    (:class:`~airflow_iceberg_provider.rules.refs.HoldViolation` values): each a dict with ``tag``,
+    ``problem``, the placed and found snapshots, the case and a ``message`` naming the fix. A hold
+    violation makes a table unhealthy whatever its thresholds."""
+    return [{**v.to_dict(), "message": v.describe(table)} for v in violations]

@@ -558,7 +558,8 @@ class MaintenanceDecision:
 
     @property
     def healthy(self) -> bool:
-        return not self.actions
+        """Nothing to do, and no legal hold violated."""
+        return not self.actions and not self.findings.get("hold_violations")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -751,11 +752,17 @@ def decide(
     layout: Iterable[PartitionFiles] | None = None,
     expiry: ExpiryPreview | None = None,
     force: bool = False,
+    hold_violations: Sequence[Any] = (),
 ) -> MaintenanceDecision:
     """Which actions the policy calls for, in execution order, each with its reason.
 
     ``force`` plans every allowed and applicable action regardless of thresholds
     (safety checks still apply: gc, format version, floors).
+
+    ``hold_violations`` (:class:`~airflow_iceberg_provider.rules.refs.HoldViolation` values: legal
+    holds dropped, re-typed or moved outside the provider) are reported in the findings
+    (``hold_violations``), and no snapshot is expired while there is one: the snapshot a violated
+    hold pinned must stay until the hold is restored or released.
     """
     plan = _Plan(
         health=health,
@@ -768,6 +775,14 @@ def decide(
     _plan_position_deletes(plan, by_deletes)
     _plan_manifests(plan)
     _plan_expiry(plan, expiry)
+    if hold_violations:
+        plan.findings["hold_violations"] = [v.to_dict() for v in hold_violations]
+        if any(a.action == "expire_snapshots" for a in plan.actions) or plan.wants("expire_snapshots"):
+            plan.actions = [a for a in plan.actions if a.action != "expire_snapshots"]
+            plan.skipped["expire_snapshots"] = (
+                f"legal hold violation: {', '.join(repr(v.tag) for v in hold_violations)} changed outside the "
+                "provider; restore or release the hold before expiring snapshots"
+            )
     _plan_orphans(plan)  # after the others: it rides along with another action's job
     _plan_statistics(plan)
     order = {name: i for i, name in enumerate(EXECUTION_ORDER)}

@@ -1,7 +1,9 @@
 """Pure logic of tags, branches, rollback and commit sensors (no catalog, no Airflow I/O).
 
 Kept apart from the operators so it is testable in milliseconds: the legal-hold
-naming rule, ref plans, and the choice of "the new commit" a sensor reports.
+naming rule, the ref guard every ref change passes (:func:`guard_ref_change`, over the
+stdlib decision of :mod:`airflow_iceberg_provider.core.ref_guard` that the Spark jobs share),
+ref plans, and the choice of "the new commit" a sensor reports.
 Durations, points in time, counts and snapshot operations are converted by
 :mod:`airflow_iceberg_provider.params` (one home; ``SNAPSHOT_OPERATIONS`` lives there).
 """
@@ -13,6 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_iceberg_provider.core.governance import LEGAL_HOLD_MAX_REF_AGE_MS, LEGAL_HOLD_PREFIX
+from airflow_iceberg_provider.core.ref_guard import (
+    RefKind,
+    RefState,
+    RefVerb,
+    ref_change_refusal,
+    ref_state,
+)
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.models import RefInfo, SnapshotInfo
 from airflow_iceberg_provider.params import validate_ref
@@ -24,7 +33,9 @@ class RefChange:
     (:meth:`~airflow_iceberg_provider.hooks.catalog.IcebergCatalogHook.apply_ref_changes`).
 
     ``snapshot_id=None`` removes the ref. ``expected_snapshot_id`` is where the plan saw the ref
-    (``None``: it must not exist): the commit asserts it (compare-and-swap).
+    (``None``: it must not exist): the commit asserts it (compare-and-swap). ``verb`` is how the
+    ref guard reads the change (:class:`~airflow_iceberg_provider.core.ref_guard.RefVerb` value;
+    empty: ``create``, ``move`` or ``drop`` from the change itself).
     """
 
     ref: str
@@ -34,6 +45,83 @@ class RefChange:
     max_ref_age_ms: int | None = None
     max_snapshot_age_ms: int | None = None
     min_snapshots_to_keep: int | None = None
+    verb: str = ""
+
+
+def change_verb(change: RefChange, state: RefState) -> RefVerb:
+    """The verb a :class:`RefChange` performs on a ref in ``state``."""
+    if change.verb:
+        return RefVerb(change.verb)
+    if change.snapshot_id is None:
+        return RefVerb.DROP
+    if state.kind is RefKind.ABSENT:
+        return RefVerb.CREATE
+    if change.snapshot_id == state.snapshot_id:
+        return RefVerb.SET_RETENTION
+    return RefVerb.MOVE
+
+
+def guard_ref_change(
+    verb: RefVerb | str,
+    refs: Mapping[str, Any],
+    name: str,
+    *,
+    table: str,
+    param: str = "ref",
+    result_type: str | None = None,
+    snapshot_id: int | None = None,
+    expected_type: str | None = None,
+) -> RefState:
+    """The ref guard: refuse ``verb`` on ref ``name`` of ``refs`` (the table's metadata refs) before
+    any commit, or return the ref's :class:`~airflow_iceberg_provider.core.ref_guard.RefState`.
+
+    The decision is :func:`~airflow_iceberg_provider.core.ref_guard.ref_change_refusal` (shared with
+    the Spark jobs): a legal hold changes only through its release, a tag never moves along history,
+    a branch never becomes a tag nor a tag a branch, ``main`` is never dropped.
+
+    :raises IcebergRefusedError: the message names ``param``, the ref, its kind, the problem and the fix.
+    """
+    state = ref_state(refs, name)
+    reason = ref_change_refusal(
+        verb,
+        state,
+        table=table,
+        param=param,
+        result_type=result_type,
+        snapshot_id=snapshot_id,
+        expected_type=expected_type,
+    )
+    if reason is not None:
+        raise IcebergRefusedError(reason)
+    return state
+
+
+def guard_ref_changes(refs: Mapping[str, Any], changes: Sequence[RefChange], *, table: str) -> None:
+    """:func:`guard_ref_change` for every change of a plan (all refused before any is committed)."""
+    for c in changes:
+        state = ref_state(refs, c.ref)
+        guard_ref_change(
+            change_verb(c, state),
+            refs,
+            c.ref,
+            table=table,
+            result_type=None if c.snapshot_id is None else c.ref_type,
+            snapshot_id=c.snapshot_id,
+            expected_type=c.ref_type if c.snapshot_id is None else None,
+        )
+
+
+def kept_types_problems(refs: Mapping[str, Any], changes: Sequence[RefChange]) -> list[str]:
+    """After a commit: what of ``changes`` did not land as planned, by type (a tag stays a tag)."""
+    problems = []
+    for c in changes:
+        state = ref_state(refs, c.ref)
+        if c.snapshot_id is None:
+            if state.kind is not RefKind.ABSENT:
+                problems.append(f"{c.ref!r} still exists")
+        elif state.stored_type != c.ref_type:
+            problems.append(f"{c.ref!r} is a {state.stored_type or 'missing ref'}, not a {c.ref_type}")
+    return problems
 
 
 def legal_hold_tag_name(tag: str) -> str:
@@ -200,7 +288,7 @@ def plan_branch(
         ``replace`` (nothing was changed).
     """
     if existing is None:
-        return "created", RefChange(branch, "branch", snapshot_id, None, **retention)
+        return "created", _branch_change(branch, snapshot_id, None, retention)
     if existing.type != "branch":
         raise IcebergRefusedError(
             f"{table} already has a tag named {branch!r}; choose another branch name. Nothing was changed."
@@ -209,14 +297,28 @@ def plan_branch(
         if all(getattr(existing, k) == v for k, v in retention.items()):
             return "exists", None
         head = existing.snapshot_id
-        return "retention_updated", RefChange(branch, "branch", head, head, **retention)
+        return "retention_updated", _branch_change(branch, head, head, retention)
     if not replace:
         raise IcebergRefusedError(
             f"Branch {branch!r} of {table} already exists at snapshot {existing.snapshot_id}, which does "
             f"not descend from {snapshot_id}; refusing to re-point it (its commits would be lost). Pass "
             "replace=True to re-point it deliberately, or choose another name. Nothing was changed."
         )
-    return "replaced", RefChange(branch, "branch", snapshot_id, existing.snapshot_id, **retention)
+    return "replaced", _branch_change(branch, snapshot_id, existing.snapshot_id, retention)
+
+
+def _branch_change(
+    branch: str, snapshot_id: int, expected: int | None, retention: Mapping[str, int | None]
+) -> RefChange:
+    return RefChange(
+        branch,
+        "branch",
+        snapshot_id,
+        expected,
+        max_ref_age_ms=retention.get("max_ref_age_ms"),
+        max_snapshot_age_ms=retention.get("max_snapshot_age_ms"),
+        min_snapshots_to_keep=retention.get("min_snapshots_to_keep"),
+    )
 
 
 def rollback_target(
@@ -276,3 +378,188 @@ def rollback_target(
             "history; to publish another line of history use a branch and fast-forward. Nothing was changed."
         )
     return by_id[sid]
+
+
+# ------------------------------------------------------------ legal holds: placements, releases, violations
+#: The gate of a hold-release decision (``IcebergRefApprovalOperator(gate=...)``).
+HOLD_RELEASE_GATE = "legal_hold_release"
+
+
+@dataclass(frozen=True)
+class HoldPlacement:
+    """A legal hold as the ledger recorded it: placed and not released since.
+
+    :param tag: the hold's tag name.
+    :param snapshot_id: the snapshot it was placed on.
+    :param case_id: the case recorded with it.
+    :param requires_approval: the hold's own release policy (``requires_approval=True`` when placed).
+    :param event_id: the placing ledger row.
+    """
+
+    tag: str
+    snapshot_id: int
+    case_id: str | None
+    requires_approval: bool
+    event_id: str
+
+
+def placed_holds(entries: Sequence[Any]) -> dict[str, HoldPlacement]:
+    """The holds of one table that the ledger recorded as placed and not released, by tag.
+
+    :param entries: the table's ``create_tag`` and ``drop_tag`` ledger entries
+        (:class:`~airflow_iceberg_provider.core.governance.LedgerEntry`), any order. A placement is a
+        succeeded/noop ``create_tag`` with ``legal_hold`` in its details; a release is a succeeded
+        ``drop_tag`` with ``legal_hold_released``. The later of the two wins.
+    """
+    out: dict[str, HoldPlacement] = {}
+    done = [e for e in entries if e.status in ("succeeded", "noop") and e.ref]
+    for e in sorted(done, key=lambda e: (e.finished_at is None, e.finished_at)):
+        details = e.details or {}
+        if e.operation == "create_tag" and details.get("legal_hold") and e.snapshot_after is not None:
+            case = details.get("case_id")
+            out[e.ref] = HoldPlacement(
+                e.ref,
+                int(e.snapshot_after),
+                None if case is None else str(case),
+                bool(details.get("requires_approval")),
+                e.event_id,
+            )
+        elif e.operation == "drop_tag" and details.get("legal_hold_released"):
+            out.pop(e.ref, None)
+    return out
+
+
+@dataclass(frozen=True)
+class HoldViolation:
+    """A hold the ledger records as placed that the table no longer has as placed.
+
+    ``problem``: ``dropped`` (the tag is gone without a release), ``turned into a branch`` or
+    ``moved`` (it pins another snapshot).
+    """
+
+    tag: str
+    problem: str
+    placed_snapshot_id: int
+    found_snapshot_id: int | None
+    case_id: str | None
+
+    def describe(self, table: str) -> str:
+        where = "" if self.found_snapshot_id is None else f" (now at snapshot {self.found_snapshot_id})"
+        return (
+            f"legal hold {self.tag!r} of {table} (case {self.case_id or 'unrecorded'}, placed on snapshot "
+            f"{self.placed_snapshot_id}) was {self.problem}{where} without a release: a writer outside the "
+            "provider changed it. Restore it with IcebergCreateTagOperator(legal_hold=True, ...) on snapshot "
+            f"{self.placed_snapshot_id} if that snapshot still exists, and investigate the writer"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "problem": self.problem,
+            "placed_snapshot_id": str(self.placed_snapshot_id),
+            "found_snapshot_id": None if self.found_snapshot_id is None else str(self.found_snapshot_id),
+            "case_id": self.case_id,
+        }
+
+
+def hold_violations(placed: Mapping[str, HoldPlacement], refs: Mapping[str, Any]) -> list[HoldViolation]:
+    """Compare the table's refs with the holds the ledger recorded as placed and not released."""
+    out = []
+    for tag, hold in sorted(placed.items()):
+        state = ref_state(refs, tag)
+        if state.kind is RefKind.ABSENT:
+            problem = "dropped"
+        elif state.stored_type != "tag":
+            problem = f"turned into a {state.stored_type}"
+        elif state.snapshot_id != hold.snapshot_id:
+            problem = "moved"
+        else:
+            continue
+        out.append(HoldViolation(tag, problem, hold.snapshot_id, state.snapshot_id, hold.case_id))
+    return out
+
+
+@dataclass(frozen=True)
+class ReleaseDecision:
+    """Whether a hold may be released now, and on what authority.
+
+    :param required: the release policy asks for an approval (``policy`` says whose).
+    :param approval_id: the ledger event id of the approval used (``None`` when none was required).
+    """
+
+    required: bool
+    policy: str  # "hold" | "connection" | "none"
+    approval_id: str | None
+
+
+@dataclass(frozen=True)
+class HoldRelease:
+    """A hold released: which, on which snapshot and case, under which policy, with which approval."""
+
+    tag: str
+    snapshot_id: int
+    case_id: str | None
+    policy: str
+    approval_id: str | None
+
+
+def release_decision(
+    *,
+    table: str,
+    tag: str,
+    snapshot_id: int,
+    case_id: str | None,
+    hold_requires: bool,
+    connection_requires: bool,
+    decisions: Sequence[Mapping[str, Any]],
+) -> ReleaseDecision:
+    """The release policy of one hold: may ``tag`` (pinning ``snapshot_id``, case ``case_id``) be released?
+
+    Where the hold's own policy or the connection's asks for an approval, only the latest
+    ``legal_hold_release`` decision bound to this hold's name, case id and snapshot counts, and
+    only an ``approved`` one. A mark-success on the gate (no row), no gate at all, a rejection, or an
+    approval for another hold, case or snapshot cannot release.
+
+    :param decisions: ``approval`` ledger rows decoded as ``{"event_id", "ref", "snapshot_id",
+        "gate", "decision", "case_id", "decided_at"}``.
+    :raises IcebergRefusedError: an approval is required and none bound to this hold is approved.
+    """
+    policy = "hold" if hold_requires else ("connection" if connection_requires else "none")
+    if policy == "none":
+        return ReleaseDecision(False, policy, None)
+    bound = [
+        d
+        for d in decisions
+        if d.get("gate") == HOLD_RELEASE_GATE
+        and d.get("ref") == tag
+        and str(d.get("snapshot_id")) == str(snapshot_id)
+        and (None if d.get("case_id") is None else str(d.get("case_id"))) == case_id
+        and d.get("event_id")
+    ]
+    why = (
+        "the hold was placed with requires_approval=True"
+        if policy == "hold"
+        else "the connection sets hold_release_requires_approval"
+    )
+    fix = (
+        f"run IcebergRefApprovalOperator(table={table!r}, ref={tag!r}, gate={HOLD_RELEASE_GATE!r}) upstream and "
+        "have a steward approve it"
+    )
+    if not bound:
+        others = sum(1 for d in decisions if d.get("gate") == HOLD_RELEASE_GATE and d.get("ref") == tag)
+        seen = (
+            f" ({others} decision(s) on {tag!r} are bound to another case or snapshot)" if others else " (none found)"
+        )
+        raise IcebergRefusedError(
+            f"release_legal_hold=True for tag={tag!r} of {table}: a release needs an approval bound to this hold "
+            f"(case {case_id or 'unrecorded'}, snapshot {snapshot_id}) because {why}, and there is none{seen}. "
+            f"{fix[0].upper()}{fix[1:]}. Nothing was changed."
+        )
+    latest = max(bound, key=lambda d: str(d.get("decided_at") or ""))
+    if latest.get("decision") != "approved":
+        raise IcebergRefusedError(
+            f"release_legal_hold=True for tag={tag!r} of {table}: the latest decision bound to this hold (case "
+            f"{case_id or 'unrecorded'}, snapshot {snapshot_id}) is {latest.get('decision')!r}, not 'approved' "
+            f"({why}). Ask again: {fix}. Nothing was changed."
+        )
+    return ReleaseDecision(True, policy, str(latest["event_id"]))

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from airflow_iceberg_provider.core.ref_guard import RefState, RefVerb, check_ref_change
+
 #: Column types a subject column may have (Spark SQL simple type names).
 SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
@@ -160,8 +162,14 @@ def rewrite_manifests_sql(catalog: str, table: str) -> str:
 
 
 def drop_ref_sql(catalog: str, table: str, name: str, ref_type: str) -> str:
-    if not _REF.match(name) or name == "main":
+    """``ALTER TABLE … DROP TAG|BRANCH`` for the erasure's ``ref_policy="drop"``; the ref guard
+    (:func:`~airflow_iceberg_provider.core.ref_guard.check_ref_change`) refuses ``main`` and any legal
+    hold (whatever its stored type) with :class:`~airflow_iceberg_provider.core.ref_guard.RefGuardRefusal`."""
+    if not _REF.match(name):
         raise ValueError(f"refusing to drop ref {name!r}")
+    check_ref_change(
+        RefVerb.DROP, RefState.of(name, ref_type, None), table=table, param="ref_policy", expected_type=ref_type.lower()
+    )
     kind = "TAG" if ref_type.lower() == "tag" else "BRANCH"
     return f"ALTER TABLE {table_sql(catalog, table)} DROP {kind} IF EXISTS {q(name)}"
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.core.maintenance_actions import (
     ACTIONS,
     COMPUTE_STATS,
@@ -31,6 +30,7 @@ from airflow_iceberg_provider.core.maintenance_actions import (
     check_options,
     check_sort_order,
 )
+from airflow_iceberg_provider.core.ref_guard import claims_hold
 
 #: Output columns of each procedure (Iceberg 1.10), i.e. the counts a run reports.
 PROCEDURE_OUTPUTS = {
@@ -84,7 +84,7 @@ def holds_dropped_by_age(
     out = []
     for ref in refs:
         name = str(ref["name"])
-        if not is_legal_hold(name, str(ref["type"]).lower()):
+        if not claims_hold(name):  # a hold turned into a branch is still a hold (the ref guard's rule)
             continue
         own = ref.get("max_ref_age_ms")
         limit = int(own) if own is not None else default_max_ref_age_ms

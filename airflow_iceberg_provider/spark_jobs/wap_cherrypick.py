@@ -11,7 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_iceberg_provider.core.ref_guard import RefGuardRefusal, RefState, RefVerb, check_ref_change
 from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext, run_job
+
+
+def cherrypick_sql(catalog: str, table: str, snapshot_id: int, target: RefState) -> str:
+    """``CALL system.cherrypick_snapshot`` of ``snapshot_id`` onto ``target`` (the procedure acts on
+    ``main`` only). The ref guard refuses any other target, and always a legal hold
+    (:class:`~airflow_iceberg_provider.core.ref_guard.RefGuardRefusal`)."""
+    check_ref_change(
+        RefVerb.CHERRY_PICK, target, table=table, param="ref", result_type="branch", snapshot_id=int(snapshot_id)
+    )
+    if target.name != "main":
+        raise RefGuardRefusal(
+            f"ref={target.name!r}: cherrypick_snapshot acts on main only; publish to main. Nothing was changed."
+        )
+    ns, name = table.split(".")  # validated on the Airflow side ([A-Za-z0-9_] only)
+    return f"CALL `{catalog}`.system.cherrypick_snapshot(table => '{ns}.{name}', snapshot_id => {int(snapshot_id)})"
 
 
 def cherrypick(ctx: JobContext) -> dict[str, Any]:
@@ -21,11 +37,9 @@ def cherrypick(ctx: JobContext) -> dict[str, Any]:
         raise RuntimeError("cherry-pick must run without spark.wap.branch / spark.wap.id")
     ctx.snapshot_before = ctx.ref_snapshot(ref="main")
     picked = []
-    ns, name = spec["table"].split(".")  # validated on the Airflow side ([A-Za-z0-9_] only)
+    target = RefState.of("main", "branch", ctx.snapshot_before)
     for sid in spec["snapshot_ids"]:
-        row = spark.sql(
-            f"CALL `{ctx.catalog}`.system.cherrypick_snapshot(table => '{ns}.{name}', snapshot_id => {int(sid)})"
-        ).collect()[0]
+        row = spark.sql(cherrypick_sql(ctx.catalog, spec["table"], int(sid), target)).collect()[0]
         # ids as decimal strings: the ledger's details are read as JSON by browsers (float64)
         picked.append({"source": str(int(sid)), "current": str(int(row["current_snapshot_id"]))})
     ctx.snapshot_after = ctx.ref_snapshot(ref="main")

@@ -41,7 +41,14 @@ def maintenance_verdict(hook: Any, table: str, actions: Sequence[str] | None = N
     # an expiry refusal (e.g. it would drop a legal hold) is reported: the plan will refuse
     state = read_maintenance_state(hook, tbl, policy, now=now, tolerate_refusal=True)
     health, refused = state.health, state.expiry_refused
-    decision = decide(health, policy, properties=props, layout=state.layout, expiry=state.expiry)
+    decision = decide(
+        health,
+        policy,
+        properties=props,
+        layout=state.layout,
+        expiry=state.expiry,
+        hold_violations=state.hold_violations,
+    )
     reasons = {a.action: a.reason for a in decision.actions}
     if refused:
         reasons["expire_snapshots"] = f"refused: {refused}"

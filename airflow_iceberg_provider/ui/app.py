@@ -35,6 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.governance.holds import placed_holds_by_table, violations_by_table
 from airflow_iceberg_provider.params import validate_name, validate_table
 from airflow_iceberg_provider.ui import charts, views
 from airflow_iceberg_provider.ui.access import Access
@@ -269,6 +270,12 @@ def _ledger(reader: ScopedReader, restricted: bool) -> list[dict[str, Any]]:
     )
 
 
+def _hold_violations(reader: ScopedReader, table: str, refs: Any) -> list[dict[str, Any]]:
+    """Legal holds the ledger records as placed that the table no longer has as placed."""
+    placed = reader.derived("ledger", "placed_holds", placed_holds_by_table)
+    return [{**v.to_dict(), "message": v.describe(table)} for v in violations_by_table(placed, table, refs)]
+
+
 def _audits(reader: ScopedReader) -> list[dict[str, Any]]:
     return reader.derived("audit_results", "runs", views.audit_runs)
 
@@ -341,6 +348,7 @@ def table_data(
         "exists": state is not None,
         "health": _health_view(state),
         "timeline": views.timeline(state["snapshots"], state["refs"]) if state else {"snapshots": [], "refs": []},
+        "hold_violations": _hold_violations(reader, table, state["refs"]) if state else [],
         "at": at,
         "audits": audits if task else audits[:AUDITS_SHOWN],
         "audits_total": len(audits),

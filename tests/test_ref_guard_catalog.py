@@ -294,7 +294,7 @@ def test_a_connection_flag_is_true_or_false_only(tmp_path, monkeypatch):
 
     conn = catalog_conn_json(tmp_path / "c.db", tmp_path, hold_release_requires_approval="yes")
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", conn)
-    with pytest.raises(IcebergConnectionError, match="hold_release_requires_approval='yes' is not a flag"):
+    with pytest.raises(IcebergConnectionError, match="hold_release_requires_approval='yes' is not a boolean flag"):
         _ = IcebergCatalogHook().config
 
 
@@ -309,7 +309,7 @@ def test_without_a_policy_the_release_needs_no_approval(refs_table):
 def test_requires_approval_is_for_holds_only():
     with pytest.raises(IcebergValidationError, match="requires_approval=True is a legal hold's release policy"):
         IcebergCreateTagOperator(task_id="t", table=T, tag="v2", requires_approval=True)
-    with pytest.raises(IcebergValidationError, match="requires_approval='maybe' is not a flag"):
+    with pytest.raises(IcebergValidationError, match="requires_approval='maybe' is not a boolean flag"):
         IcebergCreateTagOperator(
             task_id="t", table=T, tag="c2", legal_hold=True, case_id="C", requires_approval="maybe"
         )

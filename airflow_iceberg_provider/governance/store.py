@@ -62,8 +62,13 @@ class GovernanceStore:
             return name
         hook.ensure_namespace(self.namespace)
         with hook.translate_errors(name):
-            tbl = hook.catalog.create_table_if_not_exists(
-                name, schema=pyiceberg_schema(spec), properties=GOVERNANCE_TABLE_PROPERTIES
+            # Load first: a reader on a read-only catalog must never attempt the create.
+            tbl = (
+                hook.catalog.load_table(name)
+                if hook.catalog.table_exists(name)
+                else hook.catalog.create_table_if_not_exists(
+                    name, schema=pyiceberg_schema(spec), properties=GOVERNANCE_TABLE_PROPERTIES
+                )
             )
         props = tbl.metadata.properties
         missing = {k: v for k, v in GOVERNANCE_TABLE_PROPERTIES.items() if k not in props and k != "format-version"}

@@ -188,12 +188,14 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     def _plan_job(self, context: Context, phase: str) -> dict[str, Any]:
         """Resolve the arguments, refuse from metadata (nothing changed), and build the job's spec.
 
-        A refusal before any job is recorded as a ``refused`` erasure ledger row with its reason, so the
-        task's governance link says why; the governed table and the requests table stay unchanged.
+        A policy refusal before any job is recorded as a ``refused`` erasure ledger row with its reason, so
+        the task's governance link says why; the governed table and the requests table stay unchanged.
+        Invalid arguments are refused without a ledger row: a value that is not a valid identifier is
+        never written anywhere.
         """
         try:
             prepared = prepare_erasure(self.catalog_hook, self.erasure_args(), phase, self.log)
-        except (IcebergRefusedError, IcebergValidationError) as err:
+        except IcebergRefusedError as err:
             self.catalog_hook.governance.record_ledger(
                 operation="erasure",
                 table=self.ident.dotted,

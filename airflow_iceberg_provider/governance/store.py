@@ -34,7 +34,7 @@ from airflow_iceberg_provider.params import TableIdent, validate_table
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.governance._hook import GovernanceHook
 
 
 class GovernanceStore:
@@ -44,7 +44,7 @@ class GovernanceStore:
         retries are used.
     """
 
-    def __init__(self, hook: IcebergCatalogHook) -> None:
+    def __init__(self, hook: GovernanceHook) -> None:
         self.hook = hook
         self._ready: dict[str, bool] = {}
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -146,49 +145,12 @@ def java_properties_line(key: str, value: str) -> str:
     return f"{esc(key, True)}={esc(value, False)}"
 
 
-def _libc_prctl() -> Any:
-    """``prctl(2)`` from libc on Linux (resolved once, before any fork), else ``None``."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-
-
-_PRCTL = _libc_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
 def _close_output(submit_hook: Any) -> None:
     """Close the pipe the Spark provider's hook read spark-submit's output from (it leaves it open)."""
     process = getattr(submit_hook, "_submit_sp", None)
     stdout = getattr(process, "stdout", None)
     if stdout is not None:
         stdout.close()
-
-
-def _die_with_parent_preexec(parent_pid: int) -> Any:
-    """``preexec_fn`` making spark-submit (and the JVM it execs) die with the Airflow task process.
-
-    Without it, a task process killed with SIGKILL (OOM killer, lost worker) leaves
-    spark-submit running as an orphan that keeps committing to the lake while the retry
-    already runs: a retried WAP write would get the dead try's rows on top of its own.
-    ``PR_SET_PDEATHSIG`` survives ``exec`` (spark-submit execs the JVM), so the JVM
-    gets SIGKILL when the process that started it dies. Only async-signal-safe work
-    happens here (the libc function was resolved before the fork).
-    """
-    prctl = _PRCTL
-
-    def _preexec() -> None:
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return _preexec
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -481,7 +443,11 @@ class IcebergSparkHook(BaseHook):
             started = datetime.now(UTC)
             t0 = time.monotonic()
             try:
-                popen_kwargs = {"preexec_fn": _die_with_parent_preexec(os.getpid())} if _PRCTL else {}
+                popen_kwargs = (
+                    {"preexec_fn": _detached.die_with_parent_preexec(os.getpid())}
+                    if _detached.can_die_with_parent()
+                    else {}
+                )
                 self._submit_hook.submit(application=plan.application, **popen_kwargs)
             except Exception as err:
                 raise IcebergSparkJobError(

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview
 from airflow_iceberg_provider.rules.maintenance import (
-    ExpiryPreview,
     MaintenancePolicy,
     PartitionFiles,
     TableDefaults,

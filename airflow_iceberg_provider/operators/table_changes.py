@@ -25,6 +25,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.schema import parse_transform, parse_type
 from airflow_iceberg_provider.rules.table_evolution import (
     PARTITION_KINDS,
     SCHEMA_KINDS,
@@ -32,8 +33,6 @@ from airflow_iceberg_provider.rules.table_evolution import (
     TableChangeRequest,
     build_request,
     describe,
-    parse_transform,
-    parse_type,
     plan_changes,
 )
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, SupportsFloat
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.core.maintenance_actions import (
@@ -75,7 +75,7 @@ def now_ms() -> int:
 _now_ms = now_ms  # for functions whose parameter is called now_ms
 
 
-def parse_duration(value: Any, param: str) -> timedelta:
+def parse_duration(value: object, param: str) -> timedelta:
     """A required duration (the one grammar: :func:`airflow_iceberg_provider.params.duration`)."""
     return params.duration(value, param, required=True)
 
@@ -94,7 +94,7 @@ def _human(td: timedelta) -> str:
 
 
 # ----------------------------------------------------------------------- validation
-def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
+def validate_positive_int(value: object, param: str, *, minimum: int = 1) -> int:
     """A required count or size, ``minimum`` .. 2^63-1 (Iceberg's procedures take a Java ``long``)."""
     return params.positive_int(value, param, required=True, minimum=minimum, maximum=JAVA_LONG_MAX)  # type: ignore[return-value]
 
@@ -107,7 +107,7 @@ _FORBIDDEN_WHERE = re.compile(
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def validate_where(value: Any, param: str = "where") -> str | None:
+def validate_where(value: object, param: str = "where") -> str | None:
     """A compaction filter: one predicate on columns (``None``/empty: no filter).
 
     Iceberg parses it as a Spark expression; this refuses, before any job, what cannot be a
@@ -129,9 +129,9 @@ def validate_where(value: Any, param: str = "where") -> str | None:
     return value.strip()
 
 
-def validate_ratio(value: Any, param: str) -> float:
+def validate_ratio(value: object, param: str) -> float:
     try:
-        out = float(value)
+        out = float(value) if isinstance(value, (str, SupportsFloat)) else -1.0
     except (TypeError, ValueError):
         out = -1.0
     if isinstance(value, bool) or not 0.0 <= out:
@@ -248,7 +248,7 @@ def rewrite_options(
     return out
 
 
-def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) -> tuple[str, str | None]:
+def validate_strategy(strategy: object, sort_order: Any, table_sort_fields: int) -> tuple[str, str | None]:
     """``binpack``, ``sort`` (table sort order or ``sort_order``), z-order via ``sort_order='zorder(a,b)'``."""
     if strategy not in STRATEGIES:
         hint = " (z-order is strategy='sort', sort_order='zorder(a,b)')" if str(strategy).lower() == "zorder" else ""
@@ -270,7 +270,7 @@ def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) ->
     return strategy, None
 
 
-def _as_bool(value: Any, param: str) -> bool:
+def _as_bool(value: object, param: str) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):

@@ -30,6 +30,7 @@ lint:
 	.venv/bin/python scripts/check_operator_init.py
 	.venv/bin/mypy
 	.venv/bin/python scripts/check_history.py
+	.venv/bin/python scripts/check_except.py
 
 # The docs site (docs/ + mkdocs.yml) into site/: warnings, broken internal links and anchors and
 # missing example markers are errors; nothing is fetched from the network.

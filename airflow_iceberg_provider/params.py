@@ -242,7 +242,7 @@ def _duration_text_ms(text: str, value: Any, param: str, bare_ms: bool) -> int:
 
         try:
             parsed = pendulum.parse(text)
-        except Exception:
+        except (ValueError, OverflowError):  # pendulum's ParserError is a ValueError
             parsed = None
         if isinstance(parsed, timedelta):
             return int(parsed.total_seconds() * 1000)

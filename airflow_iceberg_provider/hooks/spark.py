@@ -449,7 +449,7 @@ class IcebergSparkHook(BaseHook):
                     else {}
                 )
                 self._submit_hook.submit(application=plan.application, **popen_kwargs)
-            except Exception as err:
+            except Exception as err:  # AirflowException, OSError and more: one job error, named
                 raise IcebergSparkJobError(
                     f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "
                     f"{time.monotonic() - t0:.1f}s: {err}"
@@ -554,7 +554,7 @@ class IcebergSparkHook(BaseHook):
                 cmd, env = self._connect_command(plan, endpoint, workdir, job_run_id)
                 mode = "spark_connect"
             proc = _detached.launch(cmd, env, log_path)
-        except BaseException:
+        except BaseException:  # any exit, even KeyboardInterrupt: the workdir holds secrets; re-raised
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         _detached.hand_workdir_to(workdir, proc.pid)
@@ -725,7 +725,7 @@ class IcebergSparkHook(BaseHook):
     def _check_runtime(self, plan: SubmitPlan) -> None:
         try:
             master = self._master()
-        except Exception as err:
+        except Exception as err:  # any lookup failure: one message says how to define the connection
             raise IcebergConnectionError(
                 f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
                 f'AIRFLOW_CONN_{self.spark_conn_id.upper()}=\'{{"conn_type": "spark", "host": '

@@ -244,7 +244,7 @@ class IcebergAlterTableOperator(IcebergBaseOperator):
                 details={"request": request.summary(), "changes": [c.as_dict() for c in changes], **details},
                 started_at=started,
             )
-        except Exception as err:
+        except Exception as err:  # a failed ledger write must not mask the refusal (re-raised otherwise)
             if status != "refused":
                 raise
             self.log.warning("Could not record the refusal in the ledger: %s", err)

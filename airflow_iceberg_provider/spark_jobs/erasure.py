@@ -194,7 +194,7 @@ class ErasureRun:
         self.spark.conf.set(key, "true")
         try:
             return self._raw_hits(locations, schema(esc.field_ids(self)))
-        except Exception as err:
+        except Exception as err:  # py4j wraps every JVM error: only the field-id one falls back, the rest re-raised
             if "field id" not in str(getattr(err, "java_exception", err)).lower():
                 raise
         finally:
@@ -747,7 +747,7 @@ class ErasureRun:
         out = [self.salt.decode("utf-8", "replace"), *self.extra_secrets]
         try:
             out += [r[0] for r in self.spark.table(es.SUBJECTS_VIEW).select("subject_key").collect()]
-        except Exception:
+        except Exception:  # best effort while reporting an error: the subjects view may not exist yet
             pass
         return out
 
@@ -760,7 +760,7 @@ def run_erasure(spark: Any, spec: dict[str, Any]) -> tuple[ErasureRun, dict[str,
     run = ErasureRun(spark, spec)
     try:
         metrics = run.run()
-    except Exception as err:
+    except Exception as err:  # py4j wraps every JVM error: all are redacted before they leave the job
         text = str(err)
         java = getattr(err, "java_exception", None)
         if java is not None:

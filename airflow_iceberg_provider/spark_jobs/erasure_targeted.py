@@ -71,7 +71,7 @@ def raw_positions(run: Any, locations: list[str]) -> Any:
     run.spark.conf.set(key, "true")
     try:
         return _positions(run, locations, esc.field_ids(run))
-    except Exception as err:
+    except Exception as err:  # py4j wraps every JVM error: only the field-id one falls back, the rest re-raised
         if "field id" not in str(getattr(err, "java_exception", err)).lower():
             raise
     finally:

@@ -134,7 +134,7 @@ def iceberg_version(spark: Any) -> str | None:
         if not is_connect(spark):
             return str(spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
         return iceberg_version_of(spark.conf.get("spark.jars", ""), spark.conf.get("spark.jars.packages", ""))
-    except Exception:
+    except Exception:  # py4j/Connect errors alike: the version is informative, unknown is an answer
         return None
 
 

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, IcebergCommitConflictError
+from airflow_iceberg_provider.hooks._compat import rest_session, staged_changes
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -85,7 +86,7 @@ def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[A
     ms = ManageSnapshots(tx)
     stage_on(ms, changes)
     ms.commit()  # stages onto the (non-autocommit) transaction, validating every requirement
-    return tx._requirements, tx._updates
+    return staged_changes(tx)
 
 
 def commit_ref_changes_together(hook: CatalogAccess, plans: Mapping[str, tuple[Table, Sequence[RefChange]]]) -> None:
@@ -115,7 +116,7 @@ def commit_ref_changes_together(hook: CatalogAccess, plans: Mapping[str, tuple[T
         )
         changes.append(json.loads(request.model_dump_json()))
     url = catalog.url(TRANSACTIONS_ENDPOINT, prefixed=True)
-    response = catalog._session.post(url, data=json.dumps({"table-changes": changes}).encode())
+    response = rest_session(catalog).post(url, data=json.dumps({"table-changes": changes}).encode())
     status = response.status_code
     if status in (200, 204):
         return

@@ -45,7 +45,7 @@ from airflow.sdk import BaseHook
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
-from airflow_iceberg_provider.hooks import _detached
+from airflow_iceberg_provider.hooks import _compat, _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -143,14 +143,6 @@ def java_properties_line(key: str, value: str) -> str:
         return "".join(out)
 
     return f"{esc(key, True)}={esc(value, False)}"
-
-
-def _close_output(submit_hook: Any) -> None:
-    """Close the pipe the Spark provider's hook read spark-submit's output from (it leaves it open)."""
-    process = getattr(submit_hook, "_submit_sp", None)
-    stdout = getattr(process, "stdout", None)
-    if stdout is not None:
-        stdout.close()
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -457,7 +449,7 @@ class IcebergSparkHook(BaseHook):
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-            _close_output(self._submit_hook)
+            _compat.close_spark_submit_output(self._submit_hook)
             self._submit_hook = None
 
     def _spark_submit_hook(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Any:
@@ -546,8 +538,8 @@ class IcebergSparkHook(BaseHook):
         try:
             if endpoint is None:
                 submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
-                cmd = submit_hook._build_spark_submit_command(plan.application)
-                env = {**os.environ, **(submit_hook._env or {})}
+                cmd = _compat.spark_submit_command(submit_hook, plan.application)
+                env = {**os.environ, **_compat.spark_submit_env(submit_hook)}
                 mode = "spark_submit"
             else:
                 check_reachable(endpoint)

@@ -45,6 +45,7 @@ from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, java_spark_session
 
 norm_path = esc.norm_path
 
@@ -91,10 +92,10 @@ class ErasureRun:
         return _T()
 
     def jtable(self, refresh: bool = True) -> Any:
-        jvm = self.spark._jvm
+        jvm = driver_jvm(self.spark)
         if self._jtable is None:
             self._jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                self.spark._jsparkSession, f"{self.catalog}.{self.table}"
+                java_spark_session(self.spark), f"{self.catalog}.{self.table}"
             )
         elif refresh:
             self._jtable.refresh()
@@ -104,7 +105,7 @@ class ErasureRun:
         """Live data files of one snapshot (read from its manifests through the Iceberg API)."""
         if not _fs.has_jvm(self.spark):  # Spark Connect: the data_files metadata table
             return {norm_path(p) for p in _fs.snapshot_data_files(self.spark, self.t, snapshot_id)}
-        jvm = self.spark._jvm
+        jvm = driver_jvm(self.spark)
         tbl = self.jtable(refresh=False)
         snap = tbl.snapshot(int(snapshot_id))
         if snap is None:

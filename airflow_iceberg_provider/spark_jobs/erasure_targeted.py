@@ -31,6 +31,7 @@ from typing import Any
 
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
 
 HITS_VIEW = "erasure_position_hits"
 
@@ -109,7 +110,7 @@ def per_request_rows(run: Any, hits: Any) -> list[tuple[str, int]]:
 def commit_position_deletes(run: Any, tasks: dict[str, Any], hits: Any, base_snapshot: int) -> dict[str, int]:
     """Write one position-delete file per (spec, partition) for ``hits`` and commit them in ONE
     ``RowDelta`` on main, validated from ``base_snapshot``."""
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     tbl = run.jtable(refresh=True)
     rows = hits.select("f", "pos").distinct().orderBy("f", "pos").collect()
     if not rows:
@@ -169,7 +170,7 @@ def visible_counts(run: Any, tasks: dict[str, Any]) -> int:
     """Subject rows visible in ``tasks`` read through Iceberg's reader, their delete files applied."""
     if not tasks:
         return 0
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     tbl = run.jtable(refresh=False)
     group = f"erasure-verify-{uuid.uuid4().hex}"
     staged = jvm.java.util.ArrayList()

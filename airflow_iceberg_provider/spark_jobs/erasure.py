@@ -35,11 +35,13 @@ Error messages that leave this job are redacted (salt and subject keys removed).
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
+from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types, subject_column_problems
 from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical, erasure_redact
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
@@ -48,6 +50,13 @@ from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, java_spark_session
 
 norm_path = esc.norm_path
+
+
+def subject_problems(table: str, columns: list[str], metadata: dict[str, Any]) -> list[str]:
+    """Why ``columns`` cannot be the subject columns of ``table``, from its current metadata JSON: the
+    operator's pre-flight rule (:func:`~airflow_iceberg_provider.core.erasure_columns.subject_column_problems`)
+    over the same Iceberg types, not over Spark's."""
+    return subject_column_problems(table, columns, iceberg_column_types(json.loads(_fs.schema_json(metadata))))
 
 
 class ErasureRun:
@@ -311,19 +320,11 @@ class ErasureRun:
     # -------------------------------------------------------------------- checks
     def preflight(self) -> str | None:
         """Return a refusal reason (nothing committed) or None."""
+        problems = subject_problems(self.table, self.columns, _fs.current_metadata(self.spark, self.t))
+        if problems:
+            return " ".join(problems)
         fields = {f.name: f.dataType for f in self.spark.table(self.t).schema.fields}
-        missing = [c for c in self.columns if c not in fields]
-        if missing:
-            return f"subject column(s) {missing} not in table {self.table}; columns are {sorted(fields)}"
         self.col_types = {c: fields[c] for c in self.columns}
-        bad = [
-            c for c in self.columns if self.col_types[c].simpleString().split("(")[0] not in es.SUPPORTED_SUBJECT_TYPES
-        ]
-        if bad:
-            return (
-                f"subject column(s) {bad} of {self.table} have unsupported types "
-                f"{[self.col_types[c].simpleString() for c in bad]}; supported: {es.SUPPORTED_SUBJECT_TYPES}"
-            )
         # one metadata scan over every file in the table's history: content (0 data, 2 equality deletes), format
         kinds = self.sql(
             f"SELECT content, upper(file_format) AS fmt, count(*) AS n FROM {self.t}.all_files GROUP BY 1, 2"

@@ -15,8 +15,6 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
-#: Column types a subject column may have (Spark SQL simple type names).
-SUPPORTED_SUBJECT_TYPES = ("string", "bigint", "int", "smallint", "decimal")
 SUBJECTS_VIEW = "erasure_subjects"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}\Z")

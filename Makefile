@@ -23,7 +23,7 @@ test-fast: bootstrap
 	bash scripts/test.sh -m "not spark and not cluster and not airflow and not postgres and not rest and not faults"
 
 bench: bootstrap
-	source scripts/env.sh && for b in bench/*.py; do python "$$b" || exit 1; done
+	source scripts/env.sh && for b in bench/[!_]*.py; do python -m "bench.$$(basename "$$b" .py)" || exit 1; done
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .

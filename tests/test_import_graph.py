@@ -201,3 +201,17 @@ def test_walker_leaves_type_checking_imports_out_of_the_runtime_graph(tmp_path: 
     )
     assert cycles(import_graph(package)) == []
     assert cycles(import_graph(package, type_checking=True)) == [["pkg.hook", "pkg.store"]]
+
+
+def test_tests_and_benches_import_normally() -> None:
+    """No test, test helper or benchmark patches the import path (also not in the scripts they hand to a
+    child Python): the repository root is importable (pytest's ``pythonpath``, ``python -m bench.x``),
+    helpers live in ``tests/support/``, and a child gets ``PYTHONPATH`` in its environment."""
+    patch = ("sys.path." + "insert", "sys.path." + "append")
+    found = []
+    for folder in ("tests", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                if any(p in line for p in patch):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -2,7 +2,7 @@
 
 The app under test is Airflow's own ``create_app("core")`` with the plugin mounted by the plugins
 manager and the SimpleAuthManager; tokens come from its ``/auth/token`` route. The lake is filled by
-the provider's operators and governance writers (``_ui_helpers.fill_lake``).
+the provider's operators and governance writers (``tests.support.ui.fill_lake``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from _ui_helpers import SALT, SUBJECTS, airflow_api_client, fill_lake
-from conftest import catalog_conn_json
 
 from airflow_iceberg_provider.ui import views
+from tests.support.lake import catalog_conn_json
+from tests.support.ui import SALT, SUBJECTS, airflow_api_client, fill_lake
 
 
 @pytest.fixture(scope="module")

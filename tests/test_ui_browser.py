@@ -4,7 +4,7 @@ triggerer on 127.0.0.1, SimpleAuthManager with an ``admin`` and a ``viewer`` log
 
 One ``scripts/ui.sh`` per module, over an Airflow home and a catalog laid out as ``make demo`` leaves
 them (``$AIP_WORK/lake/catalog.db``, task logs written by the demo's own ``write_task_logs``); the
-governance rows are written with pyiceberg (``_ui_helpers.fill_lake``), no Spark. The test logs in
+governance rows are written with pyiceberg (``tests.support.ui.fill_lake``), no Spark. The test logs in
 through Airflow's login form like a person, opens the pages, asserts what a person looks for, and saves
 screenshots under ``docs/images/``.
 """
@@ -25,9 +25,10 @@ from types import SimpleNamespace
 from urllib.parse import quote
 
 import pytest
-from _servers import _wait, free_ports, skip_or_fail
-from _ui_helpers import SUBJECTS, fill_lake
-from conftest import ROOT, catalog_conn_json, pristine_airflow_db
+
+from tests.support.lake import ROOT, catalog_conn_json, pristine_airflow_db
+from tests.support.servers import _wait, free_ports, skip_or_fail
+from tests.support.ui import SUBJECTS, fill_lake
 
 pytestmark = pytest.mark.airflow
 

@@ -21,7 +21,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conftest import ORDERS_COLUMNS, fake_context, orders_batch
+from tests.support.lake import ORDERS_COLUMNS, fake_context, orders_batch
 
 SALT = "ui-test-salt-0123456789abcdef"
 SUBJECTS = {

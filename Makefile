@@ -24,13 +24,14 @@ test-fast: bootstrap
 	bash scripts/test.sh -m "not spark and not cluster and not airflow and not postgres and not rest and not faults"
 
 bench: bootstrap
-	source scripts/env.sh && for b in bench/*.py; do python "$$b" || exit 1; done
+	source scripts/env.sh && for b in bench/[!_]*.py; do python -m "bench.$$(basename "$$b" .py)" || exit 1; done
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .
 	.venv/bin/python scripts/check_operator_init.py
 	.venv/bin/mypy
 	.venv/bin/python scripts/check_history.py
+	.venv/bin/python scripts/check_except.py
 
 # The docs site (docs/ + mkdocs.yml) into site/: warnings, broken internal links and anchors and
 # missing example markers are errors; nothing is fetched from the network.

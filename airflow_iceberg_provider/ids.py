@@ -84,7 +84,7 @@ def _convert(key: object, value: Any) -> Any:
     return with_string_ids(value)
 
 
-def with_string_ids(value: Any) -> Any:
+def with_string_ids(value: object) -> Any:
     """A copy of ``value`` (dicts and lists, recursively) with every id-keyed ``int`` as a decimal string.
 
     Everything else is returned as it is: counts, timestamps, ``None``, strings.

@@ -172,7 +172,7 @@ def branch_name_for_run(dag_id: str, run_id: str, prefix: str = "wap") -> str:
 
 
 # --------------------------------------------------------------------- the two rules
-def is_templated(value: Any) -> bool:
+def is_templated(value: object) -> bool:
     """Whether ``value`` is not final until Airflow renders the task.
 
     True for a string holding Jinja (``{{`` or ``{%``), for an ``XComArg`` (or any value
@@ -190,12 +190,12 @@ def is_templated(value: Any) -> bool:
     return callable(getattr(value, "resolve", None)) and callable(getattr(value, "iter_references", None))
 
 
-def is_unset(value: Any) -> bool:
+def is_unset(value: object) -> bool:
     """The one "unset" rule: ``None``, a blank string, ``"None"`` or ``"null"``."""
     return value is None or (isinstance(value, str) and value.strip() in UNSET_STRINGS)
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """``repr`` of a value, cut to 80 characters for messages."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "...'"
@@ -206,7 +206,7 @@ def refuse(param: str, value: Any, problem: str, fix: str) -> NoReturn:
     raise IcebergValidationError(f"{param}={describe(value)} {problem}; {fix}.")
 
 
-def _check_template(value: Any, param: str) -> None:
+def _check_template(value: object, param: str) -> None:
     if is_templated(value):
         refuse(
             param,
@@ -216,14 +216,14 @@ def _check_template(value: Any, param: str) -> None:
         )
 
 
-def _unset(value: Any, param: str, required: bool, example: str) -> None:
+def _unset(value: object, param: str, required: bool, example: str) -> None:
     if required:
         refuse(param, value, "is not set, and this parameter is required", f"pass e.g. {example}")
     return None
 
 
 # ------------------------------------------------------------------------ durations
-def _number_ms(value: Any, param: str) -> int:
+def _number_ms(value: float, param: str) -> int:
     if isinstance(value, float) and not math.isfinite(value):
         refuse(param, value, "is not a finite duration", "pass e.g. 'P30D'")
     return int(value)
@@ -243,7 +243,7 @@ def _duration_text_ms(text: str, value: Any, param: str, bare_ms: bool) -> int:
 
         try:
             parsed = pendulum.parse(text)
-        except Exception:
+        except (ValueError, OverflowError):  # pendulum's ParserError is a ValueError
             parsed = None
         if isinstance(parsed, timedelta):
             return int(parsed.total_seconds() * 1000)
@@ -252,7 +252,7 @@ def _duration_text_ms(text: str, value: Any, param: str, bare_ms: bool) -> int:
     refuse(param, value, "is not a duration", f"pass {_DURATION_FORMS}")
 
 
-def _duration_ms(value: Any, param: str, bare_ms: bool) -> int:
+def _duration_ms(value: object, param: str, bare_ms: bool) -> int:
     """Milliseconds of a set duration (exact Python int, unbounded, any sign)."""
     if isinstance(value, bool):
         refuse(param, value, "is not a duration", f"pass {_DURATION_FORMS}")
@@ -268,10 +268,10 @@ def _duration_ms(value: Any, param: str, bare_ms: bool) -> int:
 
 
 @overload
-def duration(value: Any, param: str, *, required: Literal[True], bare_ms: bool = ...) -> timedelta: ...
+def duration(value: object, param: str, *, required: Literal[True], bare_ms: bool = ...) -> timedelta: ...
 @overload
-def duration(value: Any, param: str, *, required: bool = ..., bare_ms: bool = ...) -> timedelta | None: ...
-def duration(value: Any, param: str, *, required: bool = False, bare_ms: bool = False) -> timedelta | None:
+def duration(value: object, param: str, *, required: bool = ..., bare_ms: bool = ...) -> timedelta | None: ...
+def duration(value: object, param: str, *, required: bool = False, bare_ms: bool = False) -> timedelta | None:
     """A duration (see the module docstring for the grammar); unset gives ``None``.
 
     A ``timedelta`` is returned as it is (pendulum ``Duration`` kept); any sign is accepted
@@ -293,7 +293,7 @@ def duration(value: Any, param: str, *, required: bool = False, bare_ms: bool = 
         refuse(param, value, "is longer than a timedelta can hold (999999999 days)", "pass a shorter duration")
 
 
-def retention_ms(value: Any, param: str) -> int | None:
+def retention_ms(value: object, param: str) -> int | None:
     """A positive retention in milliseconds (Iceberg's ``max-ref-age-ms`` / ``max-snapshot-age-ms``).
 
     Unset gives ``None`` (no retention set: the table's default applies). Bare numbers are
@@ -326,7 +326,7 @@ def _datetime_ms(dt: datetime, value: Any, param: str) -> int:
         refuse(param, value, f"is out of range ({err})", f"pass {_INSTANT_FORMS}")
 
 
-def _instant_ms(value: Any, param: str) -> int:
+def _instant_ms(value: object, param: str) -> int:
     """Epoch milliseconds of a set instant (unchecked range)."""
     if isinstance(value, bool):
         refuse(param, value, "is not a timestamp", f"pass {_INSTANT_FORMS}")
@@ -365,7 +365,7 @@ def _in_range(ms: int, value: Any, param: str) -> int:
     return ms
 
 
-def instant_ms(value: Any, param: str, *, required: bool = False) -> int | None:
+def instant_ms(value: object, param: str, *, required: bool = False) -> int | None:
     """A point in time as epoch milliseconds (grammar in the module docstring); unset gives ``None``."""
     _check_template(value, param)
     if is_unset(value):
@@ -380,7 +380,7 @@ def is_duration_text(text: str) -> bool:
     return bool(_SHORT.fullmatch(text)) or text[:1] in "Pp" or text[:2] in ("-P", "-p")
 
 
-def cutoff_ms(value: Any, param: str, *, now: int) -> int:
+def cutoff_ms(value: object, param: str, *, now: int) -> int:
     """A required "older than" cutoff as epoch ms: a duration means ``now`` minus it, else an instant.
 
     Bare numbers are instants (epoch milliseconds); durations need a unit or the ISO form.
@@ -437,10 +437,10 @@ def positive_int(
 
 
 @overload
-def snapshot_id(value: Any, param: str = ..., *, required: Literal[True]) -> int: ...
+def snapshot_id(value: object, param: str = ..., *, required: Literal[True]) -> int: ...
 @overload
-def snapshot_id(value: Any, param: str = ..., *, required: bool = ...) -> int | None: ...
-def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = False) -> int | None:
+def snapshot_id(value: object, param: str = ..., *, required: bool = ...) -> int | None: ...
+def snapshot_id(value: object, param: str = "snapshot_id", *, required: bool = False) -> int | None:
     """A snapshot id: an ``int`` or its decimal string (XCom carries ids as strings); unset gives ``None``.
 
     Floats are refused: a float has already lost the low bits of a 64-bit id.
@@ -465,10 +465,10 @@ def snapshot_id(value: Any, param: str = "snapshot_id", *, required: bool = Fals
 
 
 @overload
-def ref_name(value: Any, param: str = ..., *, required: Literal[True] = ..., allow_main: bool = ...) -> str: ...
+def ref_name(value: object, param: str = ..., *, required: Literal[True] = ..., allow_main: bool = ...) -> str: ...
 @overload
-def ref_name(value: Any, param: str = ..., *, required: bool, allow_main: bool = ...) -> str | None: ...
-def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_main: bool = True) -> str | None:
+def ref_name(value: object, param: str = ..., *, required: bool, allow_main: bool = ...) -> str | None: ...
+def ref_name(value: object, param: str = "ref", *, required: bool = True, allow_main: bool = True) -> str | None:
     """A branch or tag name (the strict pattern of :mod:`~airflow_iceberg_provider.params`).
 
     Not stripped: a name with a trailing blank or newline is refused, never silently changed.
@@ -481,7 +481,7 @@ def ref_name(value: Any, param: str = "ref", *, required: bool = True, allow_mai
     return validate_ref(value, param, allow_main=allow_main)
 
 
-def operation(value: Any, param: str = "operation") -> str | None:
+def operation(value: object, param: str = "operation") -> str | None:
     """A snapshot operation (:data:`SNAPSHOT_OPERATIONS`); unset gives ``None`` (any operation)."""
     _check_template(value, param)
     if is_unset(value):

@@ -14,7 +14,7 @@ def orders_lake(prefix: str) -> tuple[Path, Any]:
     The lake holds ``db.orders`` (the tests' orders schema) and the governance ledger. Spark jobs log at
     WARN unless ``AIRFLOW_ICEBERG_SPARK_LOG_LEVEL`` says otherwise.
     """
-    from conftest import catalog_conn_json, create_orders_table
+    from tests.support.lake import catalog_conn_json, create_orders_table
 
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     (tmp / "wh").mkdir()

@@ -1,7 +1,7 @@
 """Catalog back ends side by side: SQLite (embedded) vs PostgreSQL vs REST (SeaweedFS + S3).
 
 Starts a PostgreSQL server (fsync on, like production) and SeaweedFS ``weed mini`` on
-127.0.0.1 (``tests/_servers.py``), then measures in one run, on one table per catalog:
+127.0.0.1 (``tests/support/servers.py``), then measures in one run, on one table per catalog:
 
 * p50 / p95 latency through ``IcebergCatalogHook`` (warm process, as inside a task) of
   ``load_table``; **publish** = ``fast_forward(table name, to=branch head, expected=main)``
@@ -11,7 +11,7 @@ Starts a PostgreSQL server (fsync on, like production) and SeaweedFS ``weed mini
   retries per commit (pyiceberg's own refresh-and-retry plus ``retry_commit``'s) and checks
   every row is present exactly once.
 
-Usage: ``source scripts/env.sh && python bench/catalogs.py [--reps 30] [--writers 8] [--commits 10] [--rows 100]``
+Usage: ``source scripts/env.sh && python -m bench.catalogs [--reps 30] [--writers 8] [--commits 10] [--rows 100]``
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ import logging
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 CONN_ENV = "AIRFLOW_CONN_BENCH_CATALOG"
 CONN_ID = "bench_catalog"
@@ -46,7 +43,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def sqlite_conn(tmp: Path) -> str:
-    from conftest import catalog_conn_json
+    from tests.support.lake import catalog_conn_json
 
     (tmp / "warehouse").mkdir(parents=True, exist_ok=True)
     return catalog_conn_json(tmp / "catalog.db", tmp / "warehouse")
@@ -61,7 +58,7 @@ def make_hook(conn: str, governance: str = "governance"):
 
 # ------------------------------------------------------------------ latency
 def measure_latency(conn: str, namespace: str, reps: int) -> dict[str, list[float]]:
-    from conftest import create_orders_table, orders_batch
+    from tests.support.lake import create_orders_table, orders_batch
 
     hook = make_hook(conn)
     table = f"{namespace}.orders"
@@ -99,7 +96,7 @@ def _writer(args: tuple) -> dict:
                 counter["pyiceberg_retries"] += 1
 
     logging.getLogger("pyiceberg").addHandler(_Count())
-    from conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     hook = make_hook(conn)
     hook.catalog.list_namespaces()  # connect before the start line
@@ -124,7 +121,7 @@ def _writer(args: tuple) -> dict:
 
 
 def measure_concurrency(conn: str, writers: int, commits: int, rows: int) -> dict[str, float]:
-    from conftest import create_orders_table
+    from tests.support.lake import create_orders_table
 
     hook = make_hook(conn)
     table = "conc.orders"
@@ -159,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("pyiceberg").setLevel(logging.WARNING)
 
-    import _servers
+    from tests.support import servers as _servers
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-catalogs-"))
     started = []

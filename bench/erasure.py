@@ -12,7 +12,7 @@ on a freshly built table (default 5,000,000 rows, 500,000 customers over 30 days
 
 Targets: (1) batched >= 50x faster; (3) time(10,000) / time(10) <= 2.
 
-Run: ``source scripts/env.sh && python bench/erasure.py [--rows 5000000] [--customers 500000]``
+Run: ``source scripts/env.sh && python -m bench.erasure [--rows 5000000] [--customers 500000]``
 (about 8-12 minutes at the default size on a 2-core machine; ``--rows 1000000`` for a quick look).
 """
 
@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 JOB = ROOT / "bench" / "jobs" / "erasure_bench_job.py"
 
 
@@ -41,7 +39,7 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="4g")
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json
+    from tests.support.lake import catalog_conn_json
 
     work = Path(tempfile.mkdtemp(prefix="erasure-bench-"))
     (work / "warehouse").mkdir()

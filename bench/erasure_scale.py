@@ -20,8 +20,8 @@ on generated tables (``spark.range``; no data is downloaded):
 (c) ``--c-days`` daily batches of ``--c-batch`` requests: daily logical erasures + ONE purge vs
     one full erasure per day (target: >= 10x less total time).
 
-Run: ``source scripts/env.sh && python bench/erasure_scale.py`` (issue scale; hours on 2 cores), or
-smaller: ``python bench/erasure_scale.py --a-rows 2000000 --a-files 400 --b-rows 200000 --c-rows 500000 --c-days 10``.
+Run: ``source scripts/env.sh && python -m bench.erasure_scale`` (issue scale; hours on 2 cores), or
+smaller: ``python -m bench.erasure_scale --a-rows 2000000 --a-files 400 --b-rows 200000 --c-rows 500000 --c-days 10``.
 
 Last results against the targets (figures and breakdowns on the Performance page):
 (a) logical 11.1x (wide), 15.2x (events), 3.8x (narrow) faster than full: the 20x target is not
@@ -45,8 +45,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 JOB = ROOT / "bench" / "jobs" / "erasure_scale_job.py"
 
 
@@ -183,7 +181,7 @@ def main() -> int:
     p.add_argument("--driver-memory", default="6g")
     args = p.parse_args()
 
-    from conftest import catalog_conn_json
+    from tests.support.lake import catalog_conn_json
 
     work = Path(tempfile.mkdtemp(prefix="erasure-scale-"))
     (work / "warehouse").mkdir()

@@ -10,7 +10,7 @@ in one run:
 3. the maintenance plan on the ledger (one spark-submit: compaction, manifests, expiry);
 4. the same write and read again, and the ratios before/after.
 
-Run: ``source scripts/env.sh && python bench/governance.py [--rows 10000] [--commits 200]``
+Run: ``source scripts/env.sh && python -m bench.governance [--rows 10000] [--commits 200]``
 (≈ 3-5 minutes on a 2-core machine).
 """
 
@@ -19,15 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def p50(fn, repeat: int = 7) -> float:
@@ -45,7 +42,7 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=200)
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json, fake_context
+    from tests.support.lake import catalog_conn_json, fake_context
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-governance-"))
     (tmp / "wh").mkdir()

@@ -8,7 +8,7 @@ class-data-sharing archive ``scripts/bootstrap.sh`` builds, C1-only JIT and the 
 Prints the wall time and the CPU seconds (user + system, of spark-submit and its children) per task,
 and the ratios.
 
-Run: ``source scripts/env.sh && python bench/jvm_startup.py [--pairs 3] [--rows 1000]``
+Run: ``source scripts/env.sh && python -m bench.jvm_startup [--pairs 3] [--rows 1000]``
 
 Last results against the goal (the figures are on the Performance page): wall time 49.7 -> 25.9 s
 (1.92x) and CPU 43.3 -> 16.1 s (2.69x) per task, earlier-generation EPYC, 2 vCPU. The test suite,
@@ -28,8 +28,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 APPEND = ROOT / "example_dags" / "jobs" / "append_orders.py"
 OPTION = "AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS"
@@ -50,8 +48,8 @@ def main() -> int:
         print(f"{OPTION} is not set: source scripts/env.sh first (after scripts/bootstrap.sh)")
         return 2
 
-    from _lake import orders_lake
-    from conftest import fake_context
+    from bench._lake import orders_lake
+    from tests.support.lake import fake_context
 
     orders_lake("bench-jvm-")
 

@@ -11,7 +11,7 @@ a legal-hold tag half-way), then measures:
 5. the plan on the now-healthy table (catalog only, no JVM) vs a forced run
    (``force=True``: the same actions submitted anyway) on the same table.
 
-Run: ``source scripts/env.sh && python bench/maintenance.py [--commits 200] [--files-per-commit 10]``
+Run: ``source scripts/env.sh && python -m bench.maintenance [--commits 200] [--files-per-commit 10]``
 Default run ≈ 5-8 minutes on a 2-core machine.
 """
 
@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 PATHOLOGY = ROOT / "example_dags" / "jobs" / "maintenance_pathology.py"
 TABLE = "bench.orders"
@@ -57,7 +55,7 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=2)
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json, fake_context
+    from tests.support.lake import catalog_conn_json, fake_context
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-maintenance-"))
     (tmp / "wh").mkdir()

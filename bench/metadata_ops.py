@@ -13,7 +13,7 @@ Measured side by side in one run on one fresh SQLite catalog:
 
 Prints p50/p95 per operation and the ratio of the p50s (goal: ≥ 20×).
 
-Usage: ``source scripts/env.sh && python bench/metadata_ops.py [--hook-reps 50] [--spark-reps 3] [--no-spark]``
+Usage: ``source scripts/env.sh && python -m bench.metadata_ops [--hook-reps 50] [--spark-reps 3] [--no-spark]``
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 CONN_ID = "bench_refs"
 TABLE = "bench.orders"
 JOB = Path(__file__).resolve().parent / "jobs" / "refs_sql.py"
@@ -55,7 +54,7 @@ def setup_lake(work: Path) -> None:
 
 
 def make_table(hook) -> list[int]:
-    from tests.conftest import create_orders_table, orders_batch
+    from tests.support.lake import create_orders_table, orders_batch
 
     create_orders_table(hook, TABLE)
     ids = []

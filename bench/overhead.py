@@ -9,7 +9,7 @@ The bare side is the equivalent ``spark-submit`` argv run with ``subprocess``.
 Also: commit-verification latency through the catalog hook (p50 over 50 calls) on a
 table with 200 snapshots.
 
-Run: ``source scripts/env.sh && python bench/overhead.py [--pairs 3] [--rows 200000]``
+Run: ``source scripts/env.sh && python -m bench.overhead [--pairs 3] [--rows 200000]``
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 APPEND = ROOT / "example_dags" / "jobs" / "append_orders.py"
 
@@ -37,8 +35,8 @@ def main() -> int:
     parser.add_argument("--snapshots", type=int, default=200)
     args = parser.parse_args()
 
-    from _lake import orders_lake
-    from conftest import append_batches, create_orders_table, fake_context
+    from bench._lake import orders_lake
+    from tests.support.lake import append_batches, create_orders_table, fake_context
 
     tmp, hook = orders_lake("bench-overhead-")
 

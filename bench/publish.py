@@ -9,7 +9,7 @@ descends from it) on the same SQLite catalog, side by side in one run:
   times (each pays JVM start-up, as a task that publishes with Spark would).
 
 Target (issue #3): Spark / hook >= 20x. Usage:
-``source scripts/env.sh && python bench/publish.py [--publishes N] [--spark-runs K]``.
+``source scripts/env.sh && python -m bench.publish [--publishes N] [--spark-runs K]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 T = "bench.orders"
 
 
@@ -34,10 +33,9 @@ def main() -> int:
     parser.add_argument("--spark-runs", type=int, default=2)
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json, create_orders_table, orders_batch
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
+    from tests.support.lake import catalog_conn_json, create_orders_table, orders_batch
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-publish-"))
     try:

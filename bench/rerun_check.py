@@ -9,14 +9,13 @@ milliseconds, with the table load alone beside it (the catalog read the check is
 the one thing a replace adds to a first run besides the same Spark write and audit: the
 metadata-only commit removing the earlier publish's files from the branch.
 
-Usage: ``source scripts/env.sh && python bench/rerun_check.py [--days 200] [--reps 30]``
+Usage: ``source scripts/env.sh && python -m bench.rerun_check [--days 200] [--reps 30]``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -24,8 +23,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 TABLE = "bench.orders"
 
 
@@ -44,11 +41,10 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=200)
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
-    from conftest import catalog_conn_json, create_orders_table, orders_batch
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.wap_write import plan_rerun_from_catalog
     from airflow_iceberg_provider.rules import wap_rerun as rl
+    from tests.support.lake import catalog_conn_json, create_orders_table, orders_batch
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_rerun_"))
     (tmp / "wh").mkdir()

@@ -12,7 +12,7 @@ The big table is built quickly with pyiceberg: many one-row appends staged in on
 transaction per batch (one metadata write per batch), and cached under
 ``$AIP_WORK/bench/sensor_poll`` for the next run.
 
-Usage: ``source scripts/env.sh && python bench/sensor_poll.py [--snapshots 5000] [--polls 300]``
+Usage: ``source scripts/env.sh && python -m bench.sensor_poll [--snapshots 5000] [--polls 300]``
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 CONN_ID = "bench_sensor_poll"
 
 

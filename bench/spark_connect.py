@@ -24,7 +24,7 @@ process per task (``warm_client: false``), spark-submit with the JVM start-up op
 Each side gets fresh, identical tables, so every side does the same work. Load averages are printed
 before and after (the timings depend on them). Results are printed side by side with ratios.
 
-Usage: ``source scripts/env.sh && python bench/spark_connect.py [--repeat 1] [--demo]``
+Usage: ``source scripts/env.sh && python -m bench.spark_connect [--repeat 1] [--demo]``
 """
 
 from __future__ import annotations
@@ -40,9 +40,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 SUBMIT_CONN = "bench_submit"
 CONNECT_CONN = "bench_connect"
@@ -80,9 +77,8 @@ def timed(fn) -> tuple[float, object]:
 
 
 def audit_task(hook, table: str, rows: int, base_rows: int, conn: str) -> float:
-    from conftest import create_orders_table, fake_context, orders_batch
-
     from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+    from tests.support.lake import create_orders_table, fake_context, orders_batch
 
     create_orders_table(hook, table, partition_by=()).append(orders_batch(0, base_rows))
     hook.set_ref(hook.load_table(table), "audit_branch", hook.ref_snapshot_id(table), ref_type="branch")
@@ -96,9 +92,8 @@ def audit_task(hook, table: str, rows: int, base_rows: int, conn: str) -> float:
 
 
 def cherrypick_task(hook, table: str, conn: str) -> float:
-    from conftest import create_orders_table, fake_context, orders_batch
-
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+    from tests.support.lake import create_orders_table, fake_context, orders_batch
 
     create_orders_table(hook, table, partition_by=()).append(orders_batch(0, 1000))
     hook.set_ref(hook.load_table(table), "cp_branch", hook.ref_snapshot_id(table), ref_type="branch")
@@ -120,17 +115,17 @@ def cherrypick_task(hook, table: str, conn: str) -> float:
 
 
 def _record_pass(hook, table: str, branch: str, snapshot_id: int) -> None:
-    from _wap_helpers import record_audit
+    from tests.support.wap import record_audit
 
     record_audit(hook, table, branch, snapshot_id, passed=True, event_id=f"bench-{table}")
 
 
 def erasure_task(hook, table: str, rows: int, subjects: int, conn: str) -> float:
     import pyarrow as pa
-    from _erasure_helpers import add_requests, create_people_table, person
-    from conftest import fake_context
 
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+    from tests.support.erasure import add_requests, create_people_table, person
+    from tests.support.lake import fake_context
 
     create_people_table(hook, table, partition_by=())
     step = 250_000
@@ -190,11 +185,10 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    import connect_server
-    from _erasure_helpers import set_salt_connection
-    from conftest import catalog_conn_json
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from scripts import connect_server
+    from tests.support.erasure import set_salt_connection
+    from tests.support.lake import catalog_conn_json
 
     print(f"load averages before: {load()}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-connect-"))

@@ -1,6 +1,6 @@
 """Spark on S3 vs a local warehouse (#18): the same WAP write / audit / publish and the same erasure.
 
-Run: ``source scripts/env.sh && .venv/bin/python bench/spark_s3.py`` (12 spark-submits, ~8 min on
+Run: ``source scripts/env.sh && .venv/bin/python -m bench.spark_s3`` (12 spark-submits, ~8 min on
 2 busy cores). Both lakes are a SQLite catalog; one warehouse is ``file://``, the other
 ``s3://<bucket>/wh`` on SeaweedFS ``weed mini`` (S3FileIO for Iceberg, S3A for raw-file reads,
 jars from ``AIP_S3_SPARK_JARS``). The two lakes run interleaved, one step each in turn, so a
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import time
 import uuid
@@ -22,8 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 INSERT = (
     "INSERT INTO {table} SELECT id AS order_id, CAST(id % 97 AS STRING) AS customer_id, 'ca' AS region, "
@@ -66,9 +63,6 @@ def scenario(conn: dict, jars: str) -> Iterator[None]:
 
     Returns (seconds per task, seconds of the appended-rows read inside the audit) as the generator's value.
     """
-    from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
-    from conftest import append_batches, create_orders_table, fake_context
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
@@ -76,6 +70,8 @@ def scenario(conn: dict, jars: str) -> Iterator[None]:
     from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
     from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+    from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person
+    from tests.support.lake import append_batches, create_orders_table, fake_context
 
     def use() -> None:  # this lake's connection and jars for the operators' hooks
         os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = json.dumps(conn)
@@ -158,8 +154,8 @@ def appended_read_seconds(hook, job_run_id: str) -> float:
 
 
 def main() -> None:
-    import _servers
-    from _s3_helpers import s3fs
+    from tests.support import servers as _servers
+    from tests.support.s3 import s3fs
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     (tmp / "wh").mkdir()

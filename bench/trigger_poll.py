@@ -12,7 +12,7 @@
    pyiceberg appends to ``events.orders``; measured from the commit (its Iceberg timestamp) to
    the asset event row and to the DAG run row of ``iceberg_events_consumer``.
 
-Usage: ``source scripts/env.sh && python bench/trigger_poll.py [--polls 300] [--commits 5] [--no-latency]``
+Usage: ``source scripts/env.sh && python -m bench.trigger_poll [--polls 300] [--commits 5] [--no-latency]``
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from bench.sensor_poll import connect, ensure_table, pct  # noqa: E402
 
@@ -108,7 +107,7 @@ def poll_bench(args: argparse.Namespace) -> bool:
 def latency_bench(commits: int) -> None:
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from scripts.events_demo import AirflowProcesses, append, create_table, wait_for
-    from tests.conftest import catalog_conn_json
+    from tests.support.lake import catalog_conn_json
 
     tmp = Path(tempfile.mkdtemp(prefix="trigger_latency_"))
     try:

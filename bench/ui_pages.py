@@ -11,7 +11,7 @@ publish. Then it requests every page and JSON route through Airflow's own API ap
 
 The server time is the app's own ``Server-Timing`` (handler: reads + shaping + rendering); the
 request's wall time through the test client (auth included) is printed beside it.
-Usage: ``source scripts/env.sh && python bench/ui_pages.py [--snapshots 5000] [--audits 10000] [--requests 1000]``.
+Usage: ``source scripts/env.sh && python -m bench.ui_pages [--snapshots 5000] [--audits 10000] [--requests 1000]``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 TABLE = "bench.big"
 TARGET_S = 1.0
 
@@ -73,9 +72,9 @@ def _synthetic_history(hook, count: int) -> None:
 
 def build(hook, *, snapshots: int, audits: int, requests: int) -> dict[str, float]:
     import pyarrow as pa
-    from conftest import create_orders_table, orders_batch
 
     from airflow_iceberg_provider.rules.erasure import subject_hash
+    from tests.support.lake import create_orders_table, orders_batch
 
     took = {}
     t = time.perf_counter()
@@ -200,7 +199,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json
+    from tests.support.lake import catalog_conn_json
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-ui-"))
     (tmp / "wh").mkdir()

@@ -17,7 +17,7 @@ appended orders; the branch snapshot (5.05M rows) is what is timed:
 The job also checks that every way yields identical observed values.
 Targets (issue #3): audit / count(*) <= 1.5; one query per check / audit >= 5.
 Medians of ``--repeat`` runs after ``--warmup`` rounds of every timed way (steady state).
-Usage: ``source scripts/env.sh && python bench/wap_audit.py [--rows N] [--batch N] [--repeat R] [--warmup W]``.
+Usage: ``source scripts/env.sh && python -m bench.wap_audit [--rows N] [--batch N] [--repeat R] [--warmup W]``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
 COLUMN_MAPPING = {
     "order_id": {
@@ -65,12 +64,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="rounds of every timed way before timing")
     args = parser.parse_args()
 
-    from conftest import catalog_conn_json, create_orders_table
-
     from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
     from airflow_iceberg_provider.operators._wap_common import wap_write_conf
+    from tests.support.lake import catalog_conn_json, create_orders_table
 
     checks = ck.parse_checks(COLUMN_MAPPING, TABLE_CHECKS)
     assert len(checks) == 20, len(checks)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from _wap_helpers import record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.assets.partitions import check_partition_events, partition_key
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import record_audit
 
 T = "db.orders"
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")

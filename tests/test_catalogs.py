@@ -2,7 +2,7 @@
 
 Each scenario runs on the embedded SQLite catalog, on a PostgreSQL-backed SQL catalog and on
 SeaweedFS's Iceberg REST catalog with S3 storage (``tests/conftest.py::catalog``, servers from
-``tests/_servers.py``): the foundation and ref verbs of ``IcebergCatalogHook``, compare-and-swap,
+``tests/support/servers.py``): the foundation and ref verbs of ``IcebergCatalogHook``, compare-and-swap,
 WAP publish (gate, fast-forward, conflict), tags, branches and rollback, the commit check,
 sensor and trigger, maintenance dry runs and erasure's pre-flight refusal. Deselect a backend
 with ``-m "not postgres"`` or ``-m "not rest"``. What only one backend has (connection mapping,
@@ -16,8 +16,6 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
@@ -26,6 +24,8 @@ from airflow_iceberg_provider.exceptions import (
     IcebergRefusedError,
 )
 from airflow_iceberg_provider.rules.maintenance import preview_table_expiry
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 
 @pytest.fixture

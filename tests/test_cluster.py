@@ -32,10 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, rows_of
-from _servers import REST_FIXTURE_PORTS, iceberg_rest_fixture, rest_fixture_conn_json, seaweed
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -47,6 +43,15 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person, rows_of
+from tests.support.lake import append_batches, create_orders_table, fake_context
+from tests.support.servers import (
+    REST_FIXTURE_PORTS,
+    iceberg_rest_fixture,
+    rest_fixture_conn_json,
+    seaweed,
+)
+from tests.support.wap import commit_to_branch, record_audit
 
 ROOT = Path(__file__).resolve().parent.parent
 APPEND = ROOT / "example_dags" / "jobs" / "append_orders.py"

@@ -19,8 +19,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
@@ -29,6 +27,8 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = pytest.mark.faults
 

@@ -30,9 +30,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _erasure_helpers import SALT, add_requests, table_dir
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
@@ -43,6 +40,9 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from tests.support.erasure import SALT, add_requests, table_dir
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

@@ -6,7 +6,7 @@ import pytest
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
-from tests.conftest import ORDERS_COLUMNS, fake_context
+from tests.support.lake import ORDERS_COLUMNS, fake_context
 
 
 def _spec(lake, table):

@@ -96,7 +96,7 @@ def test_demo_dag_test_runs_a_dag_with_a_deadline_to_success(tmp_path):
     import sys
     from pathlib import Path
 
-    from tests.conftest import pristine_airflow_db
+    from tests.support.lake import pristine_airflow_db
 
     root = Path(__file__).resolve().parent.parent
     home, dags = tmp_path / "airflow", tmp_path / "dags"

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pristine_airflow_db
+from tests.support.lake import pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import demo  # noqa: E402
+from scripts import demo  # noqa: E402
 
 pytestmark = pytest.mark.airflow
 
@@ -68,9 +66,9 @@ def test_a_failed_demo_run_gets_its_note_in_the_metadata_db(tmp_path):
     (tmp_path / "out.txt").write_text(out)
     note = demo.expected_failure_note({"label": "refused on purpose"})
     script = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import demo\n"
+        "import json, sys; from scripts import demo\n"
         "from pathlib import Path\n"
-        "run_id = demo.set_run_note('meant_to_fail', Path(sys.argv[2]).read_text(), sys.argv[3])\n"
+        "run_id = demo.set_run_note('meant_to_fail', Path(sys.argv[1]).read_text(), sys.argv[2])\n"
         "from airflow.models.dagrun import DagRun\n"
         "from airflow.utils.session import create_session\n"
         "from sqlalchemy import select\n"
@@ -79,7 +77,7 @@ def test_a_failed_demo_run_gets_its_note_in_the_metadata_db(tmp_path):
         "    print(json.dumps({'run_id': run_id, 'stored_run_id': dr.run_id, 'note': dr.note, 'state': dr.state}))\n"
     )
     read = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT / "scripts"), str(tmp_path / "out.txt"), note],
+        [sys.executable, "-c", script, str(tmp_path / "out.txt"), note],
         capture_output=True,
         text=True,
         env=env,

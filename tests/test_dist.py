@@ -20,9 +20,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _airflow_procs import fresh_airflow_home
 
 from scripts import build_dist
+from tests.support.airflow_procs import fresh_airflow_home
 
 pytestmark = pytest.mark.airflow
 

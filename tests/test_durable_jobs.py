@@ -23,10 +23,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _task_state import task_script
 
 from airflow_iceberg_provider.hooks import _detached
 from airflow_iceberg_provider.rules.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
+from tests.support.task_state import child_env
 
 
 def record(**over) -> JobRecord:
@@ -212,7 +212,7 @@ class DictStore:
 
 
 def retry_context(store: DictStore) -> dict:
-    from conftest import fake_context
+    from tests.support.lake import fake_context
 
     ctx = fake_context(run_id="manual__durable", task_id="write", try_number=2)
     ctx["ti"].max_tries = 1
@@ -222,9 +222,8 @@ def retry_context(store: DictStore) -> dict:
 @pytest.fixture
 def branch_lake(lake, monkeypatch):
     """``db.orders`` with ``main`` at a base snapshot and branch ``b`` cut there; no Spark job may start."""
-    from conftest import create_orders_table, orders_batch
-
     from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
+    from tests.support.lake import create_orders_table, orders_batch
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[2]"}')
     for verb in ("start_detached", "submit"):
@@ -244,9 +243,8 @@ def earlier_try(base: int, **over) -> dict:
 
 def job_commit(hook, job_run_id: str | None, start: int = 100) -> int:
     """What the killed try's job committed on the branch (stamped with its job run id, if given)."""
-    from conftest import orders_batch
-
     from airflow_iceberg_provider.rules import wap_rerun as rerun
+    from tests.support.lake import orders_batch
 
     props = {rerun.KEY_INTERVAL: "d/g/2026-01-01", **({rerun.KEY_JOB_RUN: job_run_id} if job_run_id else {})}
     hook.load_table(T).append(orders_batch(start, 5), snapshot_properties=props, branch="b")
@@ -360,7 +358,7 @@ def test_an_application_gone_without_its_stamped_commit_is_started_again_on_the_
 _APP_TASK = """
 import json, sys
 
-from _task_state import file_store_context
+from tests.support.task_state import file_store_context
 
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
@@ -407,13 +405,13 @@ def test_a_wap_write_outlives_its_killed_task_and_the_retry_takes_its_one_commit
     hook, base = branch_lake  # in this process (the retry) no Spark job may start; the first try's may
     script, store, gate, events = (tmp_path / n for n in ("app_task.py", "state.json", "gate", "events"))
     events.mkdir()
-    script.write_text(task_script(_APP_TASK))
+    script.write_text(_APP_TASK)
     app = Path(__file__).parent / "jobs" / "stamped_append.py" if kind == "application" else None
     args = {
         "store": str(store),
         "operator": {"table": T, "application": app and str(app), "gate": str(gate), "events": str(events)},
     }
-    task = subprocess.Popen([sys.executable, str(script), json.dumps(args)], env=dict(os.environ))
+    task = subprocess.Popen([sys.executable, str(script), json.dumps(args)], env=child_env())
     deadline = time.monotonic() + 180
     while not store.exists() and time.monotonic() < deadline and task.poll() is None:
         time.sleep(0.1)

@@ -27,9 +27,10 @@ import time
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
-from _erasure_helpers import add_requests, append_people, create_people_table, person, set_salt_connection
-from conftest import create_orders_table, fake_context, orders_batch
+
+from tests.support.airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
+from tests.support.erasure import add_requests, append_people, create_people_table, person, set_salt_connection
+from tests.support.lake import create_orders_table, fake_context, orders_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

@@ -15,7 +15,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from _erasure_helpers import (
+
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
+from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
+from tests.support.erasure import (
     SALT,
     add_requests,
     create_people_table,
@@ -26,11 +30,7 @@ from _erasure_helpers import (
     set_salt_connection,
     strings_on_disk,
 )
-from conftest import fake_context
-
-from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
-from airflow_iceberg_provider.operators.erasure_discovery import IcebergErasureDiscoveryOperator
-from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
+from tests.support.lake import fake_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

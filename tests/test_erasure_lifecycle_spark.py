@@ -18,7 +18,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from _erasure_helpers import (
+
+from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import subject_hash
+from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
+from tests.support.erasure import (
     SALT,
     add_requests,
     create_people_table,
@@ -31,13 +37,7 @@ from _erasure_helpers import (
     values_by_snapshot,
     values_on_disk,
 )
-from conftest import fake_context
-
-from airflow_iceberg_provider.core.governance import decode_ledger_row
-from airflow_iceberg_provider.exceptions import IcebergValidationError
-from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
-from airflow_iceberg_provider.rules.erasure import subject_hash
-from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
+from tests.support.lake import fake_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

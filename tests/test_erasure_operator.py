@@ -12,13 +12,13 @@ import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
-from conftest import fake_context
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.rules.erasure import erasure_table_facts
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineExceededError, IcebergErasureDeadlineSensor
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person
+from tests.support.lake import fake_context
 
 
 @pytest.fixture
@@ -217,9 +217,8 @@ def test_maintenance_plan_erasure_purge_option_skips_when_nothing_is_logically_e
 def test_maintenance_plan_erasure_purge_is_the_first_action_of_the_plans_job(erasure_lake):
     """A logically erased request: the purge becomes the job's first action; its parameters (salt included)
     travel in the job spec's ``erasure`` entry, never in the action's ledger-recorded args."""
-    from _erasure_helpers import SALT, add_requests
-
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+    from tests.support.erasure import SALT, add_requests
 
     add_requests(erasure_lake, "db.requests", {"R-1": "someone"})
     tbl = erasure_lake.load_table("db.requests")

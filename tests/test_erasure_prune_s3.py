@@ -15,14 +15,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from _servers import seaweed, skip_or_fail
+
+from tests.support.servers import seaweed, skip_or_fail
+from tests.support.task_state import child_env
 
 pytestmark = [pytest.mark.rest, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
 import json, os, sys
-sys.path.insert(0, os.environ["AIP_ROOT"])
 from pyspark.sql import SparkSession
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep, erasure_scan as esc
 c = json.loads(os.environ.pop("AIP_PROBE"))
@@ -45,7 +46,7 @@ def test_bloom_and_dictionary_proofs_through_s3a(tmp_path):
     jars = os.environ.get("AIP_S3_SPARK_JARS", "")
     if not jars:
         skip_or_fail("S3A jars missing (AIP_S3_SPARK_JARS empty): run scripts/bootstrap.sh")
-    from _s3_helpers import s3fs
+    from tests.support.s3 import s3fs
 
     server = seaweed()
     s3 = s3fs(server)
@@ -83,7 +84,7 @@ def test_bloom_and_dictionary_proofs_through_s3a(tmp_path):
         "keys": {"absent": ["nobody", "customer-99999"], "present": ["nobody", "customer-039", "customer-00039"]},
     }
     python = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON") or str(ROOT / ".spark-runtime/bin/python")
-    env = {**os.environ, "AIP_PROBE": json.dumps(spec), "AIP_ROOT": str(ROOT)}
+    env = child_env(AIP_PROBE=json.dumps(spec))
     done = subprocess.run(
         [python, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False
     )

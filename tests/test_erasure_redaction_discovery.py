@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import fake_context
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.rules import erasure as ep
+from tests.support.lake import fake_context
 
 H1, H2 = "a" * 64, "b" * 64
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
@@ -219,12 +219,11 @@ def test_subject_column_map_rows_and_readiness():
 
 # ------------------------------------------------------------ discovery operator
 def test_discovery_operator_lists_declaring_tables_from_the_catalog(lake):
-    from _erasure_helpers import create_people_table
-
     from airflow_iceberg_provider.operators.erasure_discovery import (
         IcebergErasureDiscoveryOperator,
         catalog_subject_column_map,
     )
+    from tests.support.erasure import create_people_table
 
     create_people_table(lake, "sales.orders", **ep.erasure_ready_properties("customer_id", kind="customer_id"))
     create_people_table(lake, "crm.tickets", **{"erasure.subject-columns.customer_id": "customer_id"})

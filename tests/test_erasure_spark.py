@@ -14,7 +14,11 @@ import json
 import os
 
 import pytest
-from _erasure_helpers import (
+
+from airflow_iceberg_provider.exceptions import IcebergRefusedError
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import subject_hash
+from tests.support.erasure import (
     SALT,
     add_requests,
     append_people,
@@ -27,11 +31,7 @@ from _erasure_helpers import (
     values_by_snapshot,
     values_on_disk,
 )
-from conftest import fake_context
-
-from airflow_iceberg_provider.exceptions import IcebergRefusedError
-from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
-from airflow_iceberg_provider.rules.erasure import subject_hash
+from tests.support.lake import fake_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

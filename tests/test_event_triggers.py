@@ -23,7 +23,7 @@ from airflow_iceberg_provider.triggers._event_state import AssetStateWatermarks,
 from airflow_iceberg_provider.triggers.commit_events import IcebergCommitEventTrigger, newest_watermark
 from airflow_iceberg_provider.triggers.erasure_events import IcebergErasureDeadlineEventTrigger, approaching
 from airflow_iceberg_provider.triggers.health_events import IcebergTableHealthEventTrigger, hysteresis
-from tests.conftest import create_orders_table, orders_batch
+from tests.support.lake import create_orders_table, orders_batch
 
 T = "db.orders"
 FAST = 0.05
@@ -524,7 +524,7 @@ def test_shutdown_during_the_watermark_save_completes_the_save(tmp_path):
 def test_health_verdict_flags_an_expiry_that_would_drop_a_legal_hold(lake):
     """#16: the plan refuses such an expiry; the health watcher must say so, not crash the trigger."""
     from airflow_iceberg_provider.triggers.health_events import maintenance_verdict
-    from tests.conftest import append_batches, create_orders_table
+    from tests.support.lake import append_batches, create_orders_table
 
     create_orders_table(lake, "db.held", partition_by=())
     ids = append_batches(lake, "db.held", 2)

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_env
 
 from scripts.events_demo import AirflowProcesses, payloads, wait_for
-from tests.conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
+from tests.support.airflow_procs import airflow_env
+from tests.support.lake import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
 DAG_FILE = """
 from airflow.sdk import DAG, Asset, AssetWatcher

@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_env
+
+from tests.support.airflow_procs import airflow_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "example_dags"

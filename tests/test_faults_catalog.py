@@ -21,15 +21,22 @@ import time
 from pathlib import Path
 
 import pytest
-from _servers import ServerUnavailable, _as_user, pg_conn_json, rest_conn_json, start_postgres, start_seaweed
-from _wap_helpers import commit_to_branch, record_audit
 from airflow.sdk.exceptions import AirflowFailException
-from conftest import append_batches, create_orders_table, fake_context
 
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator, IcebergRollbackOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from tests.support.lake import append_batches, create_orders_table, fake_context
+from tests.support.servers import (
+    ServerUnavailable,
+    _as_user,
+    pg_conn_json,
+    rest_conn_json,
+    start_postgres,
+    start_seaweed,
+)
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = pytest.mark.faults
 

@@ -45,7 +45,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -55,6 +54,7 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.lake import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
 
@@ -500,7 +500,7 @@ def test_maintenance_killed_during_compaction_then_rerun_reports_the_orphans(lak
 # ----------------------------------------------------------------------------- 5. erasure
 def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(lake):
     hook = lake
-    from _erasure_helpers import add_requests
+    from tests.support.erasure import add_requests
 
     add_requests(hook, "db.requests", SUBJECTS)
     files_before_erasure = data_files_on_disk(hook)

@@ -29,14 +29,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import catalog_conn_json, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.governance.approvals import approval_history, steward_waivers
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.rules import approval as rules
+from tests.support.airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
+from tests.support.lake import catalog_conn_json, create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 
 # ------------------------------------------------------------------------------- pure rules

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLE_PROPERTIES, LEDGER, pyiceberg_schema
 from airflow_iceberg_provider.rules.health import HealthThresholds, breaches
-from tests.conftest import fake_context
+from tests.support.lake import fake_context
 
 
 def test_governance_tables_get_bounded_metadata_properties(lake):

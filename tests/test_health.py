@@ -28,7 +28,7 @@ from airflow_iceberg_provider.rules.health import (
     metadata_property_changes,
     resolve_thresholds,
 )
-from tests.conftest import append_batches, create_orders_table, fake_context
+from tests.support.lake import append_batches, create_orders_table, fake_context
 
 
 def health(**kw) -> TableHealth:
@@ -243,7 +243,7 @@ def test_failed_commit_leftover_is_removed_and_a_highest_version_reader_sees_the
     locker.execute("BEGIN IMMEDIATE")  # readers go on, the catalog update cannot
     try:
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-        from tests.conftest import orders_batch
+        from tests.support.lake import orders_batch
 
         stale = IcebergCatalogHook().load_table(table)  # a fresh engine honours the 300 ms busy timeout
         with pytest.raises(IcebergCatalogUnavailableError):

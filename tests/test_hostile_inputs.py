@@ -1,6 +1,6 @@
 """Hostile and malformed input against every public operator and hook entry point (no Spark).
 
-The corpus is data (``tests/hostile_inputs.py``). Every (entry point, value) pair must either
+The corpus is data (``tests/support/hostile_inputs.py``). Every (entry point, value) pair must either
 
 * raise :class:`IcebergValidationError` whose message names the parameter (``invalid``), with the
   metadata location of **every** table in the catalog unchanged (governance tables included),
@@ -19,20 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _erasure_helpers import SALT, add_requests
-from _wap_helpers import record_audit
-from conftest import append_batches, create_orders_table, fake_context
-from hostile_inputs import (
-    COLUMNS,
-    COUNTS,
-    DURATIONS,
-    MALFORMED_SPECS,
-    REFS,
-    REQUEST_IDS,
-    SQL_FRAGMENTS,
-    TABLES,
-    TIMESTAMPS,
-)
 
 from airflow_iceberg_provider import exceptions as exc
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, job_path
@@ -50,6 +36,20 @@ from airflow_iceberg_provider.operators import (
 )
 from airflow_iceberg_provider.sensors.erasure import IcebergErasureDeadlineSensor
 from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor
+from tests.support.erasure import SALT, add_requests
+from tests.support.hostile_inputs import (
+    COLUMNS,
+    COUNTS,
+    DURATIONS,
+    MALFORMED_SPECS,
+    REFS,
+    REQUEST_IDS,
+    SQL_FRAGMENTS,
+    TABLES,
+    TIMESTAMPS,
+)
+from tests.support.lake import append_batches, create_orders_table, fake_context
+from tests.support.wap import record_audit
 
 pytestmark = pytest.mark.security
 

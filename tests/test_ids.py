@@ -12,8 +12,6 @@ import json
 from typing import Any
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.ids import (
     MAX_SAFE_INTEGER,
@@ -22,6 +20,8 @@ from airflow_iceberg_provider.ids import (
     is_id_list_key,
     with_string_ids,
 )
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 BIG = 3742192974030064337  # the id from the issue: a browser shows 3742192974030064000
 ERASURE_ID = 8581868152581986941

@@ -16,7 +16,6 @@ import textwrap
 import uuid
 
 import pytest
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.assets.lineage import location_identity, spark_type_name
 from airflow_iceberg_provider.assets.uris import (
@@ -25,6 +24,7 @@ from airflow_iceberg_provider.assets.uris import (
     iceberg_asset_uri,
     parse_iceberg_asset_uri,
 )
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
 
 T = "db.orders"
 
@@ -135,10 +135,9 @@ def test_missing_table_falls_back_to_the_logical_identity(lake):
 
 @pytest.mark.rest
 def test_rest_catalog_tables_are_named_by_their_s3_location(monkeypatch):
-    from _servers import rest_conn_json, seaweed
-
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from tests.support.servers import rest_conn_json, seaweed
 
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", rest_conn_json(seaweed()))
     ns = f"ol{uuid.uuid4().hex[:8]}"

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from _erasure_helpers import add_requests, append_people, create_people_table, person, rows_of, set_salt_connection
-from _erasure_helpers import values_on_disk as subjects_on_disk
-from conftest import fake_context
 
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+from tests.support.erasure import add_requests, append_people, create_people_table, person, rows_of, set_salt_connection
+from tests.support.erasure import values_on_disk as subjects_on_disk
+from tests.support.lake import fake_context
 
 pytestmark = pytest.mark.spark
 

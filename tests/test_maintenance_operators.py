@@ -22,7 +22,7 @@ from airflow_iceberg_provider.operators.maintenance import (
     IcebergRewriteManifestsOperator,
     IcebergRewritePositionDeleteFilesOperator,
 )
-from tests.conftest import append_batches, create_orders_table, fake_context
+from tests.support.lake import append_batches, create_orders_table, fake_context
 
 NO_SPARK = {"spark_conn_id": "no_such_spark_conn"}
 

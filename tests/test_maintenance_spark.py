@@ -24,7 +24,7 @@ from airflow_iceberg_provider.operators.maintenance import (
     IcebergMaintenancePlanOperator,
     IcebergRemoveOrphanFilesOperator,
 )
-from tests.conftest import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

@@ -21,8 +21,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _servers import free_ports
-from conftest import ROOT, catalog_conn_json, pristine_airflow_db
+
+from tests.support.lake import ROOT, catalog_conn_json, pristine_airflow_db
+from tests.support.servers import free_ports
 
 pytestmark = pytest.mark.airflow
 

@@ -9,7 +9,6 @@ another writer moved the other one) or refuses, naming each table's state.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,8 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
@@ -31,6 +28,9 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
 from airflow_iceberg_provider.rules import multi_publish as mp
 from airflow_iceberg_provider.rules.refs import RefChange
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.task_state import child_env
+from tests.support.wap import commit_to_branch, record_audit
 
 A, B = "db.orders", "db.customers"
 ROOT = Path(__file__).resolve().parent.parent
@@ -182,10 +182,9 @@ def test_catalog_transaction_required_on_a_sql_catalog_is_refused(two):
 KILLED_TRY = """
 import sys, time
 from pathlib import Path
-sys.path.insert(0, {tests!r})
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.multi_publish import IcebergWapMultiPublishOperator
-from conftest import fake_context
+from tests.support.lake import fake_context
 
 original = IcebergCatalogHook.apply_ref_changes
 
@@ -204,8 +203,8 @@ def kill_between_tables(tmp_path: Path) -> str:
     """Run a publish in a real task process and SIGKILL it after the first table moved."""
     mark = tmp_path / "moved"
     script = tmp_path / "killed_try.py"
-    script.write_text(KILLED_TRY.format(tests=str(ROOT / "tests"), mark=str(mark), tables=[A, B]))
-    proc = subprocess.Popen([sys.executable, str(script)], env=os.environ.copy())
+    script.write_text(KILLED_TRY.format(mark=str(mark), tables=[A, B]))
+    proc = subprocess.Popen([sys.executable, str(script)], env=child_env())
     try:
         deadline = time.monotonic() + 300
         while not mark.exists():
@@ -259,9 +258,9 @@ def test_kill_then_commits_on_both_tables_is_refused_naming_each_state(two, tmp_
 @pytest.fixture
 def rest_two(tmp_path, monkeypatch):
     """Two audited tables on SeaweedFS's Iceberg REST catalog (fresh namespaces per test)."""
-    from conftest import _catalog_conn
+    from tests.support.lake import catalog_backend_conn
 
-    conn, ns = _catalog_conn("rest", tmp_path)
+    conn, ns = catalog_backend_conn("rest", tmp_path)
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", conn)
     hook = IcebergCatalogHook()
     hook.ensure_namespace(ns)

@@ -15,7 +15,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
-from tests.conftest import ORDERS_COLUMNS, create_orders_table, fake_context
+from tests.support.lake import ORDERS_COLUMNS, create_orders_table, fake_context
 
 JOBS = Path(__file__).parent / "jobs"
 APPEND = Path(__file__).parent.parent / "example_dags" / "jobs" / "append_orders.py"

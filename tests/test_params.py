@@ -118,6 +118,7 @@ def test_duration_bare_numbers_are_milliseconds_only_where_documented():
         ("3M", r"is ambiguous \('M': minutes or months\?\); write '3m' for minutes or 'P3M' for months"),
         ("soon", "is not a duration; pass a timedelta"),
         ("P", "is not a duration"),
+        ("P99999999999999999999Y", "is not a duration"),  # pendulum overflows: refused, not a crash
         ("3 days ago", "is not a duration"),
         ("2026-01-01", "is a point in time, not a duration"),
         (True, "is not a duration"),

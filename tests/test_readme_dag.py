@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_env
+
+from tests.support.airflow_procs import airflow_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,7 +27,7 @@ from airflow_iceberg_provider.operators.refs import (
     IcebergRollbackOperator,
 )
 from airflow_iceberg_provider.rules.refs import RefChange
-from tests.conftest import append_batches, catalog_conn_json, create_orders_table, fake_context
+from tests.support.lake import append_batches, catalog_conn_json, create_orders_table, fake_context
 
 T = "db.orders"
 HOLD = "legal-hold-c1"
@@ -392,11 +392,10 @@ def test_a_healthy_table_with_holds_reports_no_violation(refs_table):
 
 def test_a_wap_publish_cannot_drop_a_hold_named_as_its_branch(lake):
     """Naming a hold as the WAP branch to publish and drop is refused before the publish's commit."""
-    from _wap_helpers import commit_to_branch, record_audit
-    from conftest import orders_batch
-
     from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
     from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+    from tests.support.lake import orders_batch
+    from tests.support.wap import commit_to_branch, record_audit
 
     create_orders_table(lake, T).append(orders_batch(0, 10))
     IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())

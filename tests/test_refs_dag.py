@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.conftest import catalog_conn_json, pristine_airflow_db
+from tests.support.lake import catalog_conn_json, pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_refs_dags" / "refs_sensor_wait.py"

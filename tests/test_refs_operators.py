@@ -29,7 +29,7 @@ from airflow_iceberg_provider.operators.refs import (
     IcebergDropTagOperator,
     IcebergRollbackOperator,
 )
-from tests.conftest import append_batches, create_orders_table, fake_context
+from tests.support.lake import append_batches, create_orders_table, fake_context
 
 T = "db.orders"
 DAY_MS = 86_400_000
@@ -269,7 +269,7 @@ def test_create_branch_with_retention_and_idempotency(table):
     )
     # the branch advances (a training job writes to it); a retry must not move it back
     tbl = hook.load_table(T)
-    from tests.conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     tbl.append(orders_batch(1000, 5), branch="ml_train_20260101")
     head = hook.ref_snapshot_id(T, "ml_train_20260101")
@@ -291,7 +291,7 @@ def test_create_branch_with_retention_and_idempotency(table):
 
 def test_create_branch_refusals(table):
     hook, snaps = table
-    from tests.conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     IcebergCreateBranchOperator(task_id="b", table=T, branch="exp", snapshot_id=snaps[0]).execute(fake_context())
     hook.load_table(T).append(orders_batch(700, 2), branch="exp")  # exp diverges from main after snaps[0]
@@ -357,7 +357,7 @@ def test_rollback_branch_keeps_retention(table):
     hook, snaps = table
     create = IcebergCreateBranchOperator(task_id="b", table=T, branch="exp", min_snapshots_to_keep=3)
     create.execute(fake_context())
-    from tests.conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     hook.load_table(T).append(orders_batch(500, 5), branch="exp")
     create.execute(fake_context())  # pyiceberg's append dropped the retention: put it back
@@ -372,7 +372,7 @@ def test_rollback_branch_keeps_retention(table):
 
 def test_rollback_refuses_non_ancestor_and_changes_nothing(table):
     hook, snaps = table
-    from tests.conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     IcebergCreateBranchOperator(task_id="b", table=T, branch="exp").execute(fake_context())
     hook.load_table(T).append(orders_batch(500, 5), branch="exp")
@@ -411,7 +411,7 @@ def test_rollback_needs_exactly_one_target():
 def test_commit_check_finds_commit_by_summary(table):
     hook, snaps = table
     tbl = hook.load_table(T)
-    from tests.conftest import orders_batch
+    from tests.support.lake import orders_batch
 
     tbl.append(orders_batch(900, 3), snapshot_properties={"airflow.run-id": "manual__x", "wap.id": "w1"})
     marked = hook.ref_snapshot_id(T)

@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 import pytest
-from _airflow_procs import airflow_cli, airflow_env, fresh_airflow_home, start_group, stop_group
 
-from tests.conftest import create_orders_table, orders_batch
+from tests.support.airflow_procs import airflow_cli, airflow_env, fresh_airflow_home, start_group, stop_group
+from tests.support.lake import create_orders_table, orders_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_reruns_dags" / "reruns_dag.py"
@@ -213,7 +213,7 @@ def test_backfill_three_at_once_then_cleared_runs_per_mode(env, spark_on_connect
     mode, and its publish task alone with ``skip``. The DAG variant without the audit
     (``RERUNS_AUDIT=0``) keeps this to 5 writes + the cherry-picks + 1 replace write.
     """
-    from tests._servers import free_ports, pg_conn_json, postgres
+    from tests.support.servers import free_ports, pg_conn_json, postgres
 
     tmp = Path(env["RERUNS_TMP"])
     server = postgres()

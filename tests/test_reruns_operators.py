@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from _wap_helpers import record_audit
 from airflow.sdk.exceptions import AirflowSkipException
-from conftest import create_orders_table, orders_batch
 
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator, plan_rerun_from_catalog
 from airflow_iceberg_provider.rules import wap_rerun as rl
+from tests.support.lake import create_orders_table, orders_batch
+from tests.support.wap import record_audit
 
 T = "db.orders"
 DAY = datetime(2026, 1, 1, tzinfo=UTC)

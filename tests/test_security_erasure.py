@@ -8,9 +8,6 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person
-from _ui_helpers import evidence_table
-from conftest import fake_context
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.operators._erasure_job import (
@@ -21,6 +18,9 @@ from airflow_iceberg_provider.operators._erasure_job import (
 from airflow_iceberg_provider.params import validate_table
 from airflow_iceberg_provider.rules.erasure import evidence_counts
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person
+from tests.support.lake import fake_context
+from tests.support.ui import evidence_table
 
 pytestmark = pytest.mark.security
 
@@ -86,14 +86,16 @@ def test_evidence_counts_is_pure_counting():
 # ------------------------------------------------------------------ key conversion
 
 
-@pytest.mark.parametrize("type_sql", ["string", "bigint", "int", "smallint", "decimal(10,2)", "decimal(38,0)"])
+@pytest.mark.parametrize("type_sql", ["string", "bigint", "int"])
 def test_keys_are_converted_with_try_cast(type_sql):
     sql = es.key_cast_sql(type_sql)
     assert sql == f"try_cast(`subject_key` AS {type_sql})"
     assert not sql.upper().startswith("CAST")
 
 
-@pytest.mark.parametrize("bad", ["bigint) OR (1=1", "map<string,string>", "decimal(100,2)", "", "BIGINT; DROP"])
+@pytest.mark.parametrize(
+    "bad", ["bigint) OR (1=1", "map<string,string>", "decimal(10,2)", "smallint", "", "BIGINT; DROP"]
+)
 def test_key_conversion_refuses_other_types(bad):
     with pytest.raises(ValueError, match="unsupported subject column type"):
         es.key_cast_sql(bad)

@@ -16,7 +16,7 @@ from airflow_iceberg_provider.core.spec_secrets import (
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.hooks.catalog_config import CatalogConfig, is_public_key, is_secret_key
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook, conf_defaults
-from tests.conftest import catalog_conn_json
+from tests.support.lake import catalog_conn_json
 
 pytestmark = pytest.mark.security
 

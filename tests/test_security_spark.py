@@ -14,11 +14,11 @@ import json
 
 import pyarrow as pa
 import pytest
-from _erasure_helpers import SALT, add_requests, set_salt_connection
-from conftest import catalog_conn_json, fake_context
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from tests.support.erasure import SALT, add_requests, set_salt_connection
+from tests.support.lake import catalog_conn_json, fake_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.security]
 

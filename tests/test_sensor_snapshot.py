@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTime
 from airflow_iceberg_provider.exceptions import IcebergProviderError, IcebergValidationError
 from airflow_iceberg_provider.sensors.snapshot import IcebergSnapshotSensor, default_state_key
 from airflow_iceberg_provider.triggers.snapshot import IcebergSnapshotTrigger
-from tests.conftest import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
 
 T = "db.orders"
 

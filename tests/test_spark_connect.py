@@ -19,9 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-from _servers import free_ports
-from _task_state import task_script
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks.spark import IcebergSparkHook
@@ -31,12 +28,14 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.servers import free_ports
+from tests.support.task_state import child_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import connect_server  # noqa: E402
+from scripts import connect_server  # noqa: E402
 
 PORT = 19811
 CONN = "spark_connect_test"
@@ -245,9 +244,8 @@ def test_server_down_names_the_connection_then_restart_reconnects(orders, server
 
 def test_erasure_logical_then_purge_through_connect(orders, server):
     """Both phases of an erasure as Connect clients; the salt is in no server log line."""
-    from _erasure_helpers import SALT, add_requests, create_people_table, people_batch, person, strings_on_disk
-
     from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+    from tests.support.erasure import SALT, add_requests, create_people_table, people_batch, person, strings_on_disk
 
     hook = orders
     old = os.environ.get("AIRFLOW_CONN_ERASURE_SALT")
@@ -373,7 +371,7 @@ def test_connect_server_on_a_standalone_cluster_runs_a_job(orders, tmp_path):
 _DURABLE_TASK = """
 import sys
 
-from _task_state import file_store_context
+from tests.support.task_state import file_store_context
 
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 
@@ -411,8 +409,8 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     base = hook.ref_snapshot_id(table)
     hook.create_branch(table, "b", snapshot_id=base)
     script, store = tmp_path / "durable_task.py", tmp_path / "state.json"
-    script.write_text(task_script(_DURABLE_TASK))
-    task = subprocess.Popen([sys.executable, str(script), str(store), CONN], env=dict(os.environ))
+    script.write_text(_DURABLE_TASK)
+    task = subprocess.Popen([sys.executable, str(script), str(store), CONN], env=child_env())
     deadline = time.monotonic() + 120
     while not store.exists() and time.monotonic() < deadline and task.poll() is None:
         time.sleep(0.1)

@@ -21,7 +21,7 @@ from airflow_iceberg_provider.hooks.spark import (
     java_properties_line,
     job_path,
 )
-from tests.conftest import catalog_conn_json
+from tests.support.lake import catalog_conn_json
 
 SECRET = "TopSecret-4f1c9a-Value"
 
@@ -178,7 +178,7 @@ def test_secret_reaches_spark_but_not_argv_or_logs(secret_lake, monkeypatch, cap
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
-    from tests.conftest import create_orders_table
+    from tests.support.lake import create_orders_table
 
     hook = IcebergCatalogHook()
     create_orders_table(hook, "db.orders")

@@ -26,8 +26,8 @@ from airflow_iceberg_provider.hooks._job_package import (
     job_package_zip,
 )
 from airflow_iceberg_provider.hooks.spark import SPARK_JOBS, IcebergSparkHook, SparkJob, spark_job
-from tests._servers import skip_or_fail
-from tests.conftest import ROOT, catalog_conn_json
+from tests.support.lake import ROOT, catalog_conn_json
+from tests.support.servers import skip_or_fail
 
 JOB_MODULES = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py"))
 CORE_MODULES = sorted(p.stem for p in CORE_DIR.glob("*.py"))
@@ -124,7 +124,6 @@ def test_job_modules_import_from_the_zip_in_the_spark_runtime_without_airflow(tm
     zip_path = job_package_zip(tmp_path)
     code = f"""
 import importlib, sys
-sys.path.insert(0, {str(zip_path)!r})
 for name in {SHIPPED!r}:
     mod = importlib.import_module(name)
     assert mod.__file__.startswith({str(zip_path)!r}), (name, mod.__file__)
@@ -135,9 +134,15 @@ leaked = sorted(m for m in sys.modules if m == "airflow" or m.startswith("airflo
 assert not leaked, leaked
 print("ok", len({SHIPPED!r}))
 """
-    # -I: no PYTHONPATH, no user site, no current directory: the package can only come from the zip
+    # the zip alone on PYTHONPATH (as --py-files puts it on the driver's path), no user site, and a current
+    # directory that holds only the zip: the package can only come from the zip
     out = subprocess.run(
-        [str(RUNTIME_PYTHON), "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [str(RUNTIME_PYTHON), "-s", "-c", code],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(zip_path), "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"ok {len(SHIPPED)}"

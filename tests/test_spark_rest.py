@@ -36,11 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, rows_of
-from _s3_helpers import backdate, bucket_objects, s3fs
-from _servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
@@ -52,6 +47,11 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person, rows_of
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.s3 import backdate, bucket_objects, s3fs
+from tests.support.servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.rest, pytest.mark.spark]
 

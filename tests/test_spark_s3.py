@@ -9,7 +9,7 @@ spark-submit instead (the REST tier, ``tests/test_spark_rest.py``, and the clust
 spark-submit on S3 in every run).
 
 One module lake: Spark's ``JdbcCatalog`` and pyiceberg's ``SqlCatalog`` on one PostgreSQL
-database (``tests/_servers.py`` starts the server), warehouse ``s3://<fresh bucket>/wh`` on
+database (``tests/support/servers.py`` starts the server), warehouse ``s3://<fresh bucket>/wh`` on
 SeaweedFS's S3 API (``weed mini``). Spark uses Iceberg's own ``S3FileIO`` (what production
 uses) from ``iceberg-aws-bundle``, which ``scripts/bootstrap.sh`` resolves with Maven into
 ``.spark-runtime/jars/s3`` (``AIP_S3_SPARK_JARS``); raw-file reads go through S3A (``hadoop-aws``)
@@ -18,7 +18,7 @@ FileIO with the same connection properties. Every commit is verified through the
 
 * maintenance plan: compaction + manifest rewrite + expiry + orphan listing (dry run) in one
   job, then orphan removal for real. Every object of the table is first made 4 days old (S3
-  has no ``touch``; see ``_s3_helpers.backdate``) so every live file is an orphan *candidate*;
+  has no ``touch``; see ``tests.support.s3.backdate``) so every live file is an orphan *candidate*;
   one live file is referenced as ``s3a://`` (the scheme Hadoop users write) while the listing
   says ``s3://``. The listing must name exactly the planted orphan, never a live file; the real
   run deletes it, and the table still reads fully (pyiceberg here, Spark in the audit below);
@@ -44,11 +44,6 @@ import time
 import uuid
 
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, rows_of
-from _s3_helpers import backdate, bucket_objects, s3fs
-from _servers import postgres, seaweed, skip_or_fail
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import append_batches, create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
@@ -60,6 +55,11 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person, rows_of
+from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
+from tests.support.s3 import backdate, bucket_objects, s3fs
+from tests.support.servers import postgres, seaweed, skip_or_fail
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rest, pytest.mark.spark]
 JOBS = 7  # plan, orphans, WAP write, audit, cherry-pick, erasure logical, erasure purge

@@ -1,7 +1,7 @@
 """The SQL allowlist (``core/sql_allowlist.py``): user SQL fragments parsed with sqlglot's Spark
 dialect and accepted only when every node is on the list (pure; milliseconds).
 
-The hostile corpus (``tests/hostile_inputs.py``) runs every escape through every operator entry
+The hostile corpus (``tests/support/hostile_inputs.py``) runs every escape through every operator entry
 point; these tests pin the rule itself: what is accepted, the message of a refusal, the column
 check, the size bounds, and that ``core`` still imports without sqlglot (the Spark runtime has none).
 """
@@ -21,7 +21,7 @@ from airflow_iceberg_provider.core import sql_allowlist as sa
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.rules.maintenance import validate_where
 from airflow_iceberg_provider.rules.wap_rerun import validate_replace_where
-from tests.conftest import ROOT
+from tests.support.lake import ROOT
 
 pytestmark = pytest.mark.security
 

@@ -18,7 +18,7 @@ import pytest
 from airflow_iceberg_provider import operators, params, sensors
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.operators.expiry import IcebergExpireSnapshotsOperator
-from tests.conftest import append_batches, create_orders_table, fake_context
+from tests.support.lake import append_batches, create_orders_table, fake_context
 
 pytestmark = pytest.mark.security
 

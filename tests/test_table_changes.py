@@ -15,7 +15,7 @@ import pytest
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators.table import IcebergCreateTableOperator
 from airflow_iceberg_provider.operators.table_changes import IcebergAlterTableOperator
-from tests.conftest import ORDERS_COLUMNS, create_orders_table, fake_context
+from tests.support.lake import ORDERS_COLUMNS, create_orders_table, fake_context
 
 COLUMNS = {"id": "int", "qty": "float", "price": "decimal(10,2)", "sku": "string", "ts": "timestamptz"}
 

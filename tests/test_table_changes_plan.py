@@ -265,7 +265,7 @@ def test_names_after_renames_and_adds_are_what_later_arguments_see():
 
 # ------------------------------------------------------------------ hostile inputs
 def _hostile():
-    from tests.hostile_inputs import COLUMNS, SQL_FRAGMENTS
+    from tests.support.hostile_inputs import COLUMNS, SQL_FRAGMENTS
 
     return [pytest.param(v, id=label) for label, v in [*COLUMNS, *SQL_FRAGMENTS]]
 

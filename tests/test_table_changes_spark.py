@@ -20,7 +20,7 @@ import pytest
 
 from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFilesOperator
 from airflow_iceberg_provider.operators.table_changes import IcebergAlterTableOperator
-from tests.conftest import append_batches, create_orders_table, fake_context
+from tests.support.lake import append_batches, create_orders_table, fake_context
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk._shared.module_loading import import_string
 
 from airflow_iceberg_provider.triggers.snapshot import IcebergSnapshotTrigger
-from tests.conftest import append_batches, create_orders_table, orders_batch
+from tests.support.lake import append_batches, create_orders_table, orders_batch
 
 T = "db.orders"
 

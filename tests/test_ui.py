@@ -2,7 +2,7 @@
 
 The app under test is Airflow's own ``create_app("core")`` with the plugin mounted by the plugins
 manager and the SimpleAuthManager; tokens come from its ``/auth/token`` route. The lake is filled by
-the provider's operators and governance writers (``_ui_helpers.fill_lake``).
+the provider's operators and governance writers (``tests.support.ui.fill_lake``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from _ui_helpers import SALT, SUBJECTS, airflow_api_client, fill_lake
-from conftest import catalog_conn_json
 
 from airflow_iceberg_provider.ui import views
+from tests.support.lake import catalog_conn_json
+from tests.support.ui import SALT, SUBJECTS, airflow_api_client, fill_lake
 
 
 @pytest.fixture(scope="module")
@@ -142,10 +142,10 @@ def test_rows_of_unreadable_dags_are_hidden_by_one_rule():
 
 def test_access_asks_the_real_auth_manager_per_dag_and_per_connection(monkeypatch):
     """The SimpleAuthManager (viewer: no connection) and the per-DAG subclass, asked as the view asks."""
-    from _dag_limited_auth import DagLimitedAuthManager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 
     from airflow_iceberg_provider.ui.access import NO_DAG, Access
+    from tests.support.dag_limited_auth import DagLimitedAuthManager
 
     manager = DagLimitedAuthManager()
     conns = {"iceberg_catalog_default": None, "other": None}
@@ -1059,9 +1059,8 @@ def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():
 
 
 def test_a_hold_dropped_outside_the_provider_shows_as_a_violation(ui):
-    from conftest import append_batches, create_orders_table, fake_context
-
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from tests.support.lake import append_batches, create_orders_table, fake_context
 
     create_orders_table(ui.hook, "db.held")
     snaps = append_batches(ui.hook, "db.held", 2)

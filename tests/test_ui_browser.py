@@ -1,12 +1,12 @@
 """Governance view in a real browser: Debian's Chromium (headless, via chromedriver and selenium) against
 the Airflow UI that ``make ui`` starts (``scripts/ui.sh``: API server, scheduler, DAG processor and
-triggerer on 127.0.0.1) with three logins of a real auth manager (``_dag_limited_auth``: the
+triggerer on 127.0.0.1) with three logins of a real auth manager (``tests.support.dag_limited_auth``: the
 SimpleAuthManager plus per-DAG limits): ``admin``; ``auditor``, who may read every DAG but lacks the
 erasure permission; ``limited``, who may read only ``orders_wap``.
 
 One ``scripts/ui.sh`` per module, over an Airflow home and a catalog laid out as ``make demo`` leaves
 them (``$AIP_WORK/lake/catalog.db``, task logs written by the demo's own ``write_task_logs``); the
-governance rows are written with pyiceberg (``_ui_helpers.fill_lake``), no Spark. The test logs in
+governance rows are written with pyiceberg (``tests.support.ui.fill_lake``), no Spark. The test logs in
 through Airflow's login form like a person, opens the pages, asserts what a person looks for, and saves
 screenshots under ``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to
 ``docs/images/`` instead).
@@ -29,9 +29,10 @@ from types import SimpleNamespace
 from urllib.parse import quote
 
 import pytest
-from _servers import _wait, free_ports, skip_or_fail
-from _ui_helpers import ROLES, SUBJECTS, auth_env, fill_lake
-from conftest import ROOT, catalog_conn_json, pristine_airflow_db
+
+from tests.support.lake import ROOT, catalog_conn_json, pristine_airflow_db
+from tests.support.servers import _wait, free_ports, skip_or_fail
+from tests.support.ui import ROLES, SUBJECTS, auth_env, fill_lake
 
 pytestmark = pytest.mark.airflow
 

@@ -11,9 +11,10 @@ import os
 from urllib.parse import urlsplit
 
 import pytest
-from _erasure_helpers import SALT, add_requests, append_people, create_people_table, person, set_salt_connection
-from _ui_helpers import airflow_api_client
-from conftest import catalog_conn_json, fake_context
+
+from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person, set_salt_connection
+from tests.support.lake import catalog_conn_json, fake_context
+from tests.support.ui import airflow_api_client
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

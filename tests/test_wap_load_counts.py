@@ -17,8 +17,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -26,6 +24,8 @@ from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranch
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from airflow_iceberg_provider.params import validate_table
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 T = "db.orders"
 

@@ -11,8 +11,6 @@ from types import SimpleNamespace
 import pendulum
 import pyarrow as pa
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.assets.uris import iceberg_asset, iceberg_asset_uri
@@ -34,6 +32,8 @@ from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranch
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from airflow_iceberg_provider.params import branch_name_for_run
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 T = "db.orders"
 

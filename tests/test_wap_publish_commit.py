@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
@@ -22,6 +20,8 @@ from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.rules.refs import RefChange
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 T = "db.orders"
 

@@ -16,8 +16,6 @@ import json
 from pathlib import Path
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.core import audit_checks
 from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, IcebergRefusedError
@@ -25,6 +23,8 @@ from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

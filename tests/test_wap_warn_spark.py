@@ -13,12 +13,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from _wap_helpers import commit_to_branch
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import IcebergAuditFailedError, IcebergRefusedError
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+from tests.support.lake import create_orders_table, fake_context, orders_batch
+from tests.support.wap import commit_to_branch
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 T = "db.orders"

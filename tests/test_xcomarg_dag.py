@@ -21,7 +21,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.conftest import catalog_conn_json, pristine_airflow_db
+from tests.support.lake import catalog_conn_json, pristine_airflow_db
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_FILE = Path(__file__).resolve().parent / "_xcomarg_dags" / "xcomarg_all_operators.py"

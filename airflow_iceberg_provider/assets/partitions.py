@@ -34,7 +34,7 @@ PARTITION_EVENTS = ("iceberg", "interval")
 MAX_KEY_LENGTH = 250
 
 
-def check_partition_events(value: Any, param: str = "partition_events") -> str | None:
+def check_partition_events(value: object, param: str = "partition_events") -> str | None:
     """``None`` (no partition keys), ``"iceberg"`` or ``"interval"``."""
     if value in (None, "", False):
         return None

@@ -149,10 +149,10 @@ def _number(value: Any, where: str) -> float:
                 value = None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise CheckSpecError(f"{where} is not a number; thresholds must be numbers, e.g. 0 or 0.5.")
-    value = float(value)
-    if math.isnan(value) or math.isinf(value):
-        raise CheckSpecError(f"{where}={value} is not a finite number.")
-    return value
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
+        raise CheckSpecError(f"{where}={number} is not a finite number.")
+    return number
 
 
 def sql_fragment(

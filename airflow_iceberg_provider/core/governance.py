@@ -31,7 +31,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
 
 DEFAULT_GOVERNANCE_NAMESPACE = "governance"
 
@@ -186,7 +190,7 @@ GOVERNANCE_TABLE_PROPERTIES = {
 }
 
 
-def pyiceberg_schema(table: GovernanceTable):  # -> pyiceberg.schema.Schema
+def pyiceberg_schema(table: GovernanceTable) -> Schema:
     """Build the pyiceberg schema for a governance table."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import (
@@ -214,7 +218,7 @@ def pyiceberg_schema(table: GovernanceTable):  # -> pyiceberg.schema.Schema
     return Schema(*fields)
 
 
-def arrow_schema(table: GovernanceTable):  # -> pyarrow.Schema
+def arrow_schema(table: GovernanceTable) -> pa.Schema:
     """Arrow schema matching :func:`pyiceberg_schema` (for pyiceberg appends)."""
     import pyarrow as pa
 

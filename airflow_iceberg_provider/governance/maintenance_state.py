@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.governance.holds import table_hold_violations
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview
 from airflow_iceberg_provider.rules.maintenance import (
-    ExpiryPreview,
     MaintenancePolicy,
     PartitionFiles,
     TableDefaults,

@@ -34,7 +34,7 @@ from airflow_iceberg_provider.params import TableIdent, validate_table
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.governance._hook import GovernanceHook
 
 
 class GovernanceStore:
@@ -44,7 +44,7 @@ class GovernanceStore:
         retries are used.
     """
 
-    def __init__(self, hook: IcebergCatalogHook) -> None:
+    def __init__(self, hook: GovernanceHook) -> None:
         self.hook = hook
         self._ready: dict[str, bool] = {}
 
@@ -110,7 +110,8 @@ class GovernanceStore:
             expr = And(expr, GreaterThanOrEqual(TIME_COLUMNS[kind], since.isoformat()))  # type: ignore[call-arg,arg-type]
         if until is not None:
             expr = And(expr, LessThanOrEqual(TIME_COLUMNS[kind], until.isoformat()))  # type: ignore[call-arg,arg-type]
-        return self.hook.load_table(name).scan(row_filter=expr).to_arrow().to_pylist()
+        rows: list[dict[str, Any]] = self.hook.load_table(name).scan(row_filter=expr).to_arrow().to_pylist()
+        return rows
 
     # ------------------------------------------------------------- ledger
     def record(self, *entries: LedgerEntry) -> None:
@@ -247,8 +248,9 @@ class GovernanceStore:
         tbl = self.hook._table(table)
         expr: Any = In("status", statuses) if statuses else AlwaysTrue()  # type: ignore[call-arg,arg-type]
         with self.hook.translate_errors(".".join(tbl.name()[-2:])):
-            rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
-        return rows.to_pylist()
+            table_rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
+        rows: list[dict[str, Any]] = table_rows.to_pylist()
+        return rows
 
 
 def pa_table(rows: list[dict[str, Any]], tbl: Table) -> Any:

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,58 @@ from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 POLL_SECONDS = 1.0
 #: SIGTERM first (a Connect runner interrupts its session's operations), SIGKILL after this.
 KILL_GRACE_S = 15.0
+
+
+def _libc_prctl() -> Any:
+    """``prctl(2)`` from libc on Linux (resolved once, before any fork), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return None
+
+
+_PRCTL = _libc_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def can_die_with_parent() -> bool:
+    """Whether a child process can be made to die with its parent (``prctl(2)`` on Linux)."""
+    return _PRCTL is not None
+
+
+def die_with_parent_preexec(
+    parent_pid: int, sig: signal.Signals = signal.SIGKILL, *, own_session: bool = False
+) -> Callable[[], None]:
+    """``preexec_fn`` making a child (and the program it execs) get ``sig`` when the Airflow task
+    process ``parent_pid`` dies, even by SIGKILL.
+
+    Without it, a task process killed with SIGKILL (OOM killer, lost worker) leaves spark-submit
+    (or a Connect runner) running as an orphan that keeps committing to the lake while the retry
+    already runs: a retried WAP write would get the dead try's rows on top of its own.
+    ``PR_SET_PDEATHSIG`` survives ``exec`` (spark-submit execs the JVM). Only async-signal-safe work
+    happens in the child (the libc function was resolved before the fork).
+
+    :param parent_pid: the pid of the process the child must not outlive (``os.getpid()`` of the caller).
+    :param sig: the signal the child gets: SIGKILL for spark-submit, SIGTERM for a Connect runner,
+        which interrupts its session's operations on it.
+    :param own_session: start the child in a session of its own first (a terminal's Ctrl-C then
+        reaches it through the task, not twice).
+    """
+    prctl = _PRCTL
+
+    def _preexec() -> None:
+        if own_session:
+            os.setsid()
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(sig))
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os.kill(os.getpid(), int(sig))
+
+    return _preexec
 
 
 def launch(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:

@@ -114,7 +114,7 @@ def job_package_zip(base: str | Path | None = None) -> Path:
                 info.compress_type = zipfile.ZIP_DEFLATED
                 zf.writestr(info, data)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException:  # any exit, even KeyboardInterrupt: no half-written zip left behind; re-raised
         Path(tmp).unlink(missing_ok=True)
         raise
     _remove_stale(root, keep=target)

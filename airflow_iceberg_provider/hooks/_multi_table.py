@@ -13,24 +13,45 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_iceberg_provider.exceptions import IcebergCatalogUnavailableError, IcebergCommitConflictError
+from airflow_iceberg_provider.hooks._compat import rest_session, staged_changes
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.rules.refs import RefChange
 
 TRANSACTIONS_ENDPOINT = "transactions/commit"
+
+
+class CatalogAccess(Protocol):
+    """The catalog hook as a multi-table commit uses it (the hook imports this module, so it is
+    described here, not imported)."""
+
+    @property
+    def catalog(self) -> Catalog:
+        """The pyiceberg catalog of the connection."""
+        ...
+
+    @property
+    def catalog_name(self) -> str:
+        """The catalog's name, as the connection configures it."""
+        ...
+
+    def translate_errors(self, what: str) -> AbstractContextManager[None]:
+        """A context that turns pyiceberg errors into provider errors naming ``what``."""
+        ...
 
 
 class MultiTableCommitUnsupported(Exception):
     """The catalog has no multi-table commit (not REST, or the server lacks the endpoint)."""
 
 
-def supports_multi_table_commit(hook: IcebergCatalogHook) -> bool:
+def supports_multi_table_commit(hook: CatalogAccess) -> bool:
     """Whether the catalog speaks the REST protocol (the endpoint itself is tried on commit)."""
     from pyiceberg.catalog.rest import RestCatalog
 
@@ -71,12 +92,10 @@ def stage_ref_changes(tbl: Table, changes: Sequence[RefChange]) -> tuple[tuple[A
     ms = ManageSnapshots(tx)
     stage_on(ms, changes)
     ms.commit()  # stages onto the (non-autocommit) transaction, validating every requirement
-    return tx._requirements, tx._updates
+    return staged_changes(tx)
 
 
-def commit_ref_changes_together(
-    hook: IcebergCatalogHook, plans: Mapping[str, tuple[Table, Sequence[RefChange]]]
-) -> None:
+def commit_ref_changes_together(hook: CatalogAccess, plans: Mapping[str, tuple[Table, Sequence[RefChange]]]) -> None:
     """Commit every table's ref changes in one REST transaction; all tables change or none.
 
     :param plans: ``namespace.table`` -> (the loaded table, its ref changes; each asserts where its
@@ -103,7 +122,7 @@ def commit_ref_changes_together(
         )
         changes.append(json.loads(request.model_dump_json()))
     url = catalog.url(TRANSACTIONS_ENDPOINT, prefixed=True)
-    response = catalog._session.post(url, data=json.dumps({"table-changes": changes}).encode())
+    response = rest_session(catalog).post(url, data=json.dumps({"table-changes": changes}).encode())
     status = response.status_code
     if status in (200, 204):
         return
@@ -122,6 +141,7 @@ def commit_ref_changes_together(
 
 
 __all__ = [
+    "CatalogAccess",
     "MultiTableCommitUnsupported",
     "commit_ref_changes_together",
     "stage_ref_changes",

@@ -92,7 +92,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         """Validated catalog description derived from the connection."""
         try:
             conn = self.get_connection(self.iceberg_catalog_conn_id)
-        except Exception as err:
+        except Exception as err:  # any lookup failure (not defined, secrets backend): one message says how to define it
             raise IcebergConnectionError(
                 f"Iceberg catalog connection {self.iceberg_catalog_conn_id!r} is not defined; create it "
                 "(conn_type 'iceberg_catalog') in the UI, with `airflow connections add`, or as "
@@ -171,6 +171,8 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 f"Commit to {what} lost against a concurrent change: {err}. Retry the task; the table "
                 "was not modified by this attempt."
             ) from err
+        # SQLAlchemy and HTTP errors share no base class: an outage is recognised by its text,
+        # everything else is re-raised as it is
         except Exception as err:
             text = str(err).lower()
             if "database is locked" in text or "could not connect" in text or "connection refused" in text:
@@ -198,7 +200,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         try:
             with contextlib.suppress(NamespaceAlreadyExistsError), self.translate_errors(namespace):
                 self.catalog.create_namespace(namespace)
-        except Exception:
+        except Exception:  # the engines' integrity errors share no base class
             # Two tasks creating it at once: a SQL catalog's check-then-insert loses with an
             # integrity error (not NamespaceAlreadyExistsError). Fine if it exists now.
             if not self.catalog.namespace_exists(namespace):

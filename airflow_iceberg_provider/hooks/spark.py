@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -47,7 +46,7 @@ from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
-from airflow_iceberg_provider.hooks import _detached
+from airflow_iceberg_provider.hooks import _compat, _detached
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
@@ -152,51 +151,6 @@ def java_properties_line(key: str, value: str) -> str:
         return "".join(out)
 
     return f"{esc(key, True)}={esc(value, False)}"
-
-
-def _libc_prctl() -> Any:
-    """``prctl(2)`` from libc on Linux (resolved once, before any fork), else ``None``."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return None
-
-
-_PRCTL = _libc_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _close_output(submit_hook: Any) -> None:
-    """Close the pipe the Spark provider's hook read spark-submit's output from (it leaves it open)."""
-    process = getattr(submit_hook, "_submit_sp", None)
-    stdout = getattr(process, "stdout", None)
-    if stdout is not None:
-        stdout.close()
-
-
-def _die_with_parent_preexec(parent_pid: int) -> Any:
-    """``preexec_fn`` making spark-submit (and the JVM it execs) die with the Airflow task process.
-
-    Without it, a task process killed with SIGKILL (OOM killer, lost worker) leaves
-    spark-submit running as an orphan that keeps committing to the lake while the retry
-    already runs: a retried WAP write would get the dead try's rows on top of its own.
-    ``PR_SET_PDEATHSIG`` survives ``exec`` (spark-submit execs the JVM), so the JVM
-    gets SIGKILL when the process that started it dies. Only async-signal-safe work
-    happens here (the libc function was resolved before the fork).
-    """
-    prctl = _PRCTL
-
-    def _preexec() -> None:
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return _preexec
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -504,9 +458,13 @@ class IcebergSparkHook(BaseHook):
             started = datetime.now(UTC)
             t0 = time.monotonic()
             try:
-                popen_kwargs = {"preexec_fn": _die_with_parent_preexec(os.getpid())} if _PRCTL else {}
+                popen_kwargs = (
+                    {"preexec_fn": _detached.die_with_parent_preexec(os.getpid())}
+                    if _detached.can_die_with_parent()
+                    else {}
+                )
                 self._submit_hook.submit(application=plan.application, **popen_kwargs)
-            except Exception as err:
+            except Exception as err:  # AirflowException, OSError and more: one job error, named
                 raise IcebergSparkJobError(
                     f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "
                     f"{time.monotonic() - t0:.1f}s: {err}"
@@ -514,7 +472,7 @@ class IcebergSparkHook(BaseHook):
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-            _close_output(self._submit_hook)
+            _compat.close_spark_submit_output(self._submit_hook)
             self._submit_hook = None
 
     def _spark_submit_hook(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Any:
@@ -610,15 +568,15 @@ class IcebergSparkHook(BaseHook):
         try:
             if endpoint is None:
                 submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
-                cmd = submit_hook._build_spark_submit_command(plan.application)
-                env = {**os.environ, **(submit_hook._env or {})}
+                cmd = _compat.spark_submit_command(submit_hook, plan.application)
+                env = {**os.environ, **_compat.spark_submit_env(submit_hook)}
                 mode = "spark_submit"
             else:
                 check_reachable(endpoint)
                 cmd, env = self._connect_command(plan, endpoint, workdir, job_run_id)
                 mode = "spark_connect"
             proc = _detached.launch(cmd, env, log_path)
-        except BaseException:
+        except BaseException:  # any exit, even KeyboardInterrupt: the workdir holds secrets; re-raised
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         _detached.hand_workdir_to(workdir, proc.pid)
@@ -789,7 +747,7 @@ class IcebergSparkHook(BaseHook):
     def _check_runtime(self, plan: SubmitPlan) -> None:
         try:
             master = self._master()
-        except Exception as err:
+        except Exception as err:  # any lookup failure: one message says how to define the connection
             raise IcebergConnectionError(
                 f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
                 f'AIRFLOW_CONN_{self.spark_conn_id.upper()}=\'{{"conn_type": "spark", "host": '

@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _connect_warm
+from airflow_iceberg_provider.hooks._detached import die_with_parent_preexec
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
 from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 
@@ -272,22 +273,6 @@ def session_document(
     }
 
 
-def _pdeathsig_preexec(parent_pid: int) -> Any:
-    """The runner gets SIGTERM when the task process dies (even by SIGKILL), so it interrupts its session."""
-    from airflow_iceberg_provider.hooks.spark import _PR_SET_PDEATHSIG, _PRCTL
-
-    prctl = _PRCTL
-
-    def _preexec() -> None:
-        os.setsid()  # its own group: a terminal's Ctrl-C reaches it through the task, not twice
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return _preexec
-
-
 class ConnectJobProcess:
     """One runner process: start, stream its output to the task log, wait with a timeout, kill.
 
@@ -349,7 +334,7 @@ class ConnectJobProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
-            preexec_fn=_pdeathsig_preexec(os.getpid()),  # noqa: PLW1509 - async-signal-safe calls only
+            preexec_fn=die_with_parent_preexec(os.getpid(), signal.SIGTERM, own_session=True),  # noqa: PLW1509 - async-signal-safe calls only
         )
         try:
             assert self._proc.stdout is not None

@@ -166,7 +166,7 @@ def _salt(salt_conn_id: str) -> str:
 
     try:
         conn = BaseHook.get_connection(salt_conn_id)
-    except Exception as err:
+    except Exception as err:  # any lookup failure: one message says how to define the salt connection
         raise IcebergValidationError(
             f"salt_conn_id={salt_conn_id!r}: the connection does not exist; create one (any type) whose "
             f"password is a random secret of at least 16 characters, e.g. AIRFLOW_CONN_{salt_conn_id.upper()}"

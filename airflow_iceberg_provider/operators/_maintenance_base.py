@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import __version__, params
 from airflow_iceberg_provider.core.governance import LedgerEntry, airflow_identity
+from airflow_iceberg_provider.core.maintenance_actions import COMPUTE_STATS
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefusedError,
@@ -27,11 +28,10 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.models import snapshot_info
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.params import MAIN_BRANCH
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview
 from airflow_iceberg_provider.rules.maintenance import (
-    COMPUTE_STATS,
     DEFAULT_EXPIRY_FLOOR,
     REWRITE_OPERATION,
-    ExpiryPreview,
     PlannedAction,
     rewrite_commit_problem,
 )

@@ -23,14 +23,12 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     _parse_ids,
     expiry_floor,
 )
-from airflow_iceberg_provider.rules.expiry import validate_retain_last
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, validate_retain_last
 from airflow_iceberg_provider.rules.maintenance import (
-    ExpiryPreview,
     PlannedAction,
     TableDefaults,
     check_expiry_cutoff,
     check_gc_enabled,
-    iso,
     now_ms,
     preview_table_expiry,
 )

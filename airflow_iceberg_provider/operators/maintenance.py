@@ -40,17 +40,15 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     health_summary,
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH
-from airflow_iceberg_provider.rules.expiry import validate_retain_last
+from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, validate_retain_last
 from airflow_iceberg_provider.rules.maintenance import (
     ORPHAN_DEFAULT_AGE,
-    ExpiryPreview,
     MaintenanceDecision,
     PlannedAction,
     check_gc_enabled,
     check_main_branch,
     check_orphan_cutoff,
     decide,
-    iso,
     now_ms,
     resolve_policy,
     rewrite_options,

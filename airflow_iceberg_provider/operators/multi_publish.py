@@ -218,7 +218,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
         for step in steps:
             try:
                 hook.apply_ref_changes(hook.load_table(step.table), step.changes)
-            except Exception as err:
+            except Exception as err:  # whatever stopped this table, the moved ones go back
                 self.log.error("Publishing %s failed (%s); moving %s back", step.table, err, [s.table for s in moved])
                 self._undo(context, pid, moved, steps, started, cause=err)
                 raise IcebergCommitConflictError(
@@ -243,7 +243,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
         for step in reversed(moved):
             try:
                 hook.apply_ref_changes(hook.load_table(step.table), step.inverse())
-            except Exception as err:
+            except Exception as err:  # whatever failed, the partial state is refused with every head named
                 heads = self._heads(steps)
                 raise mp.refuse_partial(
                     steps, heads, f"moving {step.table} back failed ({err}); its main was changed by another writer"

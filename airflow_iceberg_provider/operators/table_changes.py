@@ -25,6 +25,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergValidationError,
 )
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.schema import parse_transform, parse_type
 from airflow_iceberg_provider.rules.table_evolution import (
     PARTITION_KINDS,
     SCHEMA_KINDS,
@@ -32,8 +33,6 @@ from airflow_iceberg_provider.rules.table_evolution import (
     TableChangeRequest,
     build_request,
     describe,
-    parse_transform,
-    parse_type,
     plan_changes,
 )
 
@@ -246,7 +245,7 @@ class IcebergAlterTableOperator(IcebergBaseOperator):
                 details={"request": request.summary(), "changes": [c.as_dict() for c in changes], **details},
                 started_at=started,
             )
-        except Exception as err:
+        except Exception as err:  # a failed ledger write must not mask the refusal (re-raised otherwise)
             if status != "refused":
                 raise
             self.log.warning("Could not record the refusal in the ledger: %s", err)

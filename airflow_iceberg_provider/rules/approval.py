@@ -49,7 +49,7 @@ class Findings:
         return tuple(f["check"] for f in self.failed if f["check"] not in self.blocking)
 
 
-def check_warn_checks(value: Any, param: str = "warn_checks") -> tuple[str, ...]:
+def check_warn_checks(value: object, param: str = "warn_checks") -> tuple[str, ...]:
     """``warn_checks`` as a tuple of check names (a string is one name)."""
     if value is None:
         return ()
@@ -77,7 +77,7 @@ def audit_findings(rows: Sequence[Mapping[str, Any]], warn_checks: Collection[st
     return Findings(latest, len(mine), failed, blocking)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 

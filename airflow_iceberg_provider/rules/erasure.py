@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from airflow_iceberg_provider.core.erasure_columns import subject_column_problems
 from airflow_iceberg_provider.core.erasure_lifecycle import (
     FINAL_STATUSES,
     PHASE_INPUT_STATUSES,
@@ -77,8 +78,6 @@ REQUESTS_COLUMNS = {
 }
 REQUIRED_REQUEST_COLUMNS = ("request_id", "subject_key", "status")
 SUBJECT_FILE_FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet"}
-#: Subject column types the job can match on.
-SUPPORTED_SUBJECT_TYPES = ("string", "long", "int")
 MIN_SALT_LENGTH = 16
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}\Z")
 
@@ -262,19 +261,7 @@ def table_problems(
     :param partition_fields: ``(source column, transform)`` for every field of every
         partition spec the table ever had (old files keep their spec and paths).
     """
-    problems = []
-    missing = [c for c in columns if c not in schema_fields]
-    if missing:
-        problems.append(
-            f"subject column(s) {missing} do not exist in {table} (columns: {sorted(schema_fields)}); fix "
-            "subject_columns."
-        )
-    for c in columns:
-        t = schema_fields.get(c)
-        if t is not None and t not in SUPPORTED_SUBJECT_TYPES:
-            problems.append(
-                f"subject column {c!r} of {table} has type {t}; erasure matches string, long or int keys only."
-            )
+    problems = subject_column_problems(table, columns, schema_fields)
     for source, transform in partition_fields:
         if source in columns and (transform == "identity" or transform.startswith("truncate")):
             problems.append(

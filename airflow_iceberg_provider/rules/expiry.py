@@ -35,7 +35,7 @@ def iso(ms: int | None) -> str | None:
 RETAIN_HINT = "expire_snapshots always keeps at least the current snapshot of main; pass retain_last=1 or more."
 
 
-def validate_retain_last(value: Any, param: str = "retain_last") -> int:
+def validate_retain_last(value: object, param: str = "retain_last") -> int:
     """A required ``retain_last`` (1 .. 2^31-1), through :func:`airflow_iceberg_provider.params.positive_int`."""
     return positive_int(value, param, required=True, hint=RETAIN_HINT)  # type: ignore[return-value]
 

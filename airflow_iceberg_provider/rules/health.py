@@ -86,7 +86,7 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() or value >= 100 else f"{value:,.2f}"
 
 
-def _threshold_value(raw: Any, name: str, source: str) -> int | None:
+def _threshold_value(raw: object, name: str, source: str) -> int | None:
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in _OFF):
         return None
     if isinstance(raw, bool):

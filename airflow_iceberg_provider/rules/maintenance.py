@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, SupportsFloat
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.core import sql_allowlist
@@ -75,7 +75,7 @@ def now_ms() -> int:
 _now_ms = now_ms  # for functions whose parameter is called now_ms
 
 
-def parse_duration(value: Any, param: str) -> timedelta:
+def parse_duration(value: object, param: str) -> timedelta:
     """A required duration (the one grammar: :func:`airflow_iceberg_provider.params.duration`)."""
     return params.duration(value, param, required=True)
 
@@ -94,7 +94,7 @@ def _human(td: timedelta) -> str:
 
 
 # ----------------------------------------------------------------------- validation
-def validate_positive_int(value: Any, param: str, *, minimum: int = 1) -> int:
+def validate_positive_int(value: object, param: str, *, minimum: int = 1) -> int:
     """A required count or size, ``minimum`` .. 2^63-1 (Iceberg's procedures take a Java ``long``)."""
     return params.positive_int(value, param, required=True, minimum=minimum, maximum=JAVA_LONG_MAX)  # type: ignore[return-value]
 
@@ -118,9 +118,9 @@ def validate_where(value: Any, param: str = "where", columns: Collection[str] | 
         raise IcebergValidationError(f"{err} Nothing was changed.") from err
 
 
-def validate_ratio(value: Any, param: str) -> float:
+def validate_ratio(value: object, param: str) -> float:
     try:
-        out = float(value)
+        out = float(value) if isinstance(value, (str, SupportsFloat)) else -1.0
     except (TypeError, ValueError):
         out = -1.0
     if isinstance(value, bool) or not 0.0 <= out:
@@ -239,7 +239,7 @@ def rewrite_options(
     return out
 
 
-def validate_strategy(strategy: Any, sort_order: Any, table_sort_fields: int) -> tuple[str, str | None]:
+def validate_strategy(strategy: object, sort_order: Any, table_sort_fields: int) -> tuple[str, str | None]:
     """``binpack``, ``sort`` (table sort order or ``sort_order``), z-order via ``sort_order='zorder(a,b)'``."""
     if strategy not in STRATEGIES:
         hint = " (z-order is strategy='sort', sort_order='zorder(a,b)')" if str(strategy).lower() == "zorder" else ""

@@ -119,7 +119,7 @@ class TableStep:
         )
 
 
-def check_tables(tables: Any, param: str = "tables") -> list[dict[str, Any]]:
+def check_tables(tables: object, param: str = "tables") -> list[dict[str, Any]]:
     """The ``tables`` parameter as a list of ``{"table", "branch", "audited_snapshot_id"}`` dicts.
 
     Accepts ``"ns.t"`` strings (branch and audited snapshot defaulted) or mappings with ``table``

@@ -146,7 +146,7 @@ def tag_retention(tag: str, max_ref_age_ms: int | None) -> int | None:
     return LEGAL_HOLD_MAX_REF_AGE_MS
 
 
-def check_tag_name(tag: Any, param: str = "tag", *, legal_hold: bool = False, case_id: Any = None) -> str:
+def check_tag_name(tag: object, param: str = "tag", *, legal_hold: bool = False, case_id: Any = None) -> str:
     """The one rule for a tag's name (``IcebergCreateTagOperator`` and the WAP publish's ``tag``).
 
     A valid ref name that is not ``main``. The ``legal-hold-`` prefix makes a tag a legal hold,
@@ -216,7 +216,7 @@ def plan_tag(
     return "replaced", change
 
 
-def validate_summary(value: Any, param: str = "summary") -> dict[str, str]:
+def validate_summary(value: object, param: str = "summary") -> dict[str, str]:
     """Summary properties to match: a mapping of string keys to (stringified) values."""
     if value is None:
         return {}

@@ -53,7 +53,7 @@ TRANSFORM_HELP = (
 
 
 # --------------------------------------------------------------------------- types
-def parse_type(spec: Any, param: str) -> tuple[Any, bool]:
+def parse_type(spec: object, param: str) -> tuple[Any, bool]:
     """``"long"``, ``"decimal(12,2)"``, ``"string not null"`` -> ``(pyiceberg type, required)``."""
     from pyiceberg import types as t
 
@@ -190,7 +190,7 @@ class TransformSpec:
         }[self.kind]()
 
 
-def parse_transform(item: Any, param: str) -> TransformSpec:
+def parse_transform(item: object, param: str) -> TransformSpec:
     """Parse a partition/sort transform in the provider's or Spark DDL's spelling (see module doc)."""
     text = str(item).strip()
     if (m := BARE_COLUMN.match(text)) is not None:

@@ -29,7 +29,7 @@ from typing import Any
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
-from airflow_iceberg_provider.rules.schema import (  # parse_transform/parse_type: table_changes imports them here
+from airflow_iceberg_provider.rules.schema import (
     BARE_COLUMN,
     TRANSFORM_HELP,
     TransformSpec,
@@ -80,7 +80,7 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def parse_sort_order(value: Any, param: str = "sort_order") -> list[SortTerm]:
+def parse_sort_order(value: object, param: str = "sort_order") -> list[SortTerm]:
     """``"WRITE ORDERED BY days(ts), id DESC"`` / ``["days(ts)", "id DESC NULLS LAST"]`` / ``[]`` (unsorted).
 
     Null order defaults as in Spark/Iceberg: ASC -> NULLS FIRST, DESC -> NULLS LAST.
@@ -115,7 +115,7 @@ def parse_sort_order(value: Any, param: str = "sort_order") -> list[SortTerm]:
     return terms
 
 
-def metrics_mode_problem(value: Any) -> str | None:
+def metrics_mode_problem(value: object) -> str | None:
     m = _METRICS_MODE.match(str(value).strip())
     if m is None:
         return "is not a metrics mode; use none, counts, truncate(N) or full"
@@ -153,7 +153,7 @@ class TableChangeRequest:
         }
 
 
-def _mapping(value: Any, param: str, example: str) -> dict[str, str]:
+def _mapping(value: object, param: str, example: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -161,7 +161,7 @@ def _mapping(value: Any, param: str, example: str) -> dict[str, str]:
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
 
 
-def _items(value: Any, param: str) -> list[Any]:
+def _items(value: object, param: str) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str) or not isinstance(value, Sequence):
@@ -257,7 +257,7 @@ def _partition_request(
     return add_pf, drops, spec_by
 
 
-def _bloom_properties(value: Any) -> dict[str, str]:
+def _bloom_properties(value: object) -> dict[str, str]:
     if value is None:
         return {}
     if isinstance(value, Mapping):

@@ -52,7 +52,7 @@ SUMMARY_KEYS = {
 }
 
 
-def validate_on_rerun(value: Any, param: str = "on_rerun") -> str:
+def validate_on_rerun(value: object, param: str = "on_rerun") -> str:
     if value not in ON_RERUN:
         raise IcebergValidationError(
             f"{param}={value!r} is invalid; use 'fail' (refuse to publish an interval twice, the default), "
@@ -85,7 +85,7 @@ def validate_replace_where(
 
 
 # ------------------------------------------------------------------ identity
-def _iso(value: Any) -> str | None:
+def _iso(value: object) -> str | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -221,11 +221,12 @@ class EarlierPublish:
 
 def _identity_summary(snap: Any, by_id: Mapping[int, Any]) -> Mapping[str, str]:
     """The summary carrying the Airflow identity: the snapshot's own, or the cherry-pick source's."""
-    summary = snap.summary
+    summary: Mapping[str, str] = snap.summary
     if KEY_INTERVAL not in summary and summary.get(SOURCE_SNAPSHOT):
         source = by_id.get(int(summary[SOURCE_SNAPSHOT]))
         if source is not None:
-            return source.summary
+            source_summary: Mapping[str, str] = source.summary
+            return source_summary
     return summary
 
 

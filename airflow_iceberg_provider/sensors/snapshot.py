@@ -264,4 +264,5 @@ class IcebergSnapshotSensor(BaseSensorOperator):
             "matched": matched,
         }
         self.log.info("New commit on %s@%s: %s (%s)", out["table"], self.ref, out["snapshot_id"], out["operation"])
-        return with_string_ids(out)
+        event: dict[str, Any] = with_string_ids(out)
+        return event

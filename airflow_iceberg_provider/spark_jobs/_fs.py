@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from airflow_iceberg_provider.spark_jobs import _compat
 from airflow_iceberg_provider.spark_jobs.audit_files import S3_SCHEMES, s3_options
 
 #: Keys SHOW TBLPROPERTIES adds that are not the table's own properties.
@@ -38,7 +39,7 @@ RESERVED_PROPERTIES = frozenset(
 
 def has_jvm(spark: Any) -> bool:
     """Whether the session has a driver JVM here (spark-submit), not a Spark Connect client."""
-    return hasattr(spark, "_jsparkSession")
+    return _compat.has_jvm(spark)
 
 
 def default_parallelism(spark: Any) -> int:
@@ -184,7 +185,7 @@ def materialize(df: Any) -> Any:
     the rows travel to the client and back as a cached local relation; meant for small results
     (matched subject rows), as the checkpoint is.
     """
-    if hasattr(df, "_jdf"):
+    if _compat.is_classic_dataframe(df):
         return df.localCheckpoint(eager=True)
     session = df.sparkSession
     local = session.createDataFrame(df.toPandas(), schema=df.schema).cache()

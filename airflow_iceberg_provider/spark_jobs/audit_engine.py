@@ -49,6 +49,12 @@ from typing import Any
 from airflow_iceberg_provider.core import audit_checks as ck
 from airflow_iceberg_provider.core.spark_types import spark_type_family
 from airflow_iceberg_provider.spark_jobs import _fs, arrow_sql
+from airflow_iceberg_provider.spark_jobs._compat import (
+    collect_arrow_batches,
+    driver_jvm,
+    java_spark_session,
+    physical_plan,
+)
 from airflow_iceberg_provider.spark_jobs.audit_files import (
     _BOUND_LITERALS,
     Bounds,
@@ -145,10 +151,7 @@ def numeric_aggregates_only(checks: list, column_types: Callable[[], dict[str, s
 
 def aggregate_pushed_down(df: Any) -> bool:
     """Whether Spark answers this aggregate from Iceberg metadata (the plan has no data scan)."""
-    if hasattr(df, "_jdf"):
-        plan = df._jdf.queryExecution().executedPlan().toString()
-    else:  # Spark Connect: the server's physical plan
-        plan = df._explain_string(mode="simple")
+    plan = physical_plan(df)
     return "LocalTableScan" in plan and "BatchScan" not in plan
 
 
@@ -488,7 +491,7 @@ class AuditEngine:
             metadata = _fs.current_metadata(self.spark, self.table)
             self._fields_cache = schema_fields(_fs.schema_json(metadata, snapshot_id))
         if self._fields_cache is None:
-            jvm = self.spark._jvm
+            jvm = driver_jvm(self.spark)
             schema = jvm.org.apache.iceberg.util.SnapshotUtil.schemaFor(self._jtable(), int(snapshot_id))
             self._fields_cache = schema_fields(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
         return self._fields_cache
@@ -496,8 +499,8 @@ class AuditEngine:
     def _jtable(self) -> Any:
         """The Iceberg Java table (through the session's catalog, so cached); refreshed once per evaluation."""
         if self._jtable_cache is None:
-            self._jtable_cache = self.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                self.spark._jsparkSession, self.table
+            self._jtable_cache = driver_jvm(self.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                java_spark_session(self.spark), self.table
             )
         return self._jtable_cache
 
@@ -525,7 +528,7 @@ class AuditEngine:
         locations: list[str] | None = []
         scan = jtable.newIncrementalAppendScan().fromSnapshotExclusive(base_snapshot_id).toSnapshot(snapshot_id)
         tasks = (scan.includeColumnStats() if metrics else scan).planFiles()
-        conv = self.spark._jvm.org.apache.iceberg.types.Conversions
+        conv = driver_jvm(self.spark).org.apache.iceberg.types.Conversions
         try:
             iterator = tasks.iterator()
             while iterator.hasNext():
@@ -619,7 +622,7 @@ class AuditEngine:
         """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""
         if not _fs.has_jvm(self.spark):  # Spark Connect: no pruning by the Java expression; the overlap query runs
             return True
-        exprs = self.spark._jvm.org.apache.iceberg.expressions.Expressions
+        exprs = driver_jvm(self.spark).org.apache.iceberg.expressions.Expressions
         where = getattr(exprs, "and")(
             exprs.greaterThanOrEqual(bounds.field, bounds.jlo), exprs.lessThanOrEqual(bounds.field, bounds.jhi)
         )
@@ -773,10 +776,7 @@ def _conf(spark: Any, key: str, value: str) -> Iterator[None]:
 
 def _collect_arrow(df: Any) -> list:
     """The DataFrame's rows as Arrow record batches (spark-submit's driver, or the Connect client's stream)."""
-    if hasattr(df, "_collect_as_arrow"):
-        return df._collect_as_arrow()
-    table, _ = df._session.client.to_table(df._plan.to_proto(df._session.client))
-    return table.to_batches()
+    return collect_arrow_batches(df)
 
 
 def _arrow_columns(df: Any, batches: list) -> list:

@@ -35,18 +35,28 @@ Error messages that leave this job are redacted (salt and subject keys removed).
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
+from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types, subject_column_problems
 from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical, erasure_redact
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, java_spark_session
 
 norm_path = esc.norm_path
+
+
+def subject_problems(table: str, columns: list[str], metadata: dict[str, Any]) -> list[str]:
+    """Why ``columns`` cannot be the subject columns of ``table``, from its current metadata JSON: the
+    operator's pre-flight rule (:func:`~airflow_iceberg_provider.core.erasure_columns.subject_column_problems`)
+    over the same Iceberg types, not over Spark's."""
+    return subject_column_problems(table, columns, iceberg_column_types(json.loads(_fs.schema_json(metadata))))
 
 
 class ErasureRun:
@@ -91,10 +101,10 @@ class ErasureRun:
         return _T()
 
     def jtable(self, refresh: bool = True) -> Any:
-        jvm = self.spark._jvm
+        jvm = driver_jvm(self.spark)
         if self._jtable is None:
             self._jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                self.spark._jsparkSession, f"{self.catalog}.{self.table}"
+                java_spark_session(self.spark), f"{self.catalog}.{self.table}"
             )
         elif refresh:
             self._jtable.refresh()
@@ -104,7 +114,7 @@ class ErasureRun:
         """Live data files of one snapshot (read from its manifests through the Iceberg API)."""
         if not _fs.has_jvm(self.spark):  # Spark Connect: the data_files metadata table
             return {norm_path(p) for p in _fs.snapshot_data_files(self.spark, self.t, snapshot_id)}
-        jvm = self.spark._jvm
+        jvm = driver_jvm(self.spark)
         tbl = self.jtable(refresh=False)
         snap = tbl.snapshot(int(snapshot_id))
         if snap is None:
@@ -194,7 +204,7 @@ class ErasureRun:
         self.spark.conf.set(key, "true")
         try:
             return self._raw_hits(locations, schema(esc.field_ids(self)))
-        except Exception as err:
+        except Exception as err:  # py4j wraps every JVM error: only the field-id one falls back, the rest re-raised
             if "field id" not in str(getattr(err, "java_exception", err)).lower():
                 raise
         finally:
@@ -320,19 +330,11 @@ class ErasureRun:
     # -------------------------------------------------------------------- checks
     def preflight(self) -> str | None:
         """Return a refusal reason (nothing committed) or None."""
+        problems = subject_problems(self.table, self.columns, _fs.current_metadata(self.spark, self.t))
+        if problems:
+            return " ".join(problems)
         fields = {f.name: f.dataType for f in self.spark.table(self.t).schema.fields}
-        missing = [c for c in self.columns if c not in fields]
-        if missing:
-            return f"subject column(s) {missing} not in table {self.table}; columns are {sorted(fields)}"
         self.col_types = {c: fields[c] for c in self.columns}
-        bad = [
-            c for c in self.columns if self.col_types[c].simpleString().split("(")[0] not in es.SUPPORTED_SUBJECT_TYPES
-        ]
-        if bad:
-            return (
-                f"subject column(s) {bad} of {self.table} have unsupported types "
-                f"{[self.col_types[c].simpleString() for c in bad]}; supported: {es.SUPPORTED_SUBJECT_TYPES}"
-            )
         # one metadata scan over every file in the table's history: content (0 data, 2 equality deletes), format
         kinds = self.sql(
             f"SELECT content, upper(file_format) AS fmt, count(*) AS n FROM {self.t}.all_files GROUP BY 1, 2"
@@ -752,7 +754,7 @@ class ErasureRun:
         out = [self.salt.decode("utf-8", "replace"), *self.extra_secrets]
         try:
             out += [r[0] for r in self.spark.table(es.SUBJECTS_VIEW).select("subject_key").collect()]
-        except Exception:
+        except Exception:  # best effort while reporting an error: the subjects view may not exist yet
             pass
         return out
 
@@ -765,7 +767,7 @@ def run_erasure(spark: Any, spec: dict[str, Any]) -> tuple[ErasureRun, dict[str,
     run = ErasureRun(spark, spec)
     try:
         metrics = run.run()
-    except Exception as err:
+    except Exception as err:  # py4j wraps every JVM error: all are redacted before they leave the job
         text = str(err)
         java = getattr(err, "java_exception", None)
         if java is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, hadoop_configuration
 
 
 def norm_path(path: str) -> str:
@@ -102,8 +103,8 @@ def _probe_hadoop(run: Any, f: dict[str, Any], probes: dict[str, Any], ids: dict
         except (OSError, ValueError):
             return {}
     try:
-        path = run.spark._jvm.org.apache.hadoop.fs.Path(f["location"])
-        stream = path.getFileSystem(run.spark._jsc.hadoopConfiguration()).open(path)
+        path = driver_jvm(run.spark).org.apache.hadoop.fs.Path(f["location"])
+        stream = path.getFileSystem(hadoop_configuration(run.spark)).open(path)
         try:
 
             def read(offset: int, length: int) -> bytes:
@@ -148,7 +149,7 @@ def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]
     """Snapshot id -> its data manifests; manifest -> live data files (each manifest read once)."""
     if not _fs.has_jvm(run.spark):
         return _manifest_index_sql(run)
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     tbl = run.jtable(refresh=True)
     io = tbl.io()
     snaps: dict[int, list[str]] = {}
@@ -264,9 +265,9 @@ def _list_with_table_io(run: Any, root: str) -> list[tuple[str, int]] | None:
 
 def _list_with_hadoop(run: Any, root: str) -> list[tuple[str, int]]:
     """(location, modified ms) of every file under ``root`` through Hadoop's FileSystem."""
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     path = jvm.org.apache.hadoop.fs.Path(root)
-    fs = path.getFileSystem(run.spark._jsc.hadoopConfiguration())
+    fs = path.getFileSystem(hadoop_configuration(run.spark))
     if not fs.exists(path):
         return []
     out = []

@@ -31,6 +31,7 @@ from typing import Any
 
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
 
 HITS_VIEW = "erasure_position_hits"
 
@@ -71,7 +72,7 @@ def raw_positions(run: Any, locations: list[str]) -> Any:
     run.spark.conf.set(key, "true")
     try:
         return _positions(run, locations, esc.field_ids(run))
-    except Exception as err:
+    except Exception as err:  # py4j wraps every JVM error: only the field-id one falls back, the rest re-raised
         if "field id" not in str(getattr(err, "java_exception", err)).lower():
             raise
     finally:
@@ -109,7 +110,7 @@ def per_request_rows(run: Any, hits: Any) -> list[tuple[str, int]]:
 def commit_position_deletes(run: Any, tasks: dict[str, Any], hits: Any, base_snapshot: int) -> dict[str, int]:
     """Write one position-delete file per (spec, partition) for ``hits`` and commit them in ONE
     ``RowDelta`` on main, validated from ``base_snapshot``."""
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     tbl = run.jtable(refresh=True)
     rows = hits.select("f", "pos").distinct().orderBy("f", "pos").collect()
     if not rows:
@@ -169,7 +170,7 @@ def visible_counts(run: Any, tasks: dict[str, Any]) -> int:
     """Subject rows visible in ``tasks`` read through Iceberg's reader, their delete files applied."""
     if not tasks:
         return 0
-    jvm = run.spark._jvm
+    jvm = driver_jvm(run.spark)
     tbl = run.jtable(refresh=False)
     group = f"erasure-verify-{uuid.uuid4().hex}"
     staged = jvm.java.util.ArrayList()

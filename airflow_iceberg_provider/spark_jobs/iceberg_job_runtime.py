@@ -29,6 +29,7 @@ from typing import Any
 
 from airflow_iceberg_provider.core.governance import LedgerEntry
 from airflow_iceberg_provider.core.spec_secrets import restore_spec_secrets
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, has_jvm
 
 
 def load_spec(argv: list[str] | None = None) -> dict[str, Any]:
@@ -106,7 +107,7 @@ class JobContext:
 def is_connect(spark: Any = None) -> bool:
     """Whether this job runs as a Spark Connect client (no driver JVM in this process)."""
     if spark is not None:
-        return not hasattr(spark, "_jsparkSession")
+        return not has_jvm(spark)
     return "SPARK_CONNECT_MODE_ENABLED" in os.environ
 
 
@@ -133,9 +134,9 @@ def iceberg_version(spark: Any) -> str | None:
     Spark Connect (no JVM in this process) the runtime jar the server was started with."""
     try:
         if not is_connect(spark):
-            return str(spark._jvm.org.apache.iceberg.IcebergBuild.fullVersion())
+            return str(driver_jvm(spark).org.apache.iceberg.IcebergBuild.fullVersion())
         return iceberg_version_of(spark.conf.get("spark.jars", ""), spark.conf.get("spark.jars.packages", ""))
-    except Exception:
+    except Exception:  # py4j/Connect errors alike: the version is informative, unknown is an answer
         return None
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from airflow_iceberg_provider.core.governance import LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
 from airflow_iceberg_provider.spark_jobs import _fs
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, hadoop_configuration, java_spark_session
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     PROCEDURE_OUTPUTS,
     action_sql,
@@ -42,8 +43,8 @@ def _file_sizes(spark: Any, paths: list[str]) -> dict[str, int]:
     """Sizes of files through Hadoop's FileSystem (works for file://, s3a://, hdfs://); pyarrow's under Spark Connect."""
     if not _fs.has_jvm(spark):
         return {p: _fs.file_size(spark, p) for p in paths}
-    jvm = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
+    jvm = driver_jvm(spark)
+    conf = hadoop_configuration(spark)
     sizes: dict[str, int] = {}
     for p in paths:
         try:
@@ -127,8 +128,8 @@ def orphan_scheme_args(ctx: Any, table: str) -> dict[str, Any]:
     """``equal_schemes`` / ``prefix_mismatch_mode`` / ``prefix_listing`` for the table's location and the
     FileIO the catalog really uses (:func:`maintenance_sql.orphan_location_args`)."""
     if _fs.has_jvm(ctx.spark):
-        jtable = ctx.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            ctx.spark._jsparkSession, f"{ctx.catalog}.{table}"
+        jtable = driver_jvm(ctx.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            java_spark_session(ctx.spark), f"{ctx.catalog}.{table}"
         )
         location, io_impl = str(jtable.location()), str(jtable.io().getClass().getName())
     else:  # Spark Connect: the location from SQL, the FileIO the catalog conf names

@@ -23,6 +23,8 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
+
 #: Iceberg's per-thread commit properties (what ``CommitMetadata.withCommitProperties`` sets):
 #: every Spark SQL commit of the thread copies them into its snapshot summary.
 COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
@@ -74,7 +76,7 @@ def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[Non
         print("[wap_write] Spark Connect: SQL statements commit without the run's snapshot summary properties")
         yield
         return
-    jvm = spark._jvm
+    jvm = driver_jvm(spark)
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     field = jvm.java.lang.Class.forName(COMMIT_METADATA_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
     field.setAccessible(True)

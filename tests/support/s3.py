@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _servers import SeaweedServer, _weed_binary
+from tests.support.servers import SeaweedServer, _weed_binary
 
 
 def s3fs(server: SeaweedServer) -> Any:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from conftest import orders_batch
-
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+from tests.support.lake import orders_batch
 
 
 def commit_to_branch(hook: IcebergCatalogHook, table: str, branch: str, start: int, count: int) -> int:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conftest import catalog_conn_json, pristine_airflow_db
+from tests.support.lake import catalog_conn_json, pristine_airflow_db
 
 if TYPE_CHECKING:
     from scripts.events_demo import AirflowProcesses

@@ -21,7 +21,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conftest import ORDERS_COLUMNS, fake_context, orders_batch
+from tests.support.lake import ORDERS_COLUMNS, fake_context, orders_batch
 
 SALT = "ui-test-salt-0123456789abcdef"
 SUBJECTS = {
@@ -322,9 +322,12 @@ DAG_LIMITS = "limited=orders_wap"
 
 def auth_env() -> dict[str, str]:
     """The auth-manager settings of the view's tests: :data:`USERS` with :data:`ROLES`, per-DAG limits."""
-    from _dag_limited_auth import CLASS_PATH, LIMITS_ENV
+    from tests.support.dag_limited_auth import CLASS_PATH, LIMITS_ENV
+    from tests.support.task_state import child_env
 
     return {
+        # the auth manager's class lives in tests.support: the servers import it from the repository root
+        "PYTHONPATH": child_env()["PYTHONPATH"],
         "AIRFLOW__CORE__AUTH_MANAGER": CLASS_PATH,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in ROLES.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
@@ -335,7 +338,7 @@ def auth_env() -> dict[str, str]:
 @contextlib.contextmanager
 def airflow_api_client(tmp, **conns: str):
     """Airflow's own API app (``create_app("core")``, plugin mounted, the SimpleAuthManager with per-DAG
-    limits of ``_dag_limited_auth``) and one token per user of :data:`USERS`.
+    limits of ``tests.support.dag_limited_auth``) and one token per user of :data:`USERS`.
 
     :param conns: connection id -> connection JSON, set as ``AIRFLOW_CONN_*`` for the duration.
     """

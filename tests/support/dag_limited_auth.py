@@ -14,7 +14,7 @@ from typing import Any
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
 LIMITS_ENV = "AIP_DAG_LIMITS"
-CLASS_PATH = "_dag_limited_auth.DagLimitedAuthManager"
+CLASS_PATH = "tests.support.dag_limited_auth.DagLimitedAuthManager"
 
 
 def dag_limits() -> dict[str, set[str]]:

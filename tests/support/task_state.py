@@ -9,11 +9,12 @@ process. :func:`task_script` makes the script find this module when it runs by p
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-TESTS = Path(__file__).resolve().parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class FileStore:
@@ -37,7 +38,9 @@ def file_store_context(store: str | Path, task_id: str, try_number: int = 1) -> 
     return {"ti": ti, "task_instance": ti, "run_id": "r", "task_state_store": FileStore(store)}
 
 
-def task_script(body: str) -> str:
-    """``body`` with ``tests/`` put first on ``sys.path`` when it runs as a script (a child Python started
-    by path), so that it can import this module; loaded as a module in the test process, nothing changes."""
-    return f"import sys\nif __name__ == '__main__':\n    sys.path.insert(0, {str(TESTS)!r})\n" + body
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the repository root first on ``PYTHONPATH``, for a child Python
+    (a task process started by path) that imports ``tests.support`` and the package like the tests do."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    return {**env, **extra}

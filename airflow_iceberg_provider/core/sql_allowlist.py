@@ -262,7 +262,7 @@ def _function_name(node: Any) -> str:
         return str(node.name).lower()
     try:
         return str(node.sql_name()).lower()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 -- sqlglot's sql_name() raises for node types without one; any failure falls back to the class name
         return type(node).__name__.lower()
 
 

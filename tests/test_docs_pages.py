@@ -14,7 +14,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from test_versions import _lock_versions, _pom_properties
+
+from tests.test_versions import _lock_versions, _pom_properties
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

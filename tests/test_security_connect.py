@@ -7,8 +7,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +17,7 @@ from airflow_iceberg_provider.hooks.spark_connect import (
     endpoint_from_connection,
     session_document,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-import connect_server  # noqa: E402
+from scripts import connect_server
 
 pytestmark = pytest.mark.security
 

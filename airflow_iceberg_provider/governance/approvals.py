@@ -16,10 +16,10 @@ from airflow_iceberg_provider.core.governance import LedgerEntry, decode_ledger_
 from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.governance._reader import LedgerReaderHook
 
 
-def approval_history(hook: IcebergCatalogHook, table: str | None = None) -> list[dict[str, Any]]:
+def approval_history(hook: LedgerReaderHook, table: str | None = None) -> list[dict[str, Any]]:
     """Every decision (newest first) as ``{table, ref, snapshot_id, gate, decision, decided_by,
     decided_at, comment, dag_id, run_id, task_id, details}``, optionally of one table."""
     filters: dict[str, Any] = {"operation": rules.OPERATION}
@@ -48,7 +48,7 @@ def approval_history(hook: IcebergCatalogHook, table: str | None = None) -> list
     return sorted(out, key=lambda d: str(d["decided_at"] or ""), reverse=True)
 
 
-def steward_waivers(hook: IcebergCatalogHook, table: str, snapshot_id: int) -> frozenset[str]:
+def steward_waivers(hook: LedgerReaderHook, table: str, snapshot_id: int) -> frozenset[str]:
     """Warn-level checks a data steward accepted for ``snapshot_id`` of ``table`` at a WAP publish gate."""
     decisions = [
         {**d["details"], "snapshot_id": d["snapshot_id"]}

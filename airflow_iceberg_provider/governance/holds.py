@@ -21,13 +21,13 @@ from airflow_iceberg_provider.rules.refs import HoldPlacement, HoldViolation, ho
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+    from airflow_iceberg_provider.governance._reader import LedgerReaderHook
 
 #: The ledger operations that place and release holds.
 HOLD_OPERATIONS = ("create_tag", "drop_tag")
 
 
-def recorded_holds(hook: IcebergCatalogHook, table: str) -> dict[str, HoldPlacement]:
+def recorded_holds(hook: LedgerReaderHook, table: str) -> dict[str, HoldPlacement]:
     """The holds of ``table`` the ledger records as placed and not released, by tag (none when there is
     no ledger yet: a read never creates the governance tables)."""
     if not hook.table_exists(f"{hook.governance.namespace}.{LEDGER.name}"):
@@ -36,7 +36,7 @@ def recorded_holds(hook: IcebergCatalogHook, table: str) -> dict[str, HoldPlacem
     return placed_holds(entries)
 
 
-def table_hold_violations(hook: IcebergCatalogHook, tbl: Table) -> list[HoldViolation]:
+def table_hold_violations(hook: LedgerReaderHook, tbl: Table) -> list[HoldViolation]:
     """Holds of the loaded table ``tbl`` changed outside the provider (dropped, re-typed or moved)."""
     name = ".".join(tbl.name()[-2:])
     return hold_violations(recorded_holds(hook, name), tbl.metadata.refs)

@@ -17,6 +17,13 @@ def commit_to_branch(hook: IcebergCatalogHook, table: str, branch: str, start: i
     return hook.ref_snapshot_id(table, branch)
 
 
+def audit_of(snapshot_id: int, event_id: str = "e1", column_mapping: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The audit task's result for an audit :func:`record_audit` wrote (same defaults)."""
+    checks = audit_checks.parse_checks(column_mapping or AMOUNT_MIN)
+    digest = audit_checks.spec_hash(checks)
+    return {"audit_event_id": event_id, "spec_hash": digest, "snapshot_id": str(snapshot_id)}
+
+
 #: the check the simulated audits run (as IcebergWapAuditOperator parses ``column_mapping``)
 AMOUNT_MIN = {"amount": {"min": {"geq_to": 0}}}
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from _wap_helpers import record_audit
+from _wap_helpers import audit_of, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.assets.partitions import check_partition_events, partition_key
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 
 T = "db.orders"
@@ -51,7 +52,10 @@ def _publish(partition_events: str) -> tuple[dict, set[str]]:
     asset = iceberg_asset(T)
     events = _events()
     ctx = {**fake_context(), "outlet_events": events, "data_interval_start": datetime(2026, 1, 3, tzinfo=UTC)}
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", outlets=[asset], partition_events=partition_events)
+    audit = audit_of(IcebergCatalogHook().ref_snapshot_id(T, "b"))
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", outlets=[asset], partition_events=partition_events, audit=audit
+    )
     out = op.execute(ctx)
     return out, events[asset].partition_keys
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import pytest
-from _wap_helpers import commit_to_branch, record_audit
+from _wap_helpers import audit_of, commit_to_branch, record_audit
 from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider.exceptions import (
@@ -42,7 +42,9 @@ def metadata_log(hook: IcebergCatalogHook) -> int:
 
 
 def publish(**kwargs) -> IcebergWapPublishOperator:
-    return IcebergWapPublishOperator(task_id="p", table=T, branch="b", **kwargs)
+    hook = IcebergCatalogHook()
+    audit = audit_of(hook.ref_snapshot_id(T, "b"))  # the audit the fixture recorded, of the branch head
+    return IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=audit, **kwargs)
 
 
 # ------------------------------------------------------------------ fix 1: one commit

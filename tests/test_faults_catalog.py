@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from _servers import ServerUnavailable, _as_user, pg_conn_json, rest_conn_json, start_postgres, start_seaweed
-from _wap_helpers import commit_to_branch, record_audit
+from _wap_helpers import audit_of, commit_to_branch, record_audit
 from airflow.sdk.exceptions import AirflowFailException
 from conftest import append_batches, create_orders_table, fake_context
 
@@ -49,7 +49,7 @@ def prepare(hook: IcebergCatalogHook) -> dict[str, int]:
 
 OPERATIONS = {
     "publish": lambda ids: IcebergWapPublishOperator(
-        task_id="publish", table=T, branch="dev", audited_snapshot_id=ids["dev"], base_snapshot_id=ids["main"]
+        task_id="publish", table=T, branch="dev", audit=audit_of(ids["dev"], "audit-dev"), base_snapshot_id=ids["main"]
     ),
     "tag": lambda ids: IcebergCreateTagOperator(task_id="tag", table=T, tag="eod-1"),
     "rollback": lambda ids: IcebergRollbackOperator(task_id="rollback", table=T, to_snapshot_id=ids["first"]),

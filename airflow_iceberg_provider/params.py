@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -464,6 +465,51 @@ def snapshot_id(value: object, param: str = "snapshot_id", *, required: bool = F
     return value
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_EVENT_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+@dataclass(frozen=True)
+class AuditBinding:
+    """One audit run's verdict, as the audit task returns it: its ``audit_event_id`` (the
+    ``event_id`` of its ``audit_results`` rows), the ``spec_hash`` of the checks it ran and the
+    ``snapshot_id`` it audited."""
+
+    event_id: str
+    spec_hash: str
+    snapshot_id: int
+
+
+def audit_binding(value: Any, param: str = "audit") -> AuditBinding | None:
+    """The audit task's XCom (a mapping, or its JSON text) as an :class:`AuditBinding`; unset gives ``None``.
+
+    Only ``audit_event_id``, ``spec_hash`` and ``snapshot_id`` are read (the audit's whole return
+    value may be passed); each must be present and well formed.
+    """
+    _check_template(value, param)
+    if is_unset(value):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    fix = (
+        "pass the audit task's return value (e.g. audit_task.output), which holds audit_event_id, spec_hash and "
+        "snapshot_id"
+    )
+    if not isinstance(value, Mapping):
+        refuse(param, value, "is not an audit task's result (a mapping or its JSON text)", fix)
+    event_id, digest = value.get("audit_event_id"), value.get("spec_hash")
+    if not isinstance(event_id, str) or not _EVENT_ID.fullmatch(event_id):
+        refuse(param, value, "has no valid audit_event_id", fix)
+    if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
+        refuse(param, value, "has no valid spec_hash (64 lowercase hex digits)", fix)
+    return AuditBinding(
+        event_id, digest, snapshot_id(value.get("snapshot_id"), f"{param}['snapshot_id']", required=True)
+    )
+
+
 @overload
 def ref_name(value: object, param: str = ..., *, required: Literal[True] = ..., allow_main: bool = ...) -> str: ...
 @overload
@@ -586,12 +632,14 @@ def choice(value: Any, param: str, choices: Sequence[str]) -> str:
 
 __all__ = [
     "JAVA_INT_MAX",
+    "AuditBinding",
     "JAVA_LONG_MAX",
     "MAX_EPOCH_MS",
     "REF_RE",
     "SNAPSHOT_OPERATIONS",
     "UNSET_STRINGS",
     "choice",
+    "audit_binding",
     "cutoff_ms",
     "describe",
     "duration",

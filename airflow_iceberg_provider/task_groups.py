@@ -37,6 +37,20 @@ def _asset_outlets(asset: Asset | bool | None, table: str, catalog_name: str) ->
     return [iceberg_asset(table, catalog_name)] if params.flag(asset, "asset") else []
 
 
+def _required_checks(audit: IcebergWapAuditOperator) -> dict[str, Any] | None:
+    """The audit's own check spec, as the publish's ``required_checks`` (``None`` when it has no checks)."""
+    spec = {
+        "column_mapping": audit.column_mapping,
+        "table_checks": audit.table_checks,
+        "change_checks": audit.change_checks,
+        "partition_clause": audit.partition_clause,
+        "accept_none": audit.accept_none,
+    }
+    if not any(spec[k] for k in ("column_mapping", "table_checks", "change_checks")):
+        return None
+    return {k: v for k, v in spec.items() if v is not None}
+
+
 def _step(shared: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """A Spark step's arguments: every upstream step must have succeeded, then the user's overrides."""
     return _merge({"trigger_rule": TriggerRule.ALL_SUCCESS, **shared}, overrides)
@@ -80,7 +94,9 @@ def wap_task_group(
     ``create_branch`` cuts the run's branch (deterministic name, so retries find it),
     ``write`` runs the application or SQL on it, ``audit`` checks exactly the snapshot the
     write produced, ``publish`` fast-forwards ``main`` to exactly the audited snapshot (and
-    optionally tags it). Every step runs only if all upstream steps succeeded (the default
+    optionally tags it). The publish is bound to this audit's verdict (its result, passed as
+    ``audit``) and requires the audit's own checks (``required_checks``), so no other audit row,
+    and no audit with fewer or changed checks, can open it. Every step runs only if all upstream steps succeeded (the default
     ``all_success`` trigger rule): a failed audit leaves ``main`` untouched and the branch in
     place for inspection. Snapshot ids travel between the tasks through XCom templates, and
     every user-varied argument is templated.
@@ -175,6 +191,9 @@ def wap_task_group(
             task_id="publish",
             branch=branch_x,
             audited_snapshot_id=_xcom(audit.task_id, "snapshot_id"),
+            # the verdict of exactly this audit (event id, spec hash, snapshot), with at least its checks
+            audit=audit.output,
+            required_checks=_required_checks(audit),
             base_snapshot_id=base_x,
             on_conflict=on_conflict,
             on_rerun=on_rerun,

@@ -99,13 +99,12 @@ def cherrypick_task(hook, table: str, conn: str) -> float:
     hook.set_ref(hook.load_table(table), "cp_branch", hook.ref_snapshot_id(table), ref_type="branch")
     hook.load_table(table).append(orders_batch(1000, 100), branch="cp_branch")
     audited = hook.ref_snapshot_id(table, "cp_branch")
-    _record_pass(hook, table, "cp_branch", audited)
     hook.load_table(table).append(orders_batch(5000, 10))  # main moved: a fast-forward is impossible
     op = IcebergWapPublishOperator(
         task_id=f"publish_{conn}",
         table=table,
         branch="cp_branch",
-        audited_snapshot_id=str(audited),
+        audit=_record_pass(hook, table, "cp_branch", audited),
         on_conflict="cherrypick",
         spark_conn_id=conn,
     )
@@ -114,10 +113,10 @@ def cherrypick_task(hook, table: str, conn: str) -> float:
     return seconds
 
 
-def _record_pass(hook, table: str, branch: str, snapshot_id: int) -> None:
+def _record_pass(hook, table: str, branch: str, snapshot_id: int) -> dict:
     from tests.support.wap import record_audit
 
-    record_audit(hook, table, branch, snapshot_id, passed=True, event_id=f"bench-{table}")
+    return record_audit(hook, table, branch, snapshot_id, passed=True, event_id=f"bench-{table}")
 
 
 def erasure_task(hook, table: str, rows: int, subjects: int, conn: str) -> float:

@@ -120,9 +120,7 @@ def scenario(conn: dict, jars: str) -> Iterator[None]:
         assert audits[label]["appended_read_by"] == label.lower(), audits[label]
         reads[label] = appended_read_seconds(hook, audits[label]["job_run_id"])
         yield
-    p = IcebergWapPublishOperator(
-        task_id="publish", table="db.orders", branch=br, audited_snapshot_id=audits["driver"]["snapshot_id"]
-    )
+    p = IcebergWapPublishOperator(task_id="publish", table="db.orders", branch=br, audit=audits["driver"])
     timed("WAP publish (pyiceberg)", lambda: p.execute(ctx))
     m = IcebergMaintenancePlanOperator(
         task_id="plan",

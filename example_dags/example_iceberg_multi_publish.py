@@ -117,7 +117,8 @@ with DAG(
     )
     publish = IcebergWapMultiPublishOperator(
         task_id="publish_together",
-        tables=[EU, US],
+        # each table's publish takes exactly its own audit's verdict
+        tables=[{"table": t, "audit": a.output} for t, a in zip((EU, US), audits, strict=True)],
         branch=BRANCH,
         drop_branch=True,
         partition_events="iceberg",

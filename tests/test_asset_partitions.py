@@ -14,9 +14,10 @@ import pytest
 from airflow_iceberg_provider.assets.partitions import check_partition_events, partition_key
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from tests.support.lake import create_orders_table, fake_context, orders_batch
-from tests.support.wap import record_audit
+from tests.support.wap import audit_of, record_audit
 
 T = "db.orders"
 DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
@@ -51,7 +52,10 @@ def _publish(partition_events: str) -> tuple[dict, set[str]]:
     asset = iceberg_asset(T)
     events = _events()
     ctx = {**fake_context(), "outlet_events": events, "data_interval_start": datetime(2026, 1, 3, tzinfo=UTC)}
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", outlets=[asset], partition_events=partition_events)
+    audit = audit_of(IcebergCatalogHook().ref_snapshot_id(T, "b"))
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", outlets=[asset], partition_events=partition_events, audit=audit
+    )
     out = op.execute(ctx)
     return out, events[asset].partition_keys
 

@@ -130,11 +130,11 @@ def test_wap_publish_gate_fast_forward_compare_and_swap_and_asset_event(orders):
     pub_b = IcebergWapPublishOperator(task_id="pb", table=table, branch="b", audited_snapshot_id=head_b)
     before = hook.metadata_location(table)
     for unaudited in (pub_a, pub_b):
-        with pytest.raises(IcebergRefusedError, match="no audit record"):
+        with pytest.raises(IcebergRefusedError, match="no audit run is bound"):
             unaudited.execute(fake_context())
     assert hook.metadata_location(table) == before
-    record_audit(hook, table, "a", head_a, event_id="ea")
-    record_audit(hook, table, "b", head_b, event_id="eb")
+    pub_a.audit = record_audit(hook, table, "a", head_a, event_id="ea")
+    pub_b.audit = record_audit(hook, table, "b", head_b, event_id="eb")
     # compare-and-swap in the catalog: a ref move from stale metadata is rejected
     stale = hook.load_table(table)
     asset = iceberg_asset(table)

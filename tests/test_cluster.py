@@ -307,7 +307,7 @@ def test_user_app_and_wap_on_the_cluster_in_client_mode(cluster, lake_on_cluster
     ).execute(ctx)
     assert audit["passed"] is True
     published = IcebergWapPublishOperator(
-        task_id="publish", table=t, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
+        task_id="publish", table=t, branch=branch, audit=audit, drop_branch=True
     ).execute(ctx)
     assert published["method"] == "fast_forward" and str(hook.ref_snapshot_id(t)) == written["snapshot_id"]
     lake_on_cluster.rows += 300
@@ -316,11 +316,11 @@ def test_user_app_and_wap_on_the_cluster_in_client_mode(cluster, lake_on_cluster
         IcebergWapCreateBranchOperator(task_id="create", table=t, branch=name).execute(ctx)
     head1 = commit_to_branch(hook, t, "k1", 70000, 4)
     head2 = commit_to_branch(hook, t, "k2", 80000, 6)
-    record_audit(hook, t, "k1", head1, event_id="k1")
-    record_audit(hook, t, "k2", head2, event_id="k2")
-    IcebergWapPublishOperator(task_id="p1", table=t, branch="k1", audited_snapshot_id=head1).execute(ctx)
+    k1 = record_audit(hook, t, "k1", head1, event_id="k1", dag_id="cluster_dag", run_id="cluster_run")
+    k2 = record_audit(hook, t, "k2", head2, event_id="k2", dag_id="cluster_dag", run_id="cluster_run")
+    IcebergWapPublishOperator(task_id="p1", table=t, branch="k1", audit=k1).execute(ctx)
     picked = IcebergWapPublishOperator(
-        **on_cluster(task_id="p2", table=t, branch="k2", audited_snapshot_id=head2, on_conflict="cherrypick")
+        **on_cluster(task_id="p2", table=t, branch="k2", audit=k2, on_conflict="cherrypick")
     ).execute(ctx)
     assert picked["method"] == "cherrypick"
     lake_on_cluster.rows += 10

@@ -54,14 +54,14 @@ def test_eight_wap_runs_publish_at_once_and_no_update_is_lost(lake):
             branch = f"run{i}_try{len(rounds) + 1}"
             hook.set_ref(T, branch, main)
             head = commit_to_branch(hook, T, branch, run_rows(i).start, ROWS)
-            record_audit(hook, T, branch, head, event_id=f"audit-{branch}")
-            branches[i] = (branch, head)
+            audit = record_audit(hook, T, branch, head, event_id=f"audit-{branch}", dag_id="race", run_id=f"run{i}")
+            branches[i] = (branch, head, audit)
         barrier = threading.Barrier(len(pending))
 
         def publish(i: int, branches=branches, main=main, barrier=barrier) -> tuple[int, str, object]:
-            branch, head = branches[i]
+            branch, head, audit = branches[i]
             op = IcebergWapPublishOperator(
-                task_id=f"publish_{i}", table=T, branch=branch, audited_snapshot_id=head, base_snapshot_id=main
+                task_id=f"publish_{i}", table=T, branch=branch, audit=audit, base_snapshot_id=main
             )
             op.catalog_hook.load_table(T)  # connect before the barrier: the race is the commit, not the setup
             barrier.wait()

@@ -71,7 +71,7 @@ def test_maintenance_publish_and_erasure_race_and_nothing_is_lost(module_lake, m
     base = hook.ref_snapshot_id(T)
     hook.set_ref(T, "wap_race", base)
     head = commit_to_branch(hook, T, "wap_race", 500, 10)
-    record_audit(hook, T, "wap_race", head, event_id="audit-race")
+    audit = record_audit(hook, T, "wap_race", head, event_id="audit-race", dag_id="race", run_id="r1")
     branch_rows = Counter((i, f"c{i % 97}") for i in range(500, 510))
     hook.load_table(T).append(subject_rows())  # main moves after the branch was cut
     add_requests(hook, "db.race_requests", SUBJECTS)
@@ -91,7 +91,7 @@ def test_maintenance_publish_and_erasure_race_and_nothing_is_lost(module_lake, m
             task_id="publish",
             table=T,
             branch="wap_race",
-            audited_snapshot_id=head,
+            audit=audit,
             base_snapshot_id=base,
             on_conflict="cherrypick",
         ),

@@ -36,7 +36,7 @@ from tests.support.servers import (
     start_postgres,
     start_seaweed,
 )
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 pytestmark = pytest.mark.faults
 
@@ -56,7 +56,7 @@ def prepare(hook: IcebergCatalogHook) -> dict[str, int]:
 
 OPERATIONS = {
     "publish": lambda ids: IcebergWapPublishOperator(
-        task_id="publish", table=T, branch="dev", audited_snapshot_id=ids["dev"], base_snapshot_id=ids["main"]
+        task_id="publish", table=T, branch="dev", audit=audit_of(ids["dev"], "audit-dev"), base_snapshot_id=ids["main"]
     ),
     "tag": lambda ids: IcebergCreateTagOperator(task_id="tag", table=T, tag="eod-1"),
     "rollback": lambda ids: IcebergRollbackOperator(task_id="rollback", table=T, to_snapshot_id=ids["first"]),

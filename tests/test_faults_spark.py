@@ -426,7 +426,7 @@ def test_audit_task_process_killed_leaves_no_orphan_job_then_publish_once(lake):
         task_id="publish",
         table=T,
         branch=branch,
-        audited_snapshot_id=written,
+        audit=audit,
         base_snapshot_id=STATE["base"],
         drop_branch=True,
     )

@@ -30,43 +30,30 @@ from pathlib import Path
 
 import pytest
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError
 from airflow_iceberg_provider.governance.approvals import approval_history, steward_waivers
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.rules import approval as rules
+from airflow_iceberg_provider.rules.wap_refs import Verdict
 from tests.support.airflow_procs import airflow_env, api_server_and_scheduler, restored_environ
 from tests.support.lake import catalog_conn_json, create_orders_table, fake_context, orders_batch
 from tests.support.wap import commit_to_branch, record_audit
 
 
 # ------------------------------------------------------------------------------- pure rules
-def _rows(*checks: tuple[str, bool, float], event: str = "e1", when: int = 0) -> list[dict]:
-    at = datetime.fromtimestamp(1_700_000_000 + when, UTC)
-    return [
-        {"event_id": event, "check_name": n, "passed": p, "observed_value": o, "condition": ">= 0", "evaluated_at": at}
-        for n, p, o in checks
+def test_findings_sort_warn_and_blocking_checks_of_the_bound_audit():
+    rows = [
+        {"check_name": n, "passed": p, "observed_value": o, "condition": ">= 0"}
+        for n, p, o in (("amount.min", False, -1.0), ("rows", True, 5.0), ("late_share", False, 0.4))
     ]
-
-
-def test_findings_sort_warn_and_blocking_checks_of_the_latest_audit():
-    old = _rows(("rows", False, 0.0), event="old", when=0)
-    new = _rows(("amount.min", False, -1.0), ("rows", True, 5.0), ("late_share", False, 0.4), event="new", when=9)
-    found = rules.audit_findings(old + new, ["amount.min", "late_share"])
+    verdict = Verdict("new", "0" * 64, 42, tuple(rows))
+    found = rules.audit_findings(verdict, ["amount.min", "late_share"])
     assert found.event_id == "new" and found.checks == 3 and found.blocking == ()
     assert found.warned == ("amount.min", "late_share")
-    assert rules.audit_findings(new, ["amount.min"]).blocking == ("late_share",)
+    assert rules.audit_findings(verdict, ["amount.min"]).blocking == ("late_share",)
     body = rules.wap_gate_body("db.t", "b", 42, 7, found)
     assert "| amount.min | -1.0 | >= 0 |" in body and "Keep for later" in body and "`main` is at `7`" in body
-
-
-def test_waiver_needs_the_latest_publish_decision_on_that_snapshot():
-    def decision(decision: str, snap: int, at: str, waived=("amount.min",)):
-        return {"gate": "wap_publish", "decision": decision, "snapshot_id": snap, "decided_at": at, "waived": waived}
-
-    assert rules.waived_checks([decision("publish", 5, "2026-01-01T00:00")], 5) == {"amount.min"}
-    assert rules.waived_checks([decision("publish", 5, "2026-01-01T00:00")], 6) == set()
-    later_keep = [decision("publish", 5, "2026-01-01T00:00"), decision("keep", 5, "2026-01-02T00:00", ())]
-    assert rules.waived_checks(later_keep, 5) == set()
 
 
 def test_decision_details_record_who_when_what_and_comment():
@@ -96,8 +83,8 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
     create_orders_table(lake, table).append(orders_batch(0, 10))
     lake.create_branch(table, "b", snapshot_id=lake.ref_snapshot_id(table))
     head = commit_to_branch(lake, table, "b", 100, 5)
-    record_audit(lake, table, "b", head, passed=False)  # amount.min failed
-    publish = IcebergWapPublishOperator(task_id="p", table=table, branch="b")
+    audit = record_audit(lake, table, "b", head, passed=False)  # amount.min failed
+    publish = IcebergWapPublishOperator(task_id="p", table=table, branch="b", audit=audit)
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
         publish.execute(fake_context())
 
@@ -106,10 +93,20 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
             "gate": "wap_publish",
             "decision": decision,
             "decided_at": datetime.now(UTC).isoformat(),
+            "audit_event_id": audit["audit_event_id"],
+            "spec_hash": audit["spec_hash"],
+            "branch_head": str(snapshot),
+            "failed_checks": [{"check": "amount.min", "observed": -1.0, "expected": ">= 0"}],
             "waived": waived,
         }
         lake.governance.record_ledger(
-            operation="approval", table=table, ref="b", status="succeeded", snapshot_after=snapshot, details=details
+            operation="approval",
+            table=table,
+            ref="b",
+            status="succeeded",
+            context=fake_context(task_id="gate"),
+            snapshot_after=snapshot,
+            details=details,
         )
 
     decide("publish", lake.ref_snapshot_id(table), ["amount.min"])  # a decision on another snapshot
@@ -118,7 +115,9 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
         publish.execute(fake_context())
     time.sleep(0.01)
     decide("publish", head, ["amount.min"])
-    assert steward_waivers(lake, table, head) == {"amount.min"}
+    binding = params.audit_binding(audit)
+    assert steward_waivers(lake, table, binding, dag_id="test_dag", run_id="manual__2026-01-01") == {"amount.min"}
+    assert steward_waivers(lake, table, binding, dag_id="test_dag", run_id="manual__other") == set()
     assert publish.execute(fake_context())["published_snapshot_id"] == str(head)
     assert lake.ref_snapshot_id(table) == head
 
@@ -126,6 +125,7 @@ def test_publish_accepts_a_warn_check_only_after_a_recorded_publish_decision(lak
 # ------------------------------------------------------------- a real API server and scheduler
 DAG_FILE = """
 from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, PartitionedAssetTimetable
 from airflow_iceberg_provider.assets.uris import iceberg_asset
 from airflow_iceberg_provider.operators.approval import IcebergRefApprovalOperator, IcebergWapApprovalOperator
@@ -134,20 +134,55 @@ from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOper
 
 TABLE = "{{ dag_run.conf['table'] }}"
 
+
+def recorded_audit(table, failing, ti):
+    # the rows the audit job writes for this run, and its result (the Spark audit is tested elsewhere)
+    from datetime import UTC, datetime
+    from airflow_iceberg_provider.core import audit_checks
+    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
+
+    hook = IcebergCatalogHook()
+    head = hook.ref_snapshot_id(table, "b")
+    spec = {"amount": {"min": {"geq_to": 0}}}
+    if table == "db.broken":  # a failed check that is not warn-level
+        spec["amount"]["null_check"] = {"equal_to": 0}
+    checks = audit_checks.parse_checks(spec)
+    hashes = {c.name: audit_checks.check_hash(c) for c in checks}
+    digest = audit_checks.spec_hash_of(hashes)
+    event_id = f"audit-{ti.run_id}-{table}".replace(" ", "_").replace("+", "_")[:120]
+    rows = [
+        {
+            "event_id": event_id, "table_name": table, "ref": "b", "snapshot_id": head,
+            "dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id,
+            "check_name": c.name, "check_type": c.check_type, "column_name": c.column,
+            "observed_value": -1.0 if failing else 1.0, "condition": c.describe(), "passed": not failing,
+            "evaluated_at": datetime.now(UTC), "check_hash": hashes[c.name], "spec_hash": digest,
+        }
+        for c in checks
+    ]
+    hook.governance.append("audit_results", rows)
+    return {"audit_event_id": event_id, "spec_hash": digest, "snapshot_id": str(head), "table": table}
+
+
 with DAG(dag_id="gated_publish", schedule=None):
+    audit = PythonOperator(task_id="audit", python_callable=recorded_audit, op_kwargs={"table": TABLE, "failing": True})
     gate = IcebergWapApprovalOperator(
         task_id="gate", table=TABLE, branch="b", warn_checks=["amount.min"],
-        publish_task_id="publish", drop_task_id="drop",
+        publish_task_id="publish", drop_task_id="drop", audit=audit.output,
     )
-    gate >> [
-        IcebergWapPublishOperator(task_id="publish", table=TABLE, branch="b"),
+    audit >> gate >> [
+        IcebergWapPublishOperator(task_id="publish", table=TABLE, branch="b", audit=audit.output),
         IcebergDropBranchOperator(task_id="drop", table=TABLE, branch="b"),
     ]
 
 EVENTS = iceberg_asset("db.events")
 
 with DAG(dag_id="publish_events", schedule=None):
-    IcebergWapPublishOperator(task_id="publish", table="db.events", branch="b", outlets=[EVENTS], partition_events="iceberg")
+    PythonOperator(
+        task_id="audit", python_callable=recorded_audit, op_kwargs={"table": "db.events", "failing": False}
+    ) >> IcebergWapPublishOperator(
+        task_id="publish", table="db.events", branch="b", outlets=[EVENTS], partition_events="iceberg"
+    )
 
 with DAG(dag_id="per_partition", schedule=PartitionedAssetTimetable(assets=EVENTS)):
     EmptyOperator(task_id="read_partition")
@@ -214,16 +249,11 @@ def airflow_gates(tmp_path_factory):
             create_orders_table(hook, table).append(orders_batch(1000 * i, 10))
             hook.create_branch(table, "b", snapshot_id=hook.ref_snapshot_id(table))
             head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
-            record_audit(hook, table, "b", head, passed=False)
-            if table == "db.broken":  # a failed check that is not warn-level
-                rows = hook.governance.read("audit_results", table_name=table)
-                hook.governance.append("audit_results", [{**rows[0], "check_name": "no_nulls"}])
             state[table] = (hook.ref_snapshot_id(table), head)
         create_orders_table(hook, "db.events").append(orders_batch(0, 10, day="2025-12-31"))
         hook.create_branch("db.events", "b", snapshot_id=hook.ref_snapshot_id("db.events"))
         for i, day in enumerate(DAYS):
             hook.load_table("db.events").append(orders_batch(100 + 10 * i, 10, day=day), branch="b")
-        record_audit(hook, "db.events", "b", hook.ref_snapshot_id("db.events", "b"))
         create_orders_table(hook, "db.held").append(orders_batch(0, 3))
         for case in ("case-1", "case-2"):
             IcebergCreateTagOperator(

@@ -127,13 +127,14 @@ def test_wap_xcom_asset_extra_and_ledger_details_keep_exact_ids(lake):
     create_orders_table(lake, T).append(orders_batch(0, 10))
     created = IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
     head = commit_to_branch(lake, T, "b", 100, 5)
-    record_audit(lake, T, "b", head)
+    audit = record_audit(lake, T, "b", head)
     asset = iceberg_asset(T)
     events = OutletEventAccessors()
     op = IcebergWapPublishOperator(
         task_id="p",
         table=T,
         branch="b",
+        audit=audit,
         audited_snapshot_id=str(head),
         base_snapshot_id=created["base_snapshot_id"],
         outlets=[asset],

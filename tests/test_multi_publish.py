@@ -30,7 +30,7 @@ from airflow_iceberg_provider.rules import multi_publish as mp
 from airflow_iceberg_provider.rules.refs import RefChange
 from tests.support.lake import create_orders_table, fake_context, orders_batch
 from tests.support.task_state import child_env
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 A, B = "db.orders", "db.customers"
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,13 +95,20 @@ def two(lake):
         base = lake.ref_snapshot_id(table)
         lake.create_branch(table, "b", snapshot_id=base)
         head = commit_to_branch(lake, table, "b", 1000 * i + 100, 5)
-        record_audit(lake, table, "b", head)
+        record_audit(lake, table, "b", head, event_id=f"ev-{table}")
         state[table] = (base, head)
     return lake, state
 
 
+def audited(hook: IcebergCatalogHook, tables: tuple[str, ...] = (A, B)) -> list[dict]:
+    """``tables`` as the publish takes them: each with the result of its (one) recorded audit."""
+    found = {t: hook.governance.read("audit_results", table_name=t)[0] for t in tables}
+    return [{"table": t, "audit": audit_of(r["snapshot_id"], r["event_id"])} for t, r in found.items()]
+
+
 def publish(**kwargs) -> IcebergWapMultiPublishOperator:
-    return IcebergWapMultiPublishOperator(task_id="t", tables=[A, B], branch="b", **kwargs)
+    tables = kwargs.pop("tables", None) or audited(IcebergCatalogHook())
+    return IcebergWapMultiPublishOperator(task_id="t", tables=tables, branch="b", **kwargs)
 
 
 def mains(hook: IcebergCatalogHook) -> dict[str, int | None]:
@@ -166,9 +173,24 @@ def test_main_moved_before_the_plan_refuses_before_anything_moves(two):
 def test_one_unaudited_table_refuses_all(two):
     hook, state = two
     commit_to_branch(hook, B, "b", 5000, 1)  # B's branch moved after its audit
-    with pytest.raises(IcebergRefusedError, match="db.customers .branch .b.. has no audit record"):
+    with pytest.raises(IcebergRefusedError, match="Branch 'b' of db.customers moved after its audit"):
         publish().execute(fake_context())
     assert mains(hook) == {t: state[t][0] for t in (A, B)} and rows(hook) == []
+
+
+def test_a_table_without_an_audit_of_this_run_refuses_all(two):
+    """B's verdict is a row another DAG run wrote (appended through the hook): refused, nothing moves."""
+    hook, state = two
+    tables = audited(hook)
+    forged = record_audit(hook, B, "b", state[B][1], event_id="forged", run_id="manual__other")
+    tables[1] = {"table": B, "audit": forged}
+    logs = {t: hook.metadata_location(t) for t in (A, B)}
+    with pytest.raises(IcebergRefusedError, match=r"tables\['db.customers'\]\['audit'\]=.* not by this run"):
+        publish(tables=tables).execute(fake_context())
+    tables[1] = {"table": B}  # no audit bound to B, none upstream
+    with pytest.raises(IcebergRefusedError, match=r"tables\['db.customers'\]\['audit'\]=None is not set"):
+        publish(tables=tables).execute(fake_context())
+    assert {t: hook.metadata_location(t) for t in (A, B)} == logs and rows(hook) == []
 
 
 def test_catalog_transaction_required_on_a_sql_catalog_is_refused(two):
@@ -203,7 +225,7 @@ def kill_between_tables(tmp_path: Path) -> str:
     """Run a publish in a real task process and SIGKILL it after the first table moved."""
     mark = tmp_path / "moved"
     script = tmp_path / "killed_try.py"
-    script.write_text(KILLED_TRY.format(mark=str(mark), tables=[A, B]))
+    script.write_text(KILLED_TRY.format(mark=str(mark), tables=audited(IcebergCatalogHook())))
     proc = subprocess.Popen([sys.executable, str(script)], env=child_env())
     try:
         deadline = time.monotonic() + 300
@@ -270,7 +292,7 @@ def rest_two(tmp_path, monkeypatch):
         base = hook.ref_snapshot_id(table)
         hook.create_branch(table, "b", snapshot_id=base)
         head = commit_to_branch(hook, table, "b", 1000 * i + 100, 5)
-        record_audit(hook, table, "b", head)
+        record_audit(hook, table, "b", head, event_id=f"ev-{table}")
         state[table] = (base, head)
     return hook, state
 
@@ -280,9 +302,9 @@ def test_rest_catalog_publishes_every_table_in_one_transaction(rest_two):
     hook, state = rest_two
     tables = list(state)
     logs = {t: len(hook.load_table(t).metadata.metadata_log) for t in tables}
-    out = IcebergWapMultiPublishOperator(task_id="t", tables=tables, branch="b", transaction="catalog").execute(
-        fake_context()
-    )
+    out = IcebergWapMultiPublishOperator(
+        task_id="t", tables=audited(hook, tuple(tables)), branch="b", transaction="catalog"
+    ).execute(fake_context())
     assert out["method"] == "catalog_transaction"
     assert {t: hook.ref_snapshot_id(t) for t in tables} == {t: state[t][1] for t in tables}
     assert {t: len(hook.load_table(t).metadata.metadata_log) for t in tables} == {t: n + 1 for t, n in logs.items()}
@@ -304,7 +326,9 @@ def test_rest_concurrent_writer_on_one_table_fails_the_whole_transaction(rest_tw
 
     monkeypatch.setattr(multi_publish, "commit_ref_changes_together", racing)
     with pytest.raises(IcebergCommitConflictError, match="applied none of it"):
-        IcebergWapMultiPublishOperator(task_id="t", tables=tables, branch="b").execute(fake_context())
+        IcebergWapMultiPublishOperator(task_id="t", tables=audited(hook, tuple(tables)), branch="b").execute(
+            fake_context()
+        )
     assert hook.ref_snapshot_id(tables[0]) == state[tables[0]][0], "the other table did not move"
     assert hook.ref_snapshot_id(tables[1]) not in state[tables[1]]
     assert rows(hook) == []
@@ -324,21 +348,31 @@ def test_steward_waiver_and_partition_events_per_table(lake):
         lake.create_branch(table, "b", snapshot_id=lake.ref_snapshot_id(table))
         lake.load_table(table).append(orders_batch(1000 * i + 100, 5, day=day), branch="b")
         heads[table] = lake.ref_snapshot_id(table, "b")
-        record_audit(lake, table, "b", heads[table], passed=table == A)
+        record_audit(lake, table, "b", heads[table], passed=table == A, event_id=f"ev-{table}")
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
         publish().execute(fake_context())
-    details = {"gate": "wap_publish", "decision": "publish", "decided_at": datetime.now(UTC).isoformat()}
+    shown = [{"check": "amount.min", "observed": -1.0, "expected": ">= 0"}]
+    details = {
+        "gate": "wap_publish",
+        "decision": "publish",
+        "decided_at": datetime.now(UTC).isoformat(),
+        "audit_event_id": f"ev-{B}",
+        "spec_hash": audit_of(heads[B])["spec_hash"],
+        "branch_head": str(heads[B]),
+        "failed_checks": shown,
+    }
     lake.governance.record_ledger(
         operation="approval",
         table=B,
         ref="b",
         status="succeeded",
+        context=fake_context(),
         snapshot_after=heads[B],
         details={**details, "waived": ["amount.min"]},
     )
     events, assets = OutletEventAccessors(), {t: iceberg_asset(t) for t in (A, B)}
     op = IcebergWapMultiPublishOperator(
-        task_id="t", tables=[A, B], branch="b", outlets=list(assets.values()), partition_events="iceberg"
+        task_id="t", tables=audited(lake), branch="b", outlets=list(assets.values()), partition_events="iceberg"
     )
     op.execute({**fake_context(), "outlet_events": events})
     assert mains(lake) == heads

@@ -130,16 +130,16 @@ def test_publish_rerun_of_a_published_snapshot_emits_again_unless_skip(orders):
         snapshot_properties=rl.summary_properties(rl.RunIdentity.from_context(ctx("r1"))),
     )
     head = orders.ref_snapshot_id(T, "wap_b")
-    record_audit(orders, T, "wap_b", head)
+    audit = record_audit(orders, T, "wap_b", head, dag_id="daily", run_id="r1")
     asset = iceberg_asset(T)
-    first = IcebergWapPublishOperator(task_id="load.publish", table=T, branch="wap_b", outlets=[asset])
+    first = IcebergWapPublishOperator(task_id="load.publish", table=T, branch="wap_b", outlets=[asset], audit=audit)
     events = OutletEventAccessors()
     assert first.execute({**ctx("r1", "load.publish"), "outlet_events": events})["method"] == "fast_forward"
     assert events[asset].extra["snapshot_id"] == str(head)
     # cleared publish task, on_rerun="fail": main unchanged, the same event again
     events = OutletEventAccessors()
     again = IcebergWapPublishOperator(
-        task_id="load.publish", table=T, branch="wap_b", audited_snapshot_id=str(head), outlets=[asset]
+        task_id="load.publish", table=T, branch="wap_b", audited_snapshot_id=str(head), outlets=[asset], audit=audit
     )
     assert again.execute({**ctx("r1", "load.publish", 2), "outlet_events": events})["method"] == "noop"
     assert events[asset].extra["snapshot_id"] == str(head)
@@ -152,6 +152,7 @@ def test_publish_rerun_of_a_published_snapshot_emits_again_unless_skip(orders):
         audited_snapshot_id=str(head),
         outlets=[asset],
         on_rerun="skip",
+        audit=audit,
     )
     events = OutletEventAccessors()
     with pytest.raises(AirflowSkipException):
@@ -169,12 +170,12 @@ def test_publish_refuses_a_branch_whose_interval_another_run_published_meanwhile
         snapshot_properties=rl.summary_properties(rl.RunIdentity.from_context(ctx("manual__late"))),
     )
     head = orders.ref_snapshot_id(T, "wap_late")
-    record_audit(orders, T, "wap_late", head)
+    audit = record_audit(orders, T, "wap_late", head, dag_id="daily", run_id="manual__late")
     publish_day(orders, "scheduled__2026-01-01", 100, 5)  # the other run's publish, after the branch was cut
     before = orders.metadata_location(T)
     for mode in ("fail", "replace"):
         op = IcebergWapPublishOperator(
-            task_id="load.publish", table=T, branch="wap_late", on_conflict="cherrypick", on_rerun=mode
+            task_id="load.publish", table=T, branch="wap_late", on_conflict="cherrypick", on_rerun=mode, audit=audit
         )
         with pytest.raises(IcebergRefusedError, match="after this run's branch was cut"):
             op.execute(ctx("manual__late", "load.publish"))

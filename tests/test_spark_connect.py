@@ -130,7 +130,7 @@ def test_wap_write_audit_publish_and_cherry_pick_through_connect(orders):
         task_id="publish",
         table=T,
         branch=branch,
-        audited_snapshot_id=audit["snapshot_id"],
+        audit=audit,
         on_conflict="cherrypick",
         spark_conn_id=CONN,
     ).execute(ctx)

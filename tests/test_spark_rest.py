@@ -51,7 +51,7 @@ from tests.support.erasure import SALT, add_requests, append_people, create_peop
 from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
 from tests.support.s3 import backdate, bucket_objects, s3fs
 from tests.support.servers import iceberg_rest_fixture, rest_conn_json, rest_fixture_conn_json, seaweed
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.rest, pytest.mark.spark]
 
@@ -272,9 +272,7 @@ def test_wap_write_audit_fast_forward_then_rollback(lake):
     _record_base_values(lake, audit_op, int(base))
     audit = lake.timed("WAP audit", lambda: audit_op.execute(ctx))
     assert audit["passed"] is True and audit["checks"] == 3
-    publish = IcebergWapPublishOperator(
-        task_id="publish", table=t, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
-    )
+    publish = IcebergWapPublishOperator(task_id="publish", table=t, branch=branch, audit=audit, drop_branch=True)
     published = lake.timed("WAP publish", lambda: publish.execute(ctx))
     assert published["method"] == "fast_forward" and str(hook.ref_snapshot_id(t)) == written["snapshot_id"]
     tbl = hook.load_table(t)
@@ -297,9 +295,10 @@ def test_cherry_pick_when_main_moved(lake):
     head2 = commit_to_branch(hook, t, "c2", 8000, 6)
     record_audit(hook, t, "c1", head1, event_id=f"c1-{lake.server}")
     record_audit(hook, t, "c2", head2, event_id=f"c2-{lake.server}")
-    IcebergWapPublishOperator(task_id="p1", table=t, branch="c1", audited_snapshot_id=head1).execute(fake_context())
+    c1 = audit_of(head1, f"c1-{lake.server}")
+    IcebergWapPublishOperator(task_id="p1", table=t, branch="c1", audit=c1).execute(fake_context())
     pick = IcebergWapPublishOperator(
-        task_id="p2", table=t, branch="c2", audited_snapshot_id=head2, on_conflict="cherrypick"
+        task_id="p2", table=t, branch="c2", audit=audit_of(head2, f"c2-{lake.server}"), on_conflict="cherrypick"
     )
     out = lake.timed("cherry-pick", lambda: pick.execute(fake_context()))
     lake.xcom.append(out)

@@ -59,7 +59,7 @@ from tests.support.erasure import SALT, add_requests, append_people, create_peop
 from tests.support.lake import append_batches, create_orders_table, fake_context, orders_batch
 from tests.support.s3 import backdate, bucket_objects, s3fs
 from tests.support.servers import postgres, seaweed, skip_or_fail
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.rest, pytest.mark.spark]
 JOBS = 7  # plan, orphans, WAP write, audit, cherry-pick, erasure logical, erasure purge
@@ -293,9 +293,7 @@ def test_wap_write_audit_publish_on_s3(s3lake):
     observed = {r["check"]: r["observed"] for r in audit["results"]}
     STATE["rows"] += 100
     assert observed["table.has_rows"] == STATE["rows"] and observed["order_id.unique_check"] == 0.0
-    publish = IcebergWapPublishOperator(
-        task_id="publish", table=T, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
-    )
+    publish = IcebergWapPublishOperator(task_id="publish", table=T, branch=branch, audit=audit, drop_branch=True)
     published = timed("WAP publish", lambda: publish.execute(ctx))
     assert published["method"] == "fast_forward" and str(hook.ref_snapshot_id(T)) == written["snapshot_id"]
     # the data files Spark wrote are S3 objects, read back through pyiceberg's FileIO
@@ -316,9 +314,9 @@ def test_cherry_pick_on_s3_when_main_moved(s3lake):
     head2 = commit_to_branch(hook, T, "c2", 8000, 6)
     record_audit(hook, T, "c1", head1, event_id="c1")
     record_audit(hook, T, "c2", head2, event_id="c2")
-    IcebergWapPublishOperator(task_id="p1", table=T, branch="c1", audited_snapshot_id=head1).execute(fake_context())
+    IcebergWapPublishOperator(task_id="p1", table=T, branch="c1", audit=audit_of(head1, "c1")).execute(fake_context())
     pick = IcebergWapPublishOperator(
-        task_id="p2", table=T, branch="c2", audited_snapshot_id=head2, on_conflict="cherrypick"
+        task_id="p2", table=T, branch="c2", audit=audit_of(head2, "c2"), on_conflict="cherrypick"
     )
     out = timed("cherry-pick", lambda: pick.execute(fake_context()))
     STATE["xcom"].append(out)

@@ -856,6 +856,9 @@ def test_gating_audit_is_the_audit_of_the_published_snapshot():
     assert views.gating_audit(audits, pub)["event_id"] == "ok"
     assert views.gating_audit(audits, {**pub, "audited_snapshot_id": None})["event_id"] == "bad"  # same run
     assert views.gating_audit(audits, {**pub, "audited_snapshot_id": None, "run_id": "x"}) is None
+    # a publish bound to an audit run shows exactly that run, never another audit of the snapshot
+    assert views.gating_audit(audits, {**pub, "audit_event_id": "bad"})["event_id"] == "bad"
+    assert views.gating_audit(audits, {**pub, "audit_event_id": "gone"}) is None
 
 
 def test_maintenance_chart_shows_each_actions_own_figures():

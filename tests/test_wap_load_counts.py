@@ -25,7 +25,7 @@ from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOper
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from airflow_iceberg_provider.params import validate_table
 from tests.support.lake import create_orders_table, fake_context, orders_batch
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 T = "db.orders"
 
@@ -111,7 +111,9 @@ def test_publish_fast_forward_with_partition_keys_loads_twice(lake, loads):
         "outlet_events": OutletEventAccessors(),
         "data_interval_start": datetime(2026, 1, 1, tzinfo=UTC),
     }
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", outlets=[asset], partition_events="iceberg")
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", outlets=[asset], partition_events="iceberg", audit=audit_of(head)
+    )
     loads.reset()
     out = op.execute(ctx)
     assert out["method"] == "fast_forward" and out["partition_keys"] == ["2026-01-01"]
@@ -122,7 +124,7 @@ def test_publish_fast_forward_with_partition_keys_loads_twice(lake, loads):
 
 def test_publish_fast_forward_loads_once_before_and_once_after_the_commit(orders, loads):
     head = _audited_branch(orders, loads)
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head, tag="daily-1")
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=audit_of(head, "ev-b"), tag="daily-1")
     loads.reset()
     assert op.execute(fake_context())["method"] == "fast_forward"
     assert loads.count == 2
@@ -137,7 +139,9 @@ def test_publish_recovering_a_lost_ledger_row_reuses_the_resolved_table(orders, 
     base = orders.ref_snapshot_id(T)
     with loads.pause():  # an earlier try moved main, then died before its ledger row
         orders.fast_forward(T, to_snapshot_id=head)
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head, base_snapshot_id=base)
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", audit=audit_of(head, "ev-b"), base_snapshot_id=base
+    )
     loads.reset()
     assert op.execute(fake_context())["method"] == "noop"
     rows = orders.governance.read("ledger", operation="wap_publish")

@@ -6,6 +6,7 @@ Refusals are checked to change nothing (the table's metadata location is unchang
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pendulum
@@ -221,18 +222,17 @@ def test_audit_templates_render(orders):
 def _audited_branch(hook, branch="b", start=100):
     IcebergWapCreateBranchOperator(task_id="c", table=T, branch=branch).execute(fake_context())
     head = commit_to_branch(hook, T, branch, start, 5)
-    record_audit(hook, T, branch, head, event_id=f"ev-{branch}")
-    return head
+    return head, record_audit(hook, T, branch, head, event_id=f"ev-{branch}")
 
 
 def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
     from airflow.sdk.execution_time.context import OutletEventAccessors
 
     base = main_of(orders)
-    head = _audited_branch(orders)
+    head, audit = _audited_branch(orders)
     asset = iceberg_asset(T)
     op = IcebergWapPublishOperator(
-        task_id="p", table=T, branch="b", audited_snapshot_id=str(head), tag="daily-1", outlets=[asset]
+        task_id="p", table=T, branch="b", audited_snapshot_id=str(head), tag="daily-1", outlets=[asset], audit=audit
     )
     events = OutletEventAccessors()
     out = op.execute({**fake_context(), "outlet_events": events})
@@ -242,6 +242,7 @@ def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
     assert events[asset].extra["snapshot_id"] == str(head) and events[asset].extra["table"] == T
     ledger = [r for r in orders.governance.read("ledger", operation="wap_publish") if r["status"] == "succeeded"]
     assert len(ledger) == 1 and ledger[0]["snapshot_after"] == head
+    assert json.loads(ledger[0]["details"])["audit_event_id"] == "ev-b"  # the row names the audit it took
     # a retried publish is a no-op, still emits the event, and writes no second ledger row
     before = orders.metadata_location(T)
     events = OutletEventAccessors()
@@ -253,19 +254,21 @@ def test_publish_fast_forwards_emits_asset_event_and_retry_is_noop(orders):
 
 
 def test_publish_can_drop_the_branch_and_retry_stays_noop(orders):
-    head = _audited_branch(orders)
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head, drop_branch=True)
+    head, audit = _audited_branch(orders)
+    op = IcebergWapPublishOperator(
+        task_id="p", table=T, branch="b", audited_snapshot_id=head, drop_branch=True, audit=audit
+    )
     assert op.execute(fake_context())["branch_dropped"] is True
     assert "b" not in orders.refs(T)
     assert op.execute(fake_context())["method"] == "noop"
 
 
 def test_publish_refuses_a_branch_that_moved_after_its_audit(orders):
-    head = _audited_branch(orders)
+    head, audit = _audited_branch(orders)
     commit_to_branch(orders, T, "b", 500, 1)  # unaudited commit after the audit
     before, main = orders.metadata_location(T), main_of(orders)
     with pytest.raises(IcebergRefusedError, match="moved after its audit"):
-        IcebergWapPublishOperator(task_id="p", table=T, branch="b", audited_snapshot_id=head).execute(fake_context())
+        IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=audit).execute(fake_context())
     assert orders.metadata_location(T) == before and main_of(orders) == main
 
 
@@ -273,23 +276,25 @@ def test_publish_refuses_unaudited_and_failed_audits(orders):
     IcebergWapCreateBranchOperator(task_id="c", table=T, branch="b").execute(fake_context())
     head = commit_to_branch(orders, T, "b", 100, 5)
     before, main = orders.metadata_location(T), main_of(orders)
-    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b")  # audited id defaults to the head
-    with pytest.raises(IcebergRefusedError, match="has no audit record"):
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b")  # no audit bound to it
+    with pytest.raises(IcebergRefusedError, match="audit=None is not set, so no audit run is bound"):
         op.execute(fake_context())
-    record_audit(orders, T, "b", head, passed=False)
+    failed = record_audit(orders, T, "b", head, passed=False)
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=failed)
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['amount.min'\]"):
         op.execute(fake_context())
-    assert main_of(orders) == main
-    record_audit(orders, T, "b", head, passed=True, event_id="later")  # a newer audit passed
+    assert main_of(orders) == main and orders.metadata_location(T) == before
+    passed = record_audit(orders, T, "b", head, passed=True, event_id="later")  # a new audit passed
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=passed)
     assert op.execute(fake_context())["published_snapshot_id"] == str(head)
     assert before != orders.metadata_location(T)
 
 
 def test_concurrent_publish_exactly_one_fast_forwards(orders):
-    head_a = _audited_branch(orders, "a", 100)
-    head_b = _audited_branch(orders, "b", 200)
-    pub_a = IcebergWapPublishOperator(task_id="pa", table=T, branch="a", audited_snapshot_id=head_a)
-    pub_b = IcebergWapPublishOperator(task_id="pb", table=T, branch="b", audited_snapshot_id=head_b)
+    head_a, audit_a = _audited_branch(orders, "a", 100)
+    head_b, audit_b = _audited_branch(orders, "b", 200)
+    pub_a = IcebergWapPublishOperator(task_id="pa", table=T, branch="a", audit=audit_a)
+    pub_b = IcebergWapPublishOperator(task_id="pb", table=T, branch="b", audit=audit_b)
     # both load the table before either commits: the loser's compare-and-swap fails
     stale = orders.load_table(T)
     assert pub_a.execute(fake_context())["method"] == "fast_forward"
@@ -331,6 +336,9 @@ def test_task_group_wires_the_four_steps_with_templates_and_asset():
     assert publish.upstream_task_ids == {"orders_wap.audit"}
     assert dag.task_dict["orders_wap.audit"].upstream_task_ids == {"orders_wap.write"}
     assert "orders_wap.audit" in publish.audited_snapshot_id and "snapshot_id" in publish.audited_snapshot_id
+    # the publish is bound to this audit's result and requires the audit's own checks
+    assert publish.audit.operator is dag.task_dict["orders_wap.audit"]
+    assert publish.required_checks == {"column_mapping": {"amount": {"min": {"geq_to": 0}}}, "accept_none": True}
     assert group.group_id == "orders_wap"
     with pytest.raises(IcebergValidationError):
         with DAG("bad", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
@@ -342,11 +350,11 @@ def test_cherrypick_refuses_non_append_snapshots_before_any_spark_job(orders):
     commit_to_branch(orders, T, "b", 100, 3)
     orders.load_table(T).delete("order_id = 100", branch="b")  # a non-append change on the branch
     head = orders.ref_snapshot_id(T, "b")
-    record_audit(orders, T, "b", head)
+    audit = record_audit(orders, T, "b", head)
     orders.load_table(T).append(orders_batch(900, 1))  # main moves on
     before, main = orders.metadata_location(T), main_of(orders)
     op = IcebergWapPublishOperator(
-        task_id="p", table=T, branch="b", audited_snapshot_id=head, on_conflict="cherrypick", spark_conn_id="nope"
+        task_id="p", table=T, branch="b", audit=audit, on_conflict="cherrypick", spark_conn_id="nope"
     )
     with pytest.raises(IcebergPublishConflictError, match="non-append snapshots"):
         op.execute(fake_context())
@@ -363,7 +371,8 @@ def test_two_publishes_racing_in_threads_exactly_one_wins(orders):
     outcomes: dict[str, object] = {}
 
     def publish(name: str) -> None:
-        op = IcebergWapPublishOperator(task_id=f"p_{name}", table=T, branch=name, audited_snapshot_id=heads[name])
+        head, audit = heads[name]
+        op = IcebergWapPublishOperator(task_id=f"p_{name}", table=T, branch=name, audited_snapshot_id=head, audit=audit)
         barrier.wait()
         try:
             outcomes[name] = op.execute(fake_context())["method"]
@@ -377,7 +386,7 @@ def test_two_publishes_racing_in_threads_exactly_one_wins(orders):
         t.join()
     winners = [n for n, o in outcomes.items() if o == "fast_forward"]
     assert len(winners) == 1, outcomes
-    assert main_of(orders) == heads[winners[0]]
+    assert main_of(orders) == heads[winners[0]][0]
 
 
 def test_wap_write_conf_sets_the_branch_and_keeps_user_excluded_rules():

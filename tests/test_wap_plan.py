@@ -25,7 +25,6 @@ from airflow_iceberg_provider.rules.wap_refs import (
     PublishState,
     ancestry,
     audit_target,
-    audit_verdict,
     audited_snapshot,
     branch_snapshots,
     cherrypick_missing,
@@ -206,18 +205,6 @@ def test_audited_snapshot_rules():
         audited_snapshot(T, "b", refs()["b"], 42, by_id)
     with pytest.raises(IcebergRefusedError, match="moved after its audit: it is at 4, the audit passed snapshot 3"):
         audited_snapshot(T, "b", refs()["b"], 3, by_id)
-
-
-def test_audit_verdict_uses_the_latest_audit():
-    def row(event: str, at: int, passed: bool) -> dict:
-        return {"event_id": event, "evaluated_at": at, "check_name": "amount.min", "passed": passed}
-
-    where = "governance.audit_results"
-    with pytest.raises(IcebergRefusedError, match="has no audit record in governance.audit_results"):
-        audit_verdict([], table=T, branch="b", snapshot_id=4, where=where)
-    with pytest.raises(IcebergRefusedError, match=r"event_id=e2\) failed checks \['amount.min'\]"):
-        audit_verdict([row("e1", 1, True), row("e2", 2, False)], table=T, branch="b", snapshot_id=4, where=where)
-    audit_verdict([row("e1", 1, False), row("e2", 2, True)], table=T, branch="b", snapshot_id=4, where=where)
 
 
 # ------------------------------------------------------------------ create branch

@@ -21,7 +21,7 @@ from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranch
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.rules.refs import RefChange
 from tests.support.lake import create_orders_table, fake_context, orders_batch
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 T = "db.orders"
 
@@ -42,7 +42,9 @@ def metadata_log(hook: IcebergCatalogHook) -> int:
 
 
 def publish(**kwargs) -> IcebergWapPublishOperator:
-    return IcebergWapPublishOperator(task_id="p", table=T, branch="b", **kwargs)
+    hook = IcebergCatalogHook()
+    audit = audit_of(hook.ref_snapshot_id(T, "b"))  # the audit the fixture recorded, of the branch head
+    return IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=audit, **kwargs)
 
 
 # ------------------------------------------------------------------ fix 1: one commit

@@ -24,7 +24,7 @@ from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranch
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from tests.support.lake import create_orders_table, fake_context, orders_batch
-from tests.support.wap import commit_to_branch, record_audit
+from tests.support.wap import audit_of, commit_to_branch, record_audit
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 
@@ -100,9 +100,7 @@ def test_happy_path_retried_write_audit_publish(orders):
     assert len(recorded) == 6 and all(r["passed"] for r in recorded)
     assert {str(r["snapshot_id"]) for r in recorded} == {second["snapshot_id"]} and recorded[0]["ref"] == branch
 
-    publish = IcebergWapPublishOperator(
-        task_id="publish", table=T, branch=branch, audited_snapshot_id=audit["snapshot_id"], drop_branch=True
-    )
+    publish = IcebergWapPublishOperator(task_id="publish", table=T, branch=branch, audit=audit, drop_branch=True)
     out = publish.execute(ctx)
     assert out["method"] == "fast_forward" and str(hook.ref_snapshot_id(T)) == second["snapshot_id"]
     assert branch not in hook.refs(T)
@@ -226,9 +224,12 @@ def test_bad_data_fails_the_audit_and_main_keeps_its_snapshot(orders, caplog, ca
     failed = sorted(r["check_name"] for r in rows if not r["passed"])
     assert failed == ["amount.min", "order_id.unique_check", "table.ca_positive"]
     with pytest.raises(IcebergRefusedError, match="failed checks"):
-        IcebergWapPublishOperator(
-            task_id="publish", table=T, branch=branch, audited_snapshot_id=written["snapshot_id"]
-        ).execute(ctx)
+        bound = {
+            "audit_event_id": rows[0]["event_id"],
+            "spec_hash": rows[0]["spec_hash"],
+            "snapshot_id": rows[0]["snapshot_id"],
+        }
+        IcebergWapPublishOperator(task_id="publish", table=T, branch=branch, audit=bound).execute(ctx)
     assert hook.ref_snapshot_id(T) == main_before
 
 
@@ -240,10 +241,10 @@ def test_cherrypick_when_main_moved(orders):
     head2 = commit_to_branch(hook, T, "c2", 8000, 6)
     record_audit(hook, T, "c1", head1, event_id="c1")
     record_audit(hook, T, "c2", head2, event_id="c2")
-    IcebergWapPublishOperator(task_id="p1", table=T, branch="c1", audited_snapshot_id=head1).execute(fake_context())
+    IcebergWapPublishOperator(task_id="p1", table=T, branch="c1", audit=audit_of(head1, "c1")).execute(fake_context())
     records_before = len(rows_at(hook, head1))
     pick = IcebergWapPublishOperator(
-        task_id="p2", table=T, branch="c2", audited_snapshot_id=head2, on_conflict="cherrypick"
+        task_id="p2", table=T, branch="c2", audit=audit_of(head2, "c2"), on_conflict="cherrypick"
     )
     out = pick.execute(fake_context())
     assert out["method"] == "cherrypick"

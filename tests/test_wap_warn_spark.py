@@ -37,15 +37,24 @@ def test_warn_level_failures_wait_for_a_steward_and_others_still_fail(lake):
     ).execute(fake_context())
     assert (out["passed"], out["needs_approval"], out["failed"]) == (False, True, 1)
     assert out["failed_checks"][0]["check"] == "table.enough_rows"
-    publish = IcebergWapPublishOperator(task_id="p", table=T, branch="b")
+    publish = IcebergWapPublishOperator(task_id="p", table=T, branch="b", audit=out)
     with pytest.raises(IcebergRefusedError, match=r"failed checks \['table.enough_rows'\]"):
         publish.execute(fake_context())
-    details = {"gate": "wap_publish", "decision": "publish", "decided_at": datetime.now(UTC).isoformat()}
+    details = {
+        "gate": "wap_publish",
+        "decision": "publish",
+        "decided_at": datetime.now(UTC).isoformat(),
+        "audit_event_id": out["audit_event_id"],
+        "spec_hash": out["spec_hash"],
+        "branch_head": str(head),
+        "failed_checks": out["failed_checks"],
+    }
     lake.governance.record_ledger(
         operation="approval",
         table=T,
         ref="b",
         status="succeeded",
+        context=fake_context(task_id="gate"),
         snapshot_after=head,
         details={**details, "waived": ["table.enough_rows"]},
     )

@@ -32,6 +32,8 @@ Check format (the one the common-sql provider's ``SQLColumnCheckOperator`` and
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -392,3 +394,61 @@ def reusable_base_values(checks: Sequence[Check], rows: Sequence[Mapping[str, An
             value = row.get("observed_value")
             out[check.name] = None if value is None else float(value)
     return out
+
+
+# ------------------------------------------------------------------ the identity of a check spec
+#: the keys of a check spec given as one mapping (a publish's ``required_checks``)
+SPEC_KEYS = ("column_mapping", "table_checks", "change_checks", "partition_clause", "accept_none")
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value``: keys sorted, no whitespace, UTF-8 characters as they are,
+    no NaN or infinity (the bytes every check hash is computed over)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def check_hash(check: Check) -> str:
+    """SHA-256 (hex) of one validated check's canonical JSON (:meth:`Check.to_dict`).
+
+    Two checks hash alike only if everything that decides their verdict is alike: name, type,
+    column, bounds, tolerance, partition clause, statement and ``accept_none``.
+    """
+    return hashlib.sha256(canonical_json(check.to_dict()).encode("utf-8")).hexdigest()
+
+
+def spec_hash_of(check_hashes: Mapping[str, str]) -> str:
+    """SHA-256 (hex) of a spec given as ``{check name: check hash}`` (canonical JSON of that mapping).
+
+    An audit's rows carry each check's name and hash, so the hash of the spec an audit ran can be
+    recomputed from its rows alone.
+    """
+    return hashlib.sha256(canonical_json(dict(check_hashes)).encode("utf-8")).hexdigest()
+
+
+def spec_hash(checks: Sequence[Check]) -> str:
+    """SHA-256 (hex) of the check spec ``checks`` form: :func:`spec_hash_of` their :func:`check_hash` values."""
+    return spec_hash_of({c.name: check_hash(c) for c in checks})
+
+
+def parse_check_spec(spec: Mapping[str, Any]) -> list[Check]:
+    """Validate a check spec given as one mapping (keys :data:`SPEC_KEYS`, as the audit operator takes them).
+
+    :raises CheckSpecError: an unknown key, or any error :func:`parse_checks` finds.
+    """
+    if not isinstance(spec, Mapping):
+        raise CheckSpecError(
+            f"the check spec must be a mapping with keys among {list(SPEC_KEYS)}, not {type(spec).__name__}."
+        )
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise CheckSpecError(f"unknown keys {unknown} in the check spec; allowed: {list(SPEC_KEYS)}.")
+    accept_none = spec.get("accept_none", True)
+    if not isinstance(accept_none, bool):
+        raise CheckSpecError(f"accept_none={accept_none!r} must be true or false.")
+    return parse_checks(
+        spec.get("column_mapping"),
+        spec.get("table_checks"),
+        spec.get("change_checks"),
+        partition_clause=spec.get("partition_clause"),
+        accept_none=accept_none,
+    )

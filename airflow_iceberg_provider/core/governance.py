@@ -115,6 +115,8 @@ AUDIT_RESULTS = GovernanceTable(
         Column("condition", "string"),
         Column("passed", "boolean"),
         Column("evaluated_at", "timestamptz"),
+        Column("check_hash", "string", doc="SHA-256 of the check's canonical JSON (core.audit_checks.check_hash)"),
+        Column("spec_hash", "string", doc="SHA-256 of the check spec the audit ran (core.audit_checks.spec_hash)"),
     ),
 )
 

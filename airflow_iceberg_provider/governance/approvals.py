@@ -2,8 +2,9 @@
 
 Each decision taken at a gate is one ``approval`` ledger row: ``table_name``, ``ref`` (the branch
 or tag decided on), ``snapshot_after`` (the snapshot decided on) and in ``details`` the gate, the
-decision, who decided (name and id), when, the comment, and what the steward was shown (the failed
-checks with observed and expected values, or the hold's case id). Rules live in
+decision, who decided (name and id), when, the comment, and what the steward was shown (for a WAP
+gate: the audit run's ``audit_event_id`` and ``spec_hash``, the snapshot, the branch head when the
+answer came, and the failed checks with observed and expected values; for a hold: its case id). Rules live in
 :mod:`airflow_iceberg_provider.rules.approval`.
 """
 
@@ -17,6 +18,7 @@ from airflow_iceberg_provider.rules import approval as rules
 
 if TYPE_CHECKING:
     from airflow_iceberg_provider.governance._reader import LedgerReaderHook
+    from airflow_iceberg_provider.params import AuditBinding
 
 
 def approval_history(hook: LedgerReaderHook, table: str | None = None) -> list[dict[str, Any]]:
@@ -48,14 +50,17 @@ def approval_history(hook: LedgerReaderHook, table: str | None = None) -> list[d
     return sorted(out, key=lambda d: str(d["decided_at"] or ""), reverse=True)
 
 
-def steward_waivers(hook: LedgerReaderHook, table: str, snapshot_id: int) -> frozenset[str]:
-    """Warn-level checks a data steward accepted for ``snapshot_id`` of ``table`` at a WAP publish gate."""
+def steward_waivers(
+    hook: LedgerReaderHook, table: str, binding: AuditBinding, *, dag_id: str | None, run_id: str | None
+) -> frozenset[str]:
+    """Warn-level checks a data steward accepted at a WAP publish gate for exactly the audit run
+    ``binding`` names, in DAG run ``dag_id`` / ``run_id`` (:func:`~airflow_iceberg_provider.rules.approval.waived_checks`)."""
     decisions = [
-        {**d["details"], "snapshot_id": d["snapshot_id"]}
+        {**d["details"], "snapshot_id": d["snapshot_id"], "dag_id": d["dag_id"], "run_id": d["run_id"]}
         for d in approval_history(hook, table)
         if d["gate"] == rules.WAP_PUBLISH
     ]
-    return rules.waived_checks(decisions, snapshot_id)
+    return rules.waived_checks(decisions, binding, dag_id=dag_id, run_id=run_id)
 
 
 def hold_release_decisions(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:

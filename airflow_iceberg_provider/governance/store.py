@@ -74,8 +74,17 @@ class GovernanceStore:
         missing = {k: v for k, v in GOVERNANCE_TABLE_PROPERTIES.items() if k not in props and k != "format-version"}
         if missing:  # a table created by an earlier version: add what it lacks, keep what a user set
             hook.retry_commit(lambda: hook.ensure_table_properties(name, missing), what=name)
+        if {c.name for c in spec.columns} - set(tbl.schema().column_names):  # columns added by a later version
+            hook.retry_commit(lambda: self._add_columns(name, spec), what=name)
         self._ready[name] = True
         return name
+
+    def _add_columns(self, name: str, spec: GovernanceTable) -> None:
+        """Add the columns of ``spec`` that the table lacks (optional columns; existing rows read NULL)."""
+        with self.hook.translate_errors(name):
+            tbl = self.hook.load_table(name)
+            with tbl.update_schema() as update:
+                update.union_by_name(pyiceberg_schema(spec))
 
     def append(self, kind: str, rows: list[dict[str, Any]]) -> None:
         """Append rows to a governance table (retrying commit conflicts with a refresh)."""

@@ -11,18 +11,20 @@ branch), :mod:`~airflow_iceberg_provider.operators.wap_write`,
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.core import audit_checks
 from airflow_iceberg_provider.core.governance import airflow_identity
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.params import MAIN_BRANCH, branch_name_for_run, validate_name
+from airflow_iceberg_provider.params import MAIN_BRANCH, AuditBinding, branch_name_for_run, validate_name
 from airflow_iceberg_provider.rules import wap_refs as _wap_refs
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import BaseOperator, Context
     from pyiceberg.table import Table
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -42,6 +44,75 @@ def resolve_branch(branch: str | None, context: Context | Mapping[str, Any] | No
             )
         return branch_name_for_run(ident["dag_id"], ident["run_id"], validate_name(prefix, "branch_prefix"))
     return params.ref_name(branch.strip() if isinstance(branch, str) else branch, "branch", allow_main=False)
+
+
+def audit_binding_for(
+    task: BaseOperator, context: Context | Mapping[str, Any], value: Any, table: str, param: str = "audit"
+) -> AuditBinding | None:
+    """The audit run bound to ``task``: ``value`` (the audit task's result) if set, else the result of
+    the one direct upstream task that audited ``table`` in this DAG run (``None`` if there is none).
+
+    :raises IcebergValidationError: ``value`` is malformed, or several upstream tasks audited ``table``.
+    """
+    if not params.is_unset(value):
+        return params.audit_binding(value, param)
+    ti = context.get("ti") if hasattr(context, "get") else None
+    pull = getattr(ti, "xcom_pull", None)
+    if not callable(pull):
+        return None
+    found: dict[str, Any] = {}
+    for task_id in sorted(task.upstream_task_ids):
+        result = pull(task_ids=task_id)
+        if isinstance(result, Mapping) and "audit_event_id" in result and result.get("table") == table:
+            found[task_id] = result
+    if len(found) > 1:
+        raise IcebergValidationError(
+            f"{param} is not set and several upstream tasks audited {table} ({sorted(found)}); pass "
+            f"{param}=<the audit task>.output to say which audit the step is bound to."
+        )
+    for task_id, result in found.items():
+        return params.audit_binding(result, f"{param} (the result of upstream task {task_id!r})")
+    return None
+
+
+def bound_verdict(
+    hook: IcebergCatalogHook,
+    binding: AuditBinding | None,
+    *,
+    table: str,
+    snapshot_id: int,
+    context: Context | Mapping[str, Any] | None,
+    param: str = "audit",
+) -> _wap_refs.Verdict:
+    """Read the rows of exactly the bound audit run (by event id) and check them (:func:`~airflow_iceberg_provider.rules.wap_refs.read_verdict`)."""
+    rows = hook.governance.read("audit_results", event_id=binding.event_id) if binding is not None else []
+    ident = airflow_identity(context)
+    return _wap_refs.read_verdict(
+        rows,
+        binding,
+        table=table,
+        snapshot_id=snapshot_id,
+        dag_id=ident["dag_id"],
+        run_id=ident["run_id"],
+        now=datetime.now(UTC),
+        where=f"{hook.governance_namespace}.audit_results",
+        param=param,
+    )
+
+
+def required_check_hashes(value: Any, param: str = "required_checks") -> dict[str, str]:
+    """``{check name: check hash}`` of a required check spec (the audit operator's check arguments as
+    one mapping: ``column_mapping``, ``table_checks``, ``change_checks``, ``partition_clause``, ``accept_none``)."""
+    if params.is_unset(value):
+        return {}
+    try:
+        checks = audit_checks.parse_check_spec(value)
+    except audit_checks.CheckSpecError as err:
+        raise IcebergValidationError(
+            f"{param}={params.describe(value)} is not a valid check spec: {err} Give the same check arguments as "
+            "the audit's (wap_task_group passes its own)."
+        ) from err
+    return {c.name: audit_checks.check_hash(c) for c in checks}
 
 
 def refuse_unsupported_format(tbl: Table, table: str) -> None:

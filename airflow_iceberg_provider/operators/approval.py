@@ -26,11 +26,12 @@ from airflow_iceberg_provider import params as param_rules
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergRefNotFoundError,
+    IcebergRefusedError,
     IcebergValidationError,
 )
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.operators._wap_common import resolve_branch
+from airflow_iceberg_provider.operators._wap_common import audit_binding_for, bound_verdict, resolve_branch
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref, validate_table
 from airflow_iceberg_provider.rules import approval as rules
 
@@ -93,7 +94,9 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
     """
     Wait for a data steward's decision on a WAP branch whose audit failed warn-level checks only.
 
-    Reads the latest audit of the snapshot from ``governance.audit_results``:
+    Reads the verdict of exactly this run's audit (``audit``: its rows in ``governance.audit_results``,
+    by event id, checked as the publish checks them: this table and snapshot, this DAG run, the spec
+    hash the audit reported, no future date):
 
     * every check passed: no question is asked, the publish task runs;
     * a failed check is not in ``warn_checks``: the task fails
@@ -103,13 +106,19 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
       (the publish then accepts exactly these checks for exactly this snapshot), **Drop branch**
       runs ``drop_task_id``, **Keep for later** skips both and keeps the branch.
 
-    The answer (who, when, which option, the comment, the failed checks shown) is one ``approval``
-    ledger row.
+    The answer (who, when, which option, the comment) is one ``approval`` ledger row bound to what
+    the steward was shown: the audit run (``audit_event_id``, ``spec_hash``), the snapshot and the
+    failed checks with their observed and expected values. The branch must still be at that snapshot
+    when the question is asked and when the answer comes (else the gate refuses and records no
+    waiver); the publish uses the decision only for the same audit run, snapshot and DAG run.
 
     :param table: ``namespace.table`` (templated).
     :param branch: the WAP branch (templated); default derived from the DAG run.
     :param snapshot_id: the audited snapshot (templated, e.g. the audit task's XCom); default the
-        branch head.
+        snapshot ``audit`` names.
+    :param audit: the result of this run's audit task (templated; e.g. ``audit_task.output``) with
+        ``audit_event_id``, ``spec_hash`` and ``snapshot_id``; default the result of the one direct
+        upstream task that audited this table.
     :param warn_checks: names of the warn-level checks (those the audit was given as ``warn_checks``).
     :param publish_task_id: the task that publishes (a direct downstream task).
     :param drop_task_id: the task that drops the branch (a direct downstream task), optional.
@@ -123,6 +132,7 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
         "table",
         "branch",
         "snapshot_id",
+        "audit",
         "iceberg_catalog_conn_id",
     )
     ui_color = "#fde2c4"
@@ -132,6 +142,7 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
         *,
         table: str,
         publish_task_id: str,
+        audit: Any = None,
         drop_task_id: str | None = None,
         branch: str | None = None,
         snapshot_id: int | str | None = None,
@@ -153,6 +164,7 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
             **kwargs,
         )
         self.table = table
+        self.audit = audit
         self.branch = branch
         self.snapshot_id = snapshot_id
         self.warn_checks = warn_checks
@@ -167,30 +179,35 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
         if not param_rules.is_templated(self.table):
             validate_table(self.table)
         rules.check_warn_checks(self.warn_checks)
+        if not param_rules.is_templated(self.audit):
+            param_rules.audit_binding(self.audit)
 
     def _look(self, context: Context) -> tuple[str, str, int, int | None, rules.Findings]:
-        """(table, branch, snapshot, main head, the audit's findings) from the catalog and the audit results."""
+        """(table, branch, snapshot, main head, the findings of this run's audit), with the branch still
+        at the audited snapshot (else refused: the steward would decide on something else)."""
         self.check_arguments()
         hook, table = self.catalog_hook, validate_table(self.table).dotted
         branch = resolve_branch(self.branch, context, self.branch_prefix)
+        binding = audit_binding_for(self, context, self.audit, table)
         tbl = hook.load_table(table)
+        head = hook.ref_snapshot_id(tbl, branch)
         snapshot = param_rules.snapshot_id(self.snapshot_id, "snapshot_id")
         if snapshot is None:
-            snapshot = hook.ref_snapshot_id(tbl, branch)
+            snapshot = binding.snapshot_id if binding is not None else head
         if snapshot is None:
             raise IcebergRefNotFoundError(f"{table} has no snapshot on branch {branch!r} to decide on.")
-        rows = hook.governance.read("audit_results", table_name=table, snapshot_id=snapshot)
-        findings = rules.audit_findings(rows, rules.check_warn_checks(self.warn_checks))
+        verdict = bound_verdict(hook, binding, table=table, snapshot_id=snapshot, context=context)
+        if head != snapshot:
+            raise IcebergRefusedError(
+                f"branch={branch!r} of {table} is at {head}, not at the audited snapshot {snapshot}: it moved after "
+                f"the audit (event_id={verdict.event_id}), so the question is about data nobody audited. No decision "
+                "is recorded; re-run the audit and ask again. Nothing was changed."
+            )
+        findings = rules.audit_findings(verdict, rules.check_warn_checks(self.warn_checks))
         return table, branch, snapshot, hook.ref_snapshot_id(tbl, MAIN_BRANCH), findings
 
     def execute(self, context: Context) -> Any:
         table, branch, snapshot, main, findings = self._look(context)
-        where = f"{self.catalog_hook.governance_namespace}.audit_results"
-        if findings.event_id is None:
-            raise IcebergAuditFailedError(
-                f"Snapshot {snapshot} of {table} (branch {branch!r}) has no audit record in {where}; there is "
-                "nothing to approve. Run IcebergWapAuditOperator first."
-            )
         if findings.blocking:
             raise IcebergAuditFailedError(
                 f"The audit of {table} snapshot {snapshot} failed checks that are not warn-level: "
@@ -217,7 +234,10 @@ class IcebergWapApprovalOperator(_GateMixin, HITLBranchOperator):
             event=answer,
             comment=(answer.get("params_input") or {}).get(COMMENT),
             branch=branch,
+            snapshot_id=snapshot,
+            branch_head=snapshot,
             audit_event_id=findings.event_id,
+            spec_hash=findings.spec_hash,
             failed_checks=list(findings.failed),
             waived=list(findings.warned) if option == rules.PUBLISH else [],
         )

@@ -21,7 +21,7 @@ from airflow_iceberg_provider.assets.partitions import (
     interval_partition_key,
     touched_partition_keys,
 )
-from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitConflictError,
     IcebergCommitVerificationError,
@@ -32,11 +32,16 @@ from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.hooks._multi_table import MultiTableCommitUnsupported, commit_ref_changes_together
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import with_string_ids
-from airflow_iceberg_provider.operators._wap_common import refuse_unsupported_format, resolve_branch
+from airflow_iceberg_provider.operators._wap_common import (
+    audit_binding_for,
+    bound_verdict,
+    refuse_unsupported_format,
+    resolve_branch,
+)
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_table
 from airflow_iceberg_provider.rules import multi_publish as mp
 from airflow_iceberg_provider.rules.refs import check_tag_name
-from airflow_iceberg_provider.rules.wap_refs import PublishState, audit_verdict, audited_snapshot, plan_publish
+from airflow_iceberg_provider.rules.wap_refs import PublishState, audited_snapshot, plan_publish, publish_verdict
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -51,9 +56,11 @@ class IcebergWapMultiPublishOperator(BaseOperator):
 
     Every table is checked first, with the rules of
     :class:`~airflow_iceberg_provider.operators.wap_publish.IcebergWapPublishOperator`: the
-    snapshot to publish is its branch head (or the given ``audited_snapshot_id``) with a passing
-    audit record, and ``main`` must fast-forward to it. One refusal refuses the whole publish,
-    before anything moves.
+    snapshot to publish is its branch head (or the given ``audited_snapshot_id``), whose verdict
+    is that of this run's own audit of the table (``audit`` in the table's mapping, else the result
+    of the one direct upstream task that audited the table; read by its event id and checked as the
+    single-table publish checks it), and ``main`` must fast-forward to it. One refusal refuses the
+    whole publish, before anything moves.
 
     Then, on a REST catalog, one ``POST /v1/{prefix}/transactions/commit`` carries every table's
     ref changes, each with an ``assert-ref-snapshot-id`` requirement: the catalog applies all or
@@ -70,12 +77,13 @@ class IcebergWapMultiPublishOperator(BaseOperator):
     table's published snapshot id.
 
     :param tables: the tables (templated): ``"ns.table"`` strings or mappings with ``table`` and
-        optionally ``branch``, ``audited_snapshot_id`` and ``base_snapshot_id``.
+        optionally ``branch``, ``audited_snapshot_id``, ``base_snapshot_id`` and ``audit`` (the
+        table's audit task result: ``audit_event_id``, ``spec_hash``, ``snapshot_id``).
     :param branch: the WAP branch of every table without its own (templated); default derived from
         the DAG run (``branch_prefix``), as the other WAP operators derive it.
     :param tag: optionally tag each published snapshot (templated); a ``legal-hold-`` name is refused.
     :param drop_branch: remove each branch with the publish.
-    :param require_audit: refuse snapshots without a passing audit record (default ``True``).
+    :param require_audit: refuse unless each table's audit of this run passed (default ``True``).
     :param partition_events: put partition keys on each table's Asset events, as
         :class:`~airflow_iceberg_provider.operators.wap_publish.IcebergWapPublishOperator` does
         (``"iceberg"`` or ``"interval"``).
@@ -168,13 +176,17 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             tbl = hook.load_table(table)
             refuse_unsupported_format(tbl, table)
             refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
+            param = f"tables[{table!r}]['audit']"
+            binding = audit_binding_for(self, context, spec.get("audit"), table, param) if self.require_audit else None
             requested = params.snapshot_id(spec.get("audited_snapshot_id"), "audited_snapshot_id")
+            if requested is None and binding is not None:
+                requested = binding.snapshot_id
             audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
             if self.require_audit:
-                rows = hook.governance.read("audit_results", table_name=table, snapshot_id=audited)
-                where = f"{hook.governance_namespace}.audit_results"
-                waived = steward_waivers(hook, table, audited)
-                audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
+                verdict = bound_verdict(hook, binding, table=table, snapshot_id=audited, context=context, param=param)
+                ident = airflow_identity(context)
+                waived = steward_waivers(hook, table, verdict.binding, dag_id=ident["dag_id"], run_id=ident["run_id"])
+                publish_verdict(verdict, table=table, branch=branch, waived=waived)
             base = params.snapshot_id(spec.get("base_snapshot_id"), "base_snapshot_id")
             state = PublishState(table, branch, audited, refs, by_id, base)
             plan = plan_publish(state, on_conflict="fail", tag=tag, drop_branch=self.drop_branch)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.core import audit_checks, audit_report
-from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.exceptions import (
     IcebergAuditFailedError,
     IcebergCommitVerificationError,
@@ -71,7 +71,8 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     previous published change; with ``min`` / ``max``). Specs are validated before any Spark job starts.
 
     Every check's observed value and verdict is appended to ``governance.audit_results``
-    (ref, snapshot id, base, run, check, value, verdict). Any failing check fails the task
+    (ref, snapshot id, base, run, check, value, verdict, the check's hash and the spec's hash). Any
+    failing check fails the task
     with :class:`~airflow_iceberg_provider.exceptions.IcebergAuditFailedError` (no retry:
     a retry cannot fix data), listing each failed check and its observed value; ``main`` is
     not touched and the branch is kept for inspection. Before failing, the task pushes the same
@@ -112,7 +113,12 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
     :param branch_prefix: prefix of the branch name derived from the DAG run when ``branch`` is not
         given (default ``wap``); the same prefix as the create-branch task's.
     :return: ``{"branch", "snapshot_id", "base_snapshot_id", "passed", "outcome", "checks", "failed",
-        "failed_checks", "results", "incremental_checks", "metadata_checks", "appended_read_by", ...}`` (``appended_read_by``:
+        "failed_checks", "results", "incremental_checks", "metadata_checks", "appended_read_by",
+        "audit_event_id", "spec_hash", "dag_id", "run_id", "task_id", ...}``: the verdict's identity is
+        ``audit_event_id`` (the ``event_id`` of its ``audit_results`` rows), ``spec_hash`` (SHA-256 of
+        the check spec it ran, :func:`~airflow_iceberg_provider.core.audit_checks.spec_hash`, also on
+        every row) and ``snapshot_id``; pass the result to the publish (``audit``) to bind the publish
+        to this verdict. (``appended_read_by``:
         ``"driver"`` when the appended Parquet files were read by the Spark driver itself, no
         Spark job; ``"spark"`` when a Spark job read them; ``None`` without incremental checks)
     """
@@ -263,7 +269,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
         )
         run, ledger = self.run_spark_job(context, "wap_audit", spec)
         results = self._recorded_results(checks, run.job_run_id, branch)
-        summary = self._summary(branch, plan, results, run.job_run_id, ledger)
+        summary = {**self._summary(branch, plan, results, run.job_run_id, ledger), **self._identity(context, checks)}
         self._report(context, summary, ledger["metrics"])
         warned = {f["check"] for f in summary["failed_checks"]} <= set(self.warn_checks)
         if summary["failed"] and not warned:
@@ -316,17 +322,31 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
             driver_read=self.driver_read,
         )
 
+    def _identity(self, context: Context, checks: Sequence[audit_checks.Check]) -> dict[str, Any]:
+        """Who ran this verdict: the spec's hash and the Airflow identity (the event id is ``job_run_id``)."""
+        ident = airflow_identity(context)
+        return {
+            "spec_hash": audit_checks.spec_hash(checks),
+            "dag_id": ident["dag_id"],
+            "run_id": ident["run_id"],
+            "task_id": ident["task_id"],
+        }
+
     def _recorded_results(
         self, checks: Sequence[audit_checks.Check], job_run_id: str, branch: str
     ) -> list[dict[str, Any]]:
-        """Every check's verdict as the job recorded it in ``audit_results`` (one row per check, or the task fails)."""
+        """Every check's verdict as the job recorded it in ``audit_results`` (one row per check, each
+        carrying the hash of the check this operator asked for, or the task fails)."""
         table = self.ident.dotted
         rows = self.catalog_hook.governance.read("audit_results", event_id=job_run_id)
         names = [c.name for c in checks]
-        if sorted(r["check_name"] for r in rows) != sorted(names):
+        expected = {c.name: audit_checks.check_hash(c) for c in checks}
+        recorded = {r["check_name"]: r.get("check_hash") for r in rows}
+        if sorted(r["check_name"] for r in rows) != sorted(names) or recorded != expected:
             raise IcebergCommitVerificationError(
                 f"The audit job for {table}@{branch} recorded {len(rows)} result rows for {len(checks)} checks "
-                f"(event_id={job_run_id}); the audit cannot be trusted, so the task fails."
+                f"(event_id={job_run_id}), or rows whose check hashes differ from the checks asked for; the audit "
+                "cannot be trusted, so the task fails."
             )
         return audit_report.results_in_order(rows, names)
 
@@ -355,6 +375,7 @@ class IcebergWapAuditOperator(IcebergSparkBaseOperator):
                 "failed_checks": failed,
                 "results": results,
                 "job_run_id": job_run_id,
+                "audit_event_id": job_run_id,
                 "queries": metrics.get("queries"),
                 "incremental_checks": metrics.get("from_change_set", 0),
                 "metadata_checks": metrics.get("from_metadata", 0),

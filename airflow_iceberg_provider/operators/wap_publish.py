@@ -6,7 +6,7 @@ pure) -> apply (one catalog commit) -> verify -> record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,16 +18,19 @@ from airflow_iceberg_provider.assets.partitions import (
     touched_partition_keys,
 )
 from airflow_iceberg_provider.assets.uris import iceberg_asset_uri
-from airflow_iceberg_provider.core.governance import decode_ledger_row
+from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.core.ref_guard import RefVerb
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
+    audit_binding_for,
+    bound_verdict,
     branch_snapshots,
     refuse_unsupported_format,
     refuse_wap_conf,
+    required_check_hashes,
     resolve_branch,
     stop_for_rerun,
 )
@@ -38,10 +41,10 @@ from airflow_iceberg_provider.rules.wap_refs import (
     ON_CONFLICT,
     PublishPlan,
     PublishState,
-    audit_verdict,
     audited_snapshot,
     cherrypick_missing,
     plan_publish,
+    publish_verdict,
 )
 from airflow_iceberg_provider.ui.links import GovernancePublishLink
 
@@ -56,11 +59,21 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
 
     The fast-forward is an ancestry check plus a compare-and-swap of ``main`` through
     the catalog (no JVM). The operator refuses when the branch moved after the audit,
-    when the snapshot has no passing audit in ``governance.audit_results``
-    (``require_audit``), and, by default, when ``main`` moved since the branch was cut
+    when this run's audit did not pass (``require_audit``), and, by default, when ``main`` moved since the branch was cut
     (:class:`~airflow_iceberg_provider.exceptions.IcebergPublishConflictError`). With
     ``on_conflict="cherrypick"`` the branch's *append* snapshots are replayed onto
     ``main`` with Spark's ``cherrypick_snapshot`` instead (other operations are refused).
+
+    The verdict is bound to its own run: the publish reads the ``governance.audit_results`` rows of
+    exactly the audit run it is given (``audit``: the audit task's result, which carries
+    ``audit_event_id``, ``spec_hash`` and ``snapshot_id``) and refuses any other. Every row of that
+    run must be of this table and snapshot, written in this DAG run, not dated in the future, and
+    of the spec hash the audit reported (recomputed from the rows' check hashes), so a row appended
+    by another task, another DAG's audit, an older or later audit, or a changed spec does not open the
+    gate. ``required_checks`` makes a weaker audit refuse: each required check must have been run
+    with exactly that definition. Warn-level checks are waived only by a steward's decision taken in
+    this DAG run on this audit run and snapshot
+    (:class:`~airflow_iceberg_provider.operators.approval.IcebergWapApprovalOperator`).
 
     ``main``, the tag and the dropped branch change in ONE catalog commit that asserts where
     each ref was when the publish planned it (:meth:`IcebergCatalogHook.apply_ref_changes`):
@@ -82,12 +95,22 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
     :param table: ``namespace.table`` (templated).
     :param branch: the audited branch (templated); default derived from the DAG run.
     :param audited_snapshot_id: the snapshot the audit passed (templated, e.g. the audit task's
-        XCom); default the branch head (which then must carry a passing audit).
+        XCom); default the snapshot ``audit`` names, else the branch head.
+    :param audit: the result of this run's audit task (templated; e.g. ``audit_task.output``), a
+        mapping (or its JSON text) holding ``audit_event_id``, ``spec_hash`` and ``snapshot_id``.
+        Default: the result of the one direct upstream task that audited this table. With
+        ``require_audit`` and no audit run to bind to, the publish refuses.
+    :param required_checks: the checks the publish requires (templated), as one mapping of the audit
+        operator's check arguments (``column_mapping``, ``table_checks``, ``change_checks``,
+        ``partition_clause``, ``accept_none``). The bound audit must have run each of them with
+        exactly this definition (extra checks are fine); a missing or changed check refuses.
+        ``wap_task_group`` passes the audit's own checks. Default: no requirement beyond the audit's
+        own spec hash.
     :param base_snapshot_id: the branch's base (templated; default where it meets ``main``).
     :param on_conflict: ``"fail"`` (default) or ``"cherrypick"``.
     :param on_rerun: ``"fail"`` (default), ``"skip"`` or ``"replace"`` (see above).
     :param drop_branch: remove the branch after a successful publish.
-    :param require_audit: refuse snapshots without a passing audit record (default ``True``).
+    :param require_audit: refuse unless this run's audit (``audit``) passed (default ``True``).
     :param partition_events: put partition keys on the Asset events (Airflow asset partitions, one
         downstream run per partition under ``PartitionedAssetTimetable``): ``"iceberg"`` (the partition
         values of the files the published snapshots added or removed) or ``"interval"`` (the DAG run's
@@ -106,6 +129,8 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         "audited_snapshot_id",
         "base_snapshot_id",
         "tag",
+        "audit",
+        "required_checks",
     )
     ui_color = "#d4f1e3"
     operator_extra_links = (GovernancePublishLink(),)
@@ -123,9 +148,13 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         tag: str | None = None,
         branch_prefix: str = "wap",
         partition_events: str | None = None,
+        audit: Any = None,
+        required_checks: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.audit = audit
+        self.required_checks = required_checks
         self.on_rerun = rerun.validate_on_rerun(on_rerun)
         self.partition_events = partition_events
         self.branch = branch
@@ -147,12 +176,16 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         if not params.is_templated(self.spark_conf):
             refuse_wap_conf(self.spark_conf)
         check_partition_events(self.partition_events)
+        if not params.is_templated(self.required_checks):
+            required_check_hashes(self.required_checks)
+        if not params.is_templated(self.audit):
+            params.audit_binding(self.audit)
 
     def execute(self, context: Context) -> dict[str, Any]:
         params.resolve_flags(self)  # strict flags first, before any I/O
         started = datetime.now(UTC)
         tag = self._tag_name()
-        tbl, state = self._resolve(context)
+        tbl, state, bound = self._resolve(context)
         plan = plan_publish(
             state,
             on_conflict=self.on_conflict,
@@ -168,7 +201,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             self._republish(context, tbl, plan, started)
         plan = self._apply(context, tbl, plan)
         published = self._verify(plan)
-        self._record(context, plan, started)
+        self._record(context, plan, started, bound)
         self._emit_asset_event(context, plan.published, plan.audited, plan.branch)  # type: ignore[arg-type]
         if self.partition_events:
             keys = self._emit_partitions(context, plan, published)
@@ -197,22 +230,36 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         """The tag under ``IcebergCreateTagOperator``'s rules (a legal hold needs a case id: refused here)."""
         return None if params.is_unset(self.tag) else check_tag_name(str(self.tag).strip(), "tag")
 
-    def _resolve(self, context: Context) -> tuple[Table, PublishState]:
-        """One table load: refs and snapshots as values; the audited snapshot, gated by its audit record."""
+    def _resolve(self, context: Context) -> tuple[Table, PublishState, dict[str, Any]]:
+        """One table load: refs and snapshots as values; the audited snapshot, gated by this run's audit.
+
+        :return: the table, the state, and the audit run the publish is bound to (for the ledger row).
+        """
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
         refuse_unsupported_format(tbl, table)
         refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
+        binding = audit_binding_for(self, context, self.audit, table) if self.require_audit else None
         requested = params.snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
+        if requested is None and binding is not None:
+            requested = binding.snapshot_id
         audited = audited_snapshot(table, branch, refs.get(branch), requested, by_id)
         base = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         if self.require_audit:
-            rows = hook.governance.read("audit_results", table_name=table, snapshot_id=audited)
-            where = f"{hook.governance_namespace}.audit_results"
-            waived = steward_waivers(hook, table, audited)
-            audit_verdict(rows, table=table, branch=branch, snapshot_id=audited, where=where, waived=waived)
-        return tbl, PublishState(table, branch, audited, refs, by_id, base)
+            verdict = bound_verdict(hook, binding, table=table, snapshot_id=audited, context=context)
+            ident = airflow_identity(context)
+            waived = steward_waivers(hook, table, verdict.binding, dag_id=ident["dag_id"], run_id=ident["run_id"])
+            required = required_check_hashes(self.required_checks)
+            publish_verdict(verdict, table=table, branch=branch, required=required, waived=waived)
+            bound = {
+                "audit_event_id": verdict.event_id,
+                "spec_hash": verdict.spec_hash,
+                "waived_checks": sorted(waived),
+            }
+        else:
+            bound = {}
+        return tbl, PublishState(table, branch, audited, refs, by_id, base), bound
 
     def _apply(self, context: Context, tbl: Table, plan: PublishPlan) -> PublishPlan:
         """``main``, the tag and the dropped branch in ONE commit (compare-and-swap on each ref).
@@ -249,8 +296,8 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             raise IcebergCommitVerificationError(f"After publishing, branch {plan.branch!r} of {table} still exists.")
         return tbl
 
-    def _record(self, context: Context, plan: PublishPlan, started: datetime) -> None:
-        """The ``wap_publish`` ledger row of a publish that moved ``main``."""
+    def _record(self, context: Context, plan: PublishPlan, started: datetime, bound: Mapping[str, Any]) -> None:
+        """The ``wap_publish`` ledger row of a publish that moved ``main`` (naming the audit run it took)."""
         if not plan.moves_main:
             return
         interval = rerun.RunIdentity.from_context(context).interval_key
@@ -261,6 +308,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
             "tag": plan.tag,
             "wap_interval": interval,
             "on_rerun": self.on_rerun,
+            **bound,
         }
         self.catalog_hook.governance.record_ledger(
             operation="wap_publish",

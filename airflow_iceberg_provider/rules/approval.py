@@ -1,11 +1,12 @@
 """Pure rules of the approval gates (no catalog, no Airflow I/O; tested in milliseconds).
 
 A WAP audit check can be *warn-level*: its failure does not refuse the publish by itself but asks a
-data steward. :func:`audit_findings` sorts the latest audit of a snapshot into passed, warned and
-blocking checks; :func:`wap_gate_body` writes what the steward reads (every failed check with its
+data steward. :func:`audit_findings` sorts the checks of this run's audit (read by its event id)
+into passed, warned and blocking checks; :func:`wap_gate_body` writes what the steward reads (every failed check with its
 observed and expected value); :func:`decision_details` is the ledger's record of the answer (who,
-when, what, comment); :func:`waived_checks` is what the publish reads back: the warn-level checks a
-steward accepted for exactly that snapshot.
+when, what, comment, and the audit run, snapshot and failed checks the steward was shown);
+:func:`waived_checks` is what the publish reads back: the warn-level checks a steward accepted for
+exactly that audit run and snapshot, in the same DAG run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from airflow_iceberg_provider.exceptions import IcebergValidationError
+from airflow_iceberg_provider.params import AuditBinding
+from airflow_iceberg_provider.rules.wap_refs import Verdict
 
 #: the ledger operation of every decision taken at a gate
 OPERATION = "approval"
@@ -36,13 +39,14 @@ YES_NO_DECISIONS = {APPROVE: "approved", REJECT: "rejected"}
 
 @dataclass(frozen=True)
 class Findings:
-    """The latest audit of one snapshot, sorted: ``failed`` rows (``check``, ``observed``,
-    ``expected``), of which ``blocking`` are not warn-level."""
+    """One audit run's checks, sorted: ``failed`` rows (``check``, ``observed``, ``expected``), of
+    which ``blocking`` are not warn-level."""
 
     event_id: str | None
     checks: int
     failed: tuple[dict[str, Any], ...] = ()
     blocking: tuple[str, ...] = ()
+    spec_hash: str | None = None
 
     @property
     def warned(self) -> tuple[str, ...]:
@@ -62,19 +66,11 @@ def check_warn_checks(value: object, param: str = "warn_checks") -> tuple[str, .
     return tuple(v.strip() for v in value)
 
 
-def audit_findings(rows: Sequence[Mapping[str, Any]], warn_checks: Collection[str]) -> Findings:
-    """Sort the latest audit event among ``rows`` (``audit_results`` rows of one snapshot)."""
-    if not rows:
-        return Findings(None, 0)
-    latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
-    mine = [r for r in rows if r["event_id"] == latest]
-    failed = tuple(
-        {"check": r["check_name"], "observed": r.get("observed_value"), "expected": r.get("condition")}
-        for r in sorted(mine, key=lambda r: r["check_name"])
-        if not r["passed"]
-    )
+def audit_findings(verdict: Verdict, warn_checks: Collection[str]) -> Findings:
+    """Sort the checks of one bound audit run (:func:`~airflow_iceberg_provider.rules.wap_refs.read_verdict`)."""
+    failed = verdict.failed
     blocking = tuple(f["check"] for f in failed if f["check"] not in set(warn_checks))
-    return Findings(latest, len(mine), failed, blocking)
+    return Findings(verdict.event_id, len(verdict.rows), failed, blocking, verdict.spec_hash)
 
 
 def _cell(value: object) -> str:
@@ -126,20 +122,35 @@ def decision_details(
     }
 
 
-def waived_checks(decisions: Sequence[Mapping[str, Any]], snapshot_id: int) -> frozenset[str]:
-    """Warn-level checks a steward accepted for ``snapshot_id`` (``details`` of decoded ``approval`` rows).
+def waived_checks(
+    decisions: Sequence[Mapping[str, Any]], binding: AuditBinding, *, dag_id: str | None, run_id: str | None
+) -> frozenset[str]:
+    """Warn-level checks a steward accepted for exactly one audit run (``details`` of decoded ``approval``
+    rows, with the row's ``snapshot_id``, ``dag_id`` and ``run_id``).
 
-    Only the latest WAP-publish decision on that snapshot counts, and only a ``publish``.
+    A decision counts only if it was taken in this DAG run (``dag_id``, ``run_id``) about this audit
+    run (``audit_event_id`` and ``spec_hash`` of ``binding``) and its snapshot (``snapshot_id``), with
+    the branch still at that snapshot when the steward answered (``branch_head``). Of those, only the
+    latest counts, and only a ``publish``; it waives only checks the steward was shown as failed.
     """
     mine = [
         d
         for d in decisions
-        if d.get("gate") == WAP_PUBLISH and str(d.get("snapshot_id")) == str(snapshot_id) and d.get("decided_at")
+        if d.get("gate") == WAP_PUBLISH
+        and d.get("decided_at")
+        and d.get("audit_event_id") == binding.event_id
+        and d.get("spec_hash") == binding.spec_hash
+        and str(d.get("snapshot_id")) == str(binding.snapshot_id)
+        and str(d.get("branch_head")) == str(binding.snapshot_id)
+        and (d.get("dag_id"), d.get("run_id")) == (dag_id, run_id)
     ]
     if not mine:
         return frozenset()
     latest = max(mine, key=lambda d: str(d["decided_at"]))
-    return frozenset(latest.get("waived", ())) if latest.get("decision") == "publish" else frozenset()
+    if latest.get("decision") != "publish":
+        return frozenset()
+    shown = {f.get("check") if isinstance(f, Mapping) else f for f in latest.get("failed_checks") or ()}
+    return frozenset(c for c in latest.get("waived", ()) if c in shown)
 
 
 @dataclass(frozen=True)

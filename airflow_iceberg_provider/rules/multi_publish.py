@@ -120,10 +120,11 @@ class TableStep:
 
 
 def check_tables(tables: object, param: str = "tables") -> list[dict[str, Any]]:
-    """The ``tables`` parameter as a list of ``{"table", "branch", "audited_snapshot_id"}`` dicts.
+    """The ``tables`` parameter as a list of ``{"table", "branch", "audited_snapshot_id", "audit"}`` dicts.
 
-    Accepts ``"ns.t"`` strings (branch and audited snapshot defaulted) or mappings with ``table``
-    and optionally ``branch`` and ``audited_snapshot_id``. At least two distinct tables.
+    Accepts ``"ns.t"`` strings (branch, audit and audited snapshot defaulted) or mappings with ``table``
+    and optionally ``branch``, ``audited_snapshot_id``, ``base_snapshot_id`` and ``audit`` (the
+    table's audit task result). At least two distinct tables.
     """
     if isinstance(tables, (str, bytes)) or not isinstance(tables, Sequence) or not tables:
         raise IcebergValidationError(
@@ -138,11 +139,11 @@ def check_tables(tables: object, param: str = "tables") -> list[dict[str, Any]]:
             raise IcebergValidationError(
                 f"{param}[{i}]={item!r} has no table; give 'namespace.table' or a mapping with a 'table' key."
             )
-        unknown = set(item) - {"table", "branch", "audited_snapshot_id", "base_snapshot_id"}
+        unknown = set(item) - {"table", "branch", "audited_snapshot_id", "base_snapshot_id", "audit"}
         if unknown:
             raise IcebergValidationError(
                 f"{param}[{i}] has unknown keys {sorted(unknown)}; allowed: table, branch, audited_snapshot_id, "
-                "base_snapshot_id."
+                "base_snapshot_id, audit."
             )
         out.append(dict(item))
     names = [str(t["table"]).strip() for t in out]

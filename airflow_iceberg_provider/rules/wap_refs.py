@@ -5,7 +5,8 @@ function here what to do (*plan*), lets the hook do it (*apply*), checks the cat
 writes its ledger row (*record*). The rules live here, once:
 
 * :func:`audited_snapshot`: which snapshot a publish may publish (never an unaudited commit);
-* :func:`audit_verdict`: whether ``governance.audit_results`` holds a passing audit of it;
+* :func:`read_verdict` and :func:`publish_verdict`: the verdict of exactly this run's audit (by
+  its event id, spec hash and snapshot), and whether it lets the publish through;
 * :func:`plan_publish` -> :class:`PublishPlan`: no-op, fast-forward or cherry-pick, the refusals
   (``main`` moved, non-append snapshots, another run published the interval) and every ref change
   of the publish (``main``, the tag, the dropped branch) as :class:`~airflow_iceberg_provider.rules.refs.RefChange`
@@ -20,15 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
 
+from airflow_iceberg_provider.core.audit_checks import spec_hash_of
 from airflow_iceberg_provider.exceptions import (
     IcebergPublishConflictError,
     IcebergRefNotFoundError,
     IcebergRefusedError,
 )
 from airflow_iceberg_provider.models import RefInfo
-from airflow_iceberg_provider.params import MAIN_BRANCH
+from airflow_iceberg_provider.params import MAIN_BRANCH, AuditBinding
 from airflow_iceberg_provider.rules import wap_rerun as rerun
 from airflow_iceberg_provider.rules.refs import RefChange, plan_tag
 
@@ -96,30 +99,173 @@ def audited_snapshot(
     return requested
 
 
-def audit_verdict(
+#: how far an audit row's ``evaluated_at`` may lie ahead of the publish's clock (skew between hosts)
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict of one audit run, read by its event id and checked against its binding.
+
+    ``rows`` are the run's ``audit_results`` rows (one per check); ``failed`` lists the failed
+    checks as ``{"check", "observed", "expected"}`` (sorted by check name).
+    """
+
+    event_id: str
+    spec_hash: str
+    snapshot_id: int
+    rows: tuple[Mapping[str, Any], ...]
+
+    @property
+    def binding(self) -> AuditBinding:
+        return AuditBinding(self.event_id, self.spec_hash, self.snapshot_id)
+
+    @property
+    def check_hashes(self) -> dict[str, str]:
+        return {str(r["check_name"]): str(r["check_hash"]) for r in self.rows}
+
+    @property
+    def failed(self) -> tuple[dict[str, Any], ...]:
+        return tuple(
+            {"check": r["check_name"], "observed": r.get("observed_value"), "expected": r.get("condition")}
+            for r in sorted(self.rows, key=lambda r: str(r["check_name"]))
+            if not r["passed"]
+        )
+
+
+def _refuse_verdict(param: str, value: str, problem: str, fix: str) -> NoReturn:
+    raise IcebergRefusedError(f"{param}={value} {problem}; {fix}. Nothing was changed.")
+
+
+def read_verdict(
     rows: Sequence[Mapping[str, Any]],
+    binding: AuditBinding | None,
+    *,
+    table: str,
+    snapshot_id: int,
+    dag_id: str | None,
+    run_id: str | None,
+    now: datetime,
+    where: str,
+    param: str = "audit",
+) -> Verdict:
+    """The verdict of exactly the audit run ``binding`` names, or a refusal.
+
+    ``rows`` are the ``audit_results`` rows whose ``event_id`` is the binding's. They count only if
+    every one of them is about ``table`` and ``snapshot_id`` (the snapshot being published, which
+    must be the one the audit reported), was written in this DAG run (``dag_id``, ``run_id``), was
+    not evaluated in the future (beyond :data:`CLOCK_SKEW`), and carries the spec hash the audit
+    reported, which must also be the hash of the rows' own ``{check name: check hash}`` (one row
+    per check): a row appended by anyone else, or a spec changed after the audit, refuses.
+    """
+    fix = "pass the return value of this run's IcebergWapAuditOperator (wap_task_group wires it) and re-run the audit"
+    if binding is None:
+        _refuse_verdict(
+            param,
+            "None",
+            f"is not set, so no audit run is bound to snapshot {snapshot_id} of {table}; only the verdict of this "
+            "run's own audit counts, never the latest row in " + where,
+            "pass audit=<the audit task>.output, or put the audit task directly upstream of this task (a publish "
+            "may also set require_audit=False deliberately)",
+        )
+    shown = f"{{audit_event_id: {binding.event_id}, snapshot_id: {binding.snapshot_id}}}"
+    if binding.snapshot_id != snapshot_id:
+        _refuse_verdict(
+            param,
+            shown,
+            f"names snapshot {binding.snapshot_id}, but the publish is of snapshot {snapshot_id} of {table}",
+            "publish the snapshot the audit audited, or audit the branch again",
+        )
+    if not rows:
+        _refuse_verdict(
+            param,
+            shown,
+            f"names an audit run with no rows in {where}: snapshot {snapshot_id} of {table} has no recorded audit "
+            "under that event id",
+            fix,
+        )
+    for row in rows:
+        problem = _row_problem(row, binding, table, dag_id, run_id, now)
+        if problem:
+            _refuse_verdict(param, shown, f"is contradicted by a row in {where}: {problem}", fix)
+    names = [str(r["check_name"]) for r in rows]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        _refuse_verdict(
+            param, shown, f"has more than one row for checks {dupes} in {where} (rows were added after the audit)", fix
+        )
+    recomputed = spec_hash_of({str(r["check_name"]): str(r["check_hash"]) for r in rows})
+    if recomputed != binding.spec_hash:
+        _refuse_verdict(
+            param,
+            shown,
+            f"reports spec hash {binding.spec_hash[:12]}..., but its rows in {where} are of a spec hashing to "
+            f"{recomputed[:12]}... (checks {sorted(names)}): checks were added, removed or changed",
+            fix,
+        )
+    return Verdict(binding.event_id, binding.spec_hash, snapshot_id, tuple(rows))
+
+
+def _row_problem(
+    row: Mapping[str, Any], binding: AuditBinding, table: str, dag_id: str | None, run_id: str | None, now: datetime
+) -> str | None:
+    """Why one row of the bound audit run does not belong to it (``None``: it does)."""
+    name = row.get("check_name")
+    if row.get("table_name") != table:
+        return f"check {name!r} is of table {row.get('table_name')!r}, not {table!r}"
+    if row.get("snapshot_id") != binding.snapshot_id:
+        return f"check {name!r} is of snapshot {row.get('snapshot_id')}, not {binding.snapshot_id}"
+    if (row.get("dag_id"), row.get("run_id")) != (dag_id, run_id):
+        return (
+            f"check {name!r} was written by DAG {row.get('dag_id')!r} run {row.get('run_id')!r}, not by this run "
+            f"(DAG {dag_id!r} run {run_id!r})"
+        )
+    if row.get("spec_hash") != binding.spec_hash or not row.get("check_hash"):
+        return f"check {name!r} carries spec hash {row.get('spec_hash')!r}, not the one the audit reported"
+    evaluated = row.get("evaluated_at")
+    if not isinstance(evaluated, datetime) or evaluated.tzinfo is None:
+        return f"check {name!r} has no time zone aware evaluated_at ({evaluated!r})"
+    if evaluated > now + CLOCK_SKEW:
+        return f"check {name!r} is dated {evaluated.isoformat()}, in the future (now {now.isoformat()})"
+    return None
+
+
+def publish_verdict(
+    verdict: Verdict,
     *,
     table: str,
     branch: str,
-    snapshot_id: int,
-    where: str,
+    required: Mapping[str, str] | None = None,
     waived: Collection[str] = (),
+    param: str = "required_checks",
 ) -> None:
-    """Refuse unless the latest audit of ``snapshot_id`` (``audit_results`` rows of it) passed every check
-    that a data steward did not accept (``waived``: warn-level checks accepted at an approval gate)."""
-    if not rows:
+    """Refuse unless the bound audit ran at least the ``required`` checks and passed every check
+    a data steward did not accept.
+
+    :param required: ``{check name: check hash}`` (:func:`~airflow_iceberg_provider.core.audit_checks.check_hash`)
+        of the checks the publish requires. The audit is *weaker* (refused) when one of them is
+        missing from its spec, or present under the same name with another definition (any
+        difference: bounds, tolerance, partition clause, statement, ``accept_none``). Extra checks
+        are fine.
+    :param waived: warn-level checks a steward accepted for exactly this audit run and snapshot.
+    """
+    ran = verdict.check_hashes
+    missing = sorted(n for n in (required or {}) if n not in ran)
+    changed = sorted(n for n, h in (required or {}).items() if n in ran and ran[n] != h)
+    if missing or changed:
         raise IcebergRefusedError(
-            f"Snapshot {snapshot_id} of {table} (branch {branch!r}) has no audit record in {where}; refusing to "
-            "publish unaudited data. Run IcebergWapAuditOperator first (or set require_audit=False deliberately). "
-            "Nothing was changed."
+            f"{param}: the audit of snapshot {verdict.snapshot_id} of {table} (branch {branch!r}, "
+            f"event_id={verdict.event_id}) is weaker than the publish requires: missing checks {missing}, checks "
+            f"with another definition {changed}. Audit with at least the required checks, unchanged, and publish "
+            "that audit. Nothing was changed."
         )
-    latest = max(rows, key=lambda r: r["evaluated_at"])["event_id"]
-    failed = [r["check_name"] for r in rows if r["event_id"] == latest and not r["passed"]]
-    failed = [name for name in failed if name not in waived]
+    failed = [f["check"] for f in verdict.failed if f["check"] not in waived]
     if failed:
         raise IcebergRefusedError(
-            f"The latest audit of snapshot {snapshot_id} of {table} (event_id={latest}) failed checks {failed}; "
-            "refusing to publish. Nothing was changed."
+            f"The audit of snapshot {verdict.snapshot_id} of {table} (branch {branch!r}, event_id="
+            f"{verdict.event_id}) failed checks {failed}, and no data steward accepted them for this audit run; "
+            "refusing to publish. Fix the data and re-run, or answer the approval gate of this run. Nothing was "
+            "changed."
         )
 
 
@@ -463,13 +609,14 @@ def plan_audit(
 
 __all__ = [
     "ON_CONFLICT",
+    "CLOCK_SKEW",
     "AuditPlan",
     "BranchPlan",
     "PublishPlan",
     "PublishState",
+    "Verdict",
     "ancestry",
     "audit_target",
-    "audit_verdict",
     "audited_snapshot",
     "branch_snapshots",
     "cherry_picked",
@@ -479,5 +626,7 @@ __all__ = [
     "plan_branch_reset",
     "plan_create_branch",
     "plan_publish",
+    "publish_verdict",
+    "read_verdict",
     "write_base",
 ]

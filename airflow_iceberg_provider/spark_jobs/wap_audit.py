@@ -36,6 +36,9 @@ def audit(ctx: JobContext) -> dict[str, Any]:
     spark = ctx.spark
     snapshot_id = int(spec["snapshot_id"])
     checks = [ck.Check.from_dict(d) for d in spec["checks"]]
+    # the identity of the spec as given (the engine may rewrite checks for evaluation)
+    check_hashes = {c.name: ck.check_hash(c) for c in checks}
+    spec_hash = ck.spec_hash_of(check_hashes)
     spark.sql(f"REFRESH TABLE {ctx.table()}")
     observed: dict[str, float | None] = {k: v for k, v in (spec.get("change_values") or {}).items()}
     t0 = time.monotonic()
@@ -65,6 +68,8 @@ def audit(ctx: JobContext) -> dict[str, Any]:
             "task_id": airflow.get("task_id"),
             "try_number": airflow.get("try_number"),
             "evaluated_at": now,
+            "check_hash": check_hashes[r["check_name"]],
+            "spec_hash": spec_hash,
             **r,
         }
         for r in results
@@ -79,6 +84,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
     ctx.snapshot_before = spec.get("base_snapshot_id")
     ctx.snapshot_after = snapshot_id
     ctx.details = {
+        "spec_hash": spec_hash,
         "failed_checks": failed,
         "modes": modes,
         "methods": ev.methods,

@@ -248,6 +248,7 @@ def publishes(ledger: Iterable[Mapping[str, Any]], table: str) -> list[dict[str,
         row["branch"] = d.get("branch")
         row["method"] = d.get("method")
         row["audited_snapshot_id"] = sid(d.get("audited_snapshot_id"))
+        row["audit_event_id"] = d.get("audit_event_id")
         row["tag"] = d.get("tag")
         multi = row["operation"] == MULTI_PUBLISH
         # a multi-table publish records one total for every table: not this table's figure
@@ -274,11 +275,15 @@ def publish_of_task(ledger: Iterable[Mapping[str, Any]], table: str, task: Mappi
 
 
 def gating_audit(audits: Iterable[Mapping[str, Any]], publish: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The audit that gated a publish: the audit of the snapshot it published (``audited_snapshot_id``),
-    else the newest audit of the same DAG run on the same table before the publish."""
+    """The audit that gated a publish: the audit run it was bound to (``audit_event_id``), else the
+    audit of the snapshot it published (``audited_snapshot_id``), else the newest audit of the same DAG
+    run on the same table before the publish."""
     table = publish.get("table")
     audited = publish.get("audited_snapshot_id")
     same_table = [a for a in audits if a.get("table") == table]
+    bound = publish.get("audit_event_id")
+    if bound:
+        return next((a for a in same_table if a.get("event_id") == bound), None)
     if audited:
         for a in same_table:
             if a.get("snapshot_id") == audited:

@@ -35,9 +35,18 @@ PASSED_CHECK = ("no_null_customer", "not_null", "customer_id", 0.0, "== 0", True
 
 
 def audit_rows(table: str, ref: str, snapshot_id: int, base: int | None, checks, *, task: str, when=None):
-    """Audit-result rows in the audit job's schema (one audit = one event id)."""
+    """Audit-result rows in the audit job's schema (one audit = one event id, each row with its check's
+    hash and the spec's hash)."""
+    import hashlib
+
+    from airflow_iceberg_provider.core.audit_checks import spec_hash_of
+
     event = uuid.uuid4().hex
     when = when or datetime.now(UTC)
+    hashes = {
+        name: hashlib.sha256(f"{name}|{kind}|{cond}".encode()).hexdigest() for name, kind, _, _, cond, _ in checks
+    }
+    digest = spec_hash_of(hashes)
     return [
         {
             "event_id": event,
@@ -56,6 +65,8 @@ def audit_rows(table: str, ref: str, snapshot_id: int, base: int | None, checks,
             "condition": cond,
             "passed": passed,
             "evaluated_at": when,
+            "check_hash": hashes[name],
+            "spec_hash": digest,
         }
         for name, kind, col, observed, cond, passed in checks
     ]
@@ -167,18 +178,17 @@ def fill_lake(hook) -> dict[str, Any]:
     IcebergWapCreateBranchOperator(task_id="branch", table=table, branch="wap_ok").execute(ctx)
     hook.load_table(table).append(orders_batch(100, 150), branch="wap_ok")
     audited = hook.ref_snapshot_id(table, "wap_ok")
-    hook.governance.append(
-        "audit_results",
-        audit_rows(
-            table,
-            "wap_ok",
-            audited,
-            base,
-            [PASSED_CHECK, ("min_rows", "row_count", None, 150.0, ">= 100", True)],
-            task="audit",
-        ),
+    rows = audit_rows(
+        table,
+        "wap_ok",
+        audited,
+        base,
+        [PASSED_CHECK, ("min_rows", "row_count", None, 150.0, ">= 100", True)],
+        task="audit",
     )
-    IcebergWapPublishOperator(task_id="publish", table=table, branch="wap_ok").execute(
+    hook.governance.append("audit_results", rows)
+    audit = {"audit_event_id": rows[0]["event_id"], "spec_hash": rows[0]["spec_hash"], "snapshot_id": audited}
+    IcebergWapPublishOperator(task_id="publish", table=table, branch="wap_ok", audit=audit).execute(
         fake_context("orders_wap", "manual__ui", "publish")
     )
     published = hook.ref_snapshot_id(table)

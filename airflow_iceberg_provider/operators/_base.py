@@ -161,6 +161,19 @@ class IcebergBaseOperator(BaseOperator):
             **extra,
         )
 
+    def checkpoint_governance(self, context: Any) -> None:
+        """Write a (signed) checkpoint of every governance chain this task appended to.
+
+        A failure is logged, not raised: the task's commit and its rows stand, and the next
+        checkpoint of the table covers them.
+        """
+        if "catalog_hook" not in self.__dict__:  # the task never touched the catalog
+            return
+        try:
+            self.catalog_hook.governance.checkpoint(context)
+        except Exception as err:
+            self.log.warning("Governance checkpoint not written: %s", err)
+
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Fill the Asset events of outlets naming this table that ``execute`` left without ``extra``.
 
@@ -168,6 +181,7 @@ class IcebergBaseOperator(BaseOperator):
         read. Nothing is read when the task has no Asset outlet.
         """
         super().post_execute(context, result)
+        self.checkpoint_governance(context)
         from airflow.sdk import Asset
 
         from airflow_iceberg_provider.assets.uris import asset_names_table, emit_table_asset_events
@@ -529,8 +543,20 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             "task to start a new job."
         )
 
+    def _seal_job(self, job: str, job_run_id: str) -> None:
+        """Bring the governance rows the Spark job wrote under the chain (``GovernanceStore.seal_job``).
+
+        Logged, not raised, when it fails: the rows stand, and the verifier reports them as
+        unsealed, which is what they are.
+        """
+        try:
+            self.catalog_hook.governance.seal_job(job_run_id, job=job)
+        except Exception as err:
+            self.log.warning("Governance rows of job %s not sealed: %s", job_run_id, err)
+
     def _job_row(self, job: str, run: JobRun) -> dict[str, Any]:
         """The job's own ledger row, decoded; fail when there is none or it records a failure."""
+        self._seal_job(job, run.job_run_id)
         rows = self.catalog_hook.governance.read("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(
@@ -551,6 +577,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         ledger, so the task log and the retry e-mail name the cause (disk full, permission
         denied, commit conflict...). A job killed by a signal writes no row: the exit code says so.
         """
+        self._seal_job(job, job_run_id)
         try:
             rows = self.catalog_hook.governance.read("ledger", event_id=job_run_id)
         except Exception as read_err:  # the catalog may be what failed

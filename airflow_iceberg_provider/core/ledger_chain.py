@@ -116,14 +116,15 @@ class ChainHead:
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any] | None) -> ChainHead | None:
         """The head a chained append stamped on its snapshot, or ``None`` (not a chained commit)."""
-        if not summary or SUMMARY_HEAD not in summary or SUMMARY_SIZE not in summary:
+        if not summary:
             return None
+        size_text, head = summary.get(SUMMARY_SIZE), summary.get(SUMMARY_HEAD)
         try:
-            size, head = int(summary[SUMMARY_SIZE]), str(summary[SUMMARY_HEAD])
-            _raw(head, SUMMARY_HEAD)
+            size = int(str(size_text))
+            _raw(str(head), SUMMARY_HEAD)
         except ValueError:
             return None
-        return cls(size=size, head=head)
+        return cls(size=size, head=str(head))
 
     def summary(self) -> dict[str, str]:
         return {SUMMARY_HEAD: self.head, SUMMARY_SIZE: str(self.size)}

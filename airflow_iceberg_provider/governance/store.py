@@ -74,7 +74,8 @@ class GovernanceStore:
         missing = {k: v for k, v in GOVERNANCE_TABLE_PROPERTIES.items() if k not in props and k != "format-version"}
         if missing:  # a table created by an earlier version: add what it lacks, keep what a user set
             hook.retry_commit(lambda: hook.ensure_table_properties(name, missing), what=name)
-        evolved = any(tbl.schema().find_field(c.name, case_sensitive=False) is None for c in spec.columns)
+        have = {f.name for f in tbl.schema().fields}
+        evolved = any(c.name not in have for c in spec.columns)
         if evolved:
             hook.retry_commit(lambda: self._add_columns(name, spec), what=name)
         self._ready[name] = True
@@ -112,7 +113,7 @@ class GovernanceStore:
         plain = typed.to_pylist()
 
         def commit() -> None:
-            tbl = self.hook.load_table(name)
+            tbl = _without_rebase(self.hook.load_table(name))
             linked, head = lc.link(plain, self.chain_head(tbl))
             tbl.append(pa.Table.from_pylist(linked, schema), snapshot_properties=head.summary())
 
@@ -478,3 +479,17 @@ def pa_table(rows: list[dict[str, Any]], tbl: Table) -> Any:
     import pyarrow as pa
 
     return pa.Table.from_pylist(rows, schema=tbl.schema().as_arrow())
+
+
+def _without_rebase(tbl: Table) -> Table:
+    """``tbl`` with pyiceberg's own commit retry off for the commits made through it.
+
+    pyiceberg retries a commit that lost against a concurrent one by rebasing it onto the new
+    snapshot (``commit.retry.num-retries``, default 4); for a chained append that would
+    commit links computed from a stale head and fork the chain. The override lives in this
+    loaded copy of the metadata only: a commit sends updates and requirements, never this
+    property, so the table's own setting (which Spark's writers read) is unchanged.
+    """
+    props = {**tbl.metadata.properties, "commit.retry.num-retries": "0"}
+    tbl.metadata = tbl.metadata.model_copy(update={"properties": props})
+    return tbl

@@ -159,11 +159,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if report["ok"] else 1
         if not args.catalog_uri:
             parser.error("--catalog-uri is required unless --evidence is given")
-        tables, checkpoints = read_catalog(_catalog(args), args.namespace)
+        catalog = _catalog(args)
     except (OSError, ValueError) as err:
         print(f"verify: {err}", file=sys.stderr)
         return 2
-    findings = verify_tables(tables, checkpoints, catalog_name=args.catalog_name, key=key)
+    return run(catalog, args.namespace, catalog_name=args.catalog_name, key=key, json_out=args.json_out)
+
+
+def run(catalog: Any, namespace: str, *, catalog_name: str, key: tuple[str, bytes] | None, json_out: str | None) -> int:
+    """Verify the governance tables of ``namespace`` in a pyiceberg catalog, print the findings
+    (and write the JSON report); returns the exit code (0 clean, 1 findings)."""
+    tables, checkpoints = read_catalog(catalog, namespace)
+    findings = verify_tables(tables, checkpoints, catalog_name=catalog_name, key=key)
     summary = lv.summarise(findings)
     report = {
         **summary,
@@ -185,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("OK" if summary["ok"] else "FAILED")
         + f": {sum(report['tables'].values())} rows in {len(tables)} tables, {len(checkpoints)} checkpoints"
     )
-    _emit(report, args.json_out, lines)
+    _emit(report, json_out, lines)
     return 0 if summary["ok"] else 1
 
 

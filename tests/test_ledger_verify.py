@@ -30,7 +30,7 @@ from airflow_iceberg_provider.core.governance import (
     pyiceberg_schema,
 )
 from airflow_iceberg_provider.exceptions import IcebergValidationError
-from tests.conftest import ROOT, catalog_conn_json
+from tests.conftest import ROOT
 
 SEED = bytes(range(32))
 OTHER_SEED = bytes(range(7, 39))
@@ -50,7 +50,15 @@ def signed_lake(lake, monkeypatch):
 
 def _args(hook: Any, tmp_path: Path, *extra: str) -> list[str]:
     props = hook.config.pyiceberg_properties()
-    return ["--catalog-uri", props["uri"], "--warehouse", props["warehouse"], "--catalog-name", hook.catalog_name, *extra]
+    return [
+        "--catalog-uri",
+        props["uri"],
+        "--warehouse",
+        props["warehouse"],
+        "--catalog-name",
+        hook.catalog_name,
+        *extra,
+    ]
 
 
 def _key_file(tmp_path: Path, seed: bytes = SEED, name: str = "gov") -> str:
@@ -97,7 +105,9 @@ def test_an_untouched_signed_ledger_verifies(signed_lake, tmp_path):
     assert sorted(r["chain_seq"] for r in rows) == [0, 1, 2, 3]
     cps = signed_lake.governance.read("ledger_checkpoints")
     assert {c["key_name"] for c in cps} == {"gov"}
-    assert max(cps, key=lambda c: c["tree_size"])["checkpoint"].startswith(f"{signed_lake.catalog_name}/{LEDGER_NAME}\n4\n")
+    assert max(cps, key=lambda c: c["tree_size"])["checkpoint"].startswith(
+        f"{signed_lake.catalog_name}/{LEDGER_NAME}\n4\n"
+    )
 
 
 def test_rows_are_linked_in_one_commit_with_the_head_in_the_snapshot_summary(lake):
@@ -130,7 +140,9 @@ def test_concurrent_writers_keep_one_linear_chain(lake):
         try:
             hook = IcebergCatalogHook()  # one hook per writer, as one per task
             for i in range(4):
-                hook.governance.record_ledger(operation="op", table="db.t", status="succeeded", details={"w": w, "i": i})
+                hook.governance.record_ledger(
+                    operation="op", table="db.t", status="succeeded", details={"w": w, "i": i}
+                )
         except BaseException as err:  # surfaced below
             errors.append(err)
 
@@ -367,7 +379,9 @@ def test_an_untouched_ledger_of_100000_rows_verifies(lake, tmp_path):
     ).to_pylist()
     linked, head = lc.link(body, lc.ChainHead())
     name = lake.governance.table("ledger")
-    lake.load_table(name).append(pa.Table.from_pylist(linked, schema=arrow_schema(LEDGER)), snapshot_properties=head.summary())
+    lake.load_table(name).append(
+        pa.Table.from_pylist(linked, schema=arrow_schema(LEDGER)), snapshot_properties=head.summary()
+    )
     lake.governance.checkpoint(tables=[name])
     lake.governance.record_ledger(operation="op", table="db.t", status="succeeded")  # continues at 100000
     lake.governance.checkpoint()
@@ -405,3 +419,62 @@ def test_bad_arguments_exit_2_naming_the_problem(tmp_path, capsys):
     bad.write_text("nonsense")
     assert verify.main(["--catalog-uri", "sqlite:///x.db", "--public-key", str(bad)]) == 2
     assert "verifier key" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- the operator's checkpoint
+def test_a_task_that_wrote_ledger_rows_leaves_a_signed_checkpoint_of_them(signed_lake, tmp_path):
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from tests.conftest import append_batches, create_orders_table, fake_context
+
+    create_orders_table(signed_lake, "db.orders")
+    append_batches(signed_lake, "db.orders", 1)
+    op = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="release-1")
+    ctx = fake_context(task_id="tag")
+    op.execute(ctx)
+    op.post_execute(ctx)
+    cps = signed_lake.governance.read("ledger_checkpoints", table_name=LEDGER_NAME)
+    size = len(signed_lake.governance.read("ledger"))
+    assert [(c["tree_size"], c["task_id"], c["key_name"]) for c in cps] == [(size, "tag", "gov")]
+    rc, report = _run(signed_lake, tmp_path, "--public-key", _key_file(tmp_path))
+    assert rc == 0, report["findings"]
+
+
+def test_a_task_that_wrote_nothing_writes_no_checkpoint(signed_lake):
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
+    from tests.conftest import fake_context
+
+    op = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="release-1")
+    op.post_execute(fake_context(task_id="tag"))  # the hook was never built: nothing read, nothing written
+    assert "catalog_hook" not in op.__dict__
+
+
+# ---------------------------------------------------------------------- the airflow CLI
+@pytest.mark.airflow
+def test_the_airflow_cli_prints_the_public_key_and_verifies(signed_lake, tmp_path):
+    from airflow_iceberg_provider.get_provider_info import get_provider_info
+
+    assert get_provider_info()["cli"] == ["airflow_iceberg_provider.cli.get_cli_commands"]
+    _ledger_rows(signed_lake, 2)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    key = subprocess.run(
+        ["airflow", "iceberg-governance", "public-key"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert key.returncode == 0, key.stderr
+    assert key.stdout.strip() == lc.verifier_key("gov", lc.public_key_of(SEED))
+    vkey = tmp_path / "gov.vkey"
+    vkey.write_text(key.stdout)
+    _rewrite(signed_lake, LEDGER_NAME, _edit_first)
+    out = subprocess.run(
+        ["airflow", "iceberg-governance", "verify", "--public-key", str(vkey)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "ERROR edited governance.ledger position 0" in out.stdout
+
+
+def _edit_first(rows):
+    rows[0] = {**rows[0], "status": "failed"}
+    return rows

@@ -146,12 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.evidence:
             with open(args.evidence, encoding="utf-8") as fh:
                 doc = json.load(fh)
-            proof = doc.get("proof", doc)
-            problems = lv.verify_proof(proof, key)
+            # an evidence report carries "proofs" (one per table); a single proof document also works
+            proofs = doc["proofs"] if "proofs" in doc else [doc.get("proof", doc)]
+            problems = [p for proof in proofs for p in lv.verify_proof(proof, key)]
+            if not proofs:
+                problems.append("the document carries no proof (no checkpoint covered its rows when it was made)")
             report: dict[str, Any] = {
                 "ok": not problems,
-                "table": proof.get("table"),
-                "leaf_index": proof.get("leaf_index"),
+                "proofs": len(proofs),
                 "problems": problems,
                 "signature_checked": key is not None,
             }

@@ -98,7 +98,7 @@ def test_link_continues_a_head_and_every_field_is_covered():
     rows, head = lc.link([{"a": 1}, {"a": 2}], lc.ChainHead())
     assert [r["chain_seq"] for r in rows] == [0, 1]
     assert rows[0]["prev_hash"] == lc.GENESIS and rows[1]["prev_hash"] == rows[0]["entry_hash"]
-    assert head == lc.ChainHead(2, rows[1]["entry_hash"])
+    assert (head.size, head.head) == (2, rows[1]["entry_hash"])
     more, head2 = lc.link([{"a": 3}], head)
     assert more[0]["chain_seq"] == 2 and more[0]["prev_hash"] == head.head
     # any change of a value (or of the position) changes the hash
@@ -107,8 +107,9 @@ def test_link_continues_a_head_and_every_field_is_covered():
 
 
 def test_head_round_trips_through_the_snapshot_summary_and_ignores_junk():
-    head = lc.ChainHead(7, "cd" * 32)
+    _, head = lc.link([{"a": i} for i in range(7)], lc.ChainHead())
     assert lc.ChainHead.from_summary(head.summary()) == head
+    assert lc.ChainHead.from_summary({**head.summary(), lc.SUMMARY_SIZE: "8"}) is None  # frontier of 7, not 8
     assert lc.ChainHead.from_summary({"operation": "append"}) is None
     assert lc.ChainHead.from_summary({lc.SUMMARY_HEAD: "zz", lc.SUMMARY_SIZE: "1"}) is None
     assert lc.head_of([{"chain_seq": None}, {"chain_seq": 0, "entry_hash": "aa" * 32}]) == lc.ChainHead(1, "aa" * 32)
@@ -130,6 +131,13 @@ def test_root_stream_agrees_with_the_recursive_definition_at_every_size():
     for i, leaf in enumerate(leaves, start=1):
         stream.push(leaf)
         assert stream.root() == _mth(leaves[:i])
+
+
+def test_the_head_carries_the_merkle_root_across_appends():
+    rows, head = lc.link([{"a": i} for i in range(5)], lc.ChainHead())
+    more, head = lc.link([{"a": i} for i in range(5, 19)], lc.ChainHead.from_summary(head.summary()) or head)
+    leaves = [lc.leaf_hash(r["entry_hash"]) for r in rows + more]
+    assert head.size == 19 and head.root() == lc.merkle_root(leaves) == _mth(leaves)
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 8, 13, 33])

@@ -115,7 +115,8 @@ def test_rows_are_linked_in_one_commit_with_the_head_in_the_snapshot_summary(lak
     tbl = lake.load_table(LEDGER_NAME)
     head = lc.ChainHead.from_summary(tbl.metadata.current_snapshot().summary.additional_properties)
     rows = sorted(lake.governance.read("ledger"), key=lambda r: r["chain_seq"])
-    assert head == lc.ChainHead(3, rows[-1]["entry_hash"])
+    assert (head.size, head.head) == (3, rows[-1]["entry_hash"])
+    assert head.root() == lc.merkle_root([lc.leaf_hash(r["entry_hash"]) for r in rows])
     assert lv.walk_chain(LEDGER_NAME, rows).findings == []
 
 
@@ -184,7 +185,10 @@ def _truncate(rows):
 
 def _forge(rows):
     """Rewrite row 2 and recompute every hash after it: a consistent chain, but not the one checkpointed."""
-    head = lc.ChainHead(2, rows[1]["entry_hash"])
+    stream = lc.RootStream()
+    for r in rows[:2]:
+        stream.push(lc.leaf_hash(r["entry_hash"]))
+    head = lc.ChainHead(2, rows[1]["entry_hash"], stream.frontier())
     body = [{k: v for k, v in r.items() if k not in lc.CHAIN_COLUMNS} for r in rows[2:]]
     body[0]["status"] = "failed"
     linked, _ = lc.link(body, head)
@@ -357,10 +361,51 @@ def test_one_row_proof_verifies_offline_and_fails_when_altered(signed_lake, tmp_
 
 def test_a_proof_needs_one_chained_row_and_a_checkpoint(lake):
     ids = _ledger_rows(lake, 1, checkpoint_each=False)
-    with pytest.raises(IcebergValidationError, match="no checkpoint covers it"):
+    with pytest.raises(IcebergValidationError, match="no checkpoint covers the row"):
         lake.governance.proof("ledger", event_id=ids[0])
-    with pytest.raises(IcebergValidationError, match="exactly one chained row"):
+    with pytest.raises(IcebergValidationError, match="0 rows match and a proof needs exactly one"):
         lake.governance.proof("ledger", event_id="nope")
+
+
+def _evidence(hook: Any, **values: Any) -> None:
+    from airflow_iceberg_provider.core.governance import ERASURE_EVIDENCE
+
+    name = hook.governance.table("erasure_evidence")
+    row = {"evidence_id": "ev1", "request_id": "r1", "table_name": "db.t", "verification": "verified", **values}
+    hook.load_table(name).append(pa.Table.from_pylist([row], schema=arrow_schema(ERASURE_EVIDENCE)))
+
+
+def test_an_evidence_report_carries_proofs_an_auditor_verifies_offline(signed_lake, tmp_path):
+    from airflow_iceberg_provider.ui.app import report_data
+    from airflow_iceberg_provider.ui.reader import GovernanceReader
+
+    _ledger_rows(signed_lake, 3, checkpoint_each=False)
+    _evidence(signed_lake, rows_deleted=4, finished_at=datetime(2026, 3, 1, tzinfo=UTC))
+    signed_lake.governance.seal_job("erasure-run", job="erasure")  # what the operator does after the job
+    signed_lake.governance.checkpoint()
+    report = report_data(GovernanceReader("iceberg_catalog_default"), "r1")
+    assert len(report["proofs"]) == 1 and report["proofs"][0]["sealed"]["key"] == "ev1"
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report, default=str))
+    assert verify.main(["--evidence", str(path), "--public-key", _key_file(tmp_path)]) == 0
+    report["proofs"][0]["sealed"]["row"]["rows_deleted"] = 0  # the figure an officer would want to change
+    path.write_text(json.dumps(report, default=str))
+    assert verify.main(["--evidence", str(path), "--public-key", _key_file(tmp_path)]) == 1
+    assert verify.main(["--evidence", str(path), "--public-key", _key_file(tmp_path, OTHER_SEED)]) == 1
+
+
+def test_a_report_without_a_covering_checkpoint_has_no_proof_and_does_not_verify(lake, tmp_path):
+    from airflow_iceberg_provider.ui.app import report_data
+    from airflow_iceberg_provider.ui.reader import GovernanceReader
+
+    _evidence(lake)
+    report = report_data(GovernanceReader("iceberg_catalog_default"), "r1")  # never sealed nor checkpointed
+    assert report["proofs"] == []
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report, default=str))
+    assert verify.main(["--evidence", str(path)]) == 1
+    with pytest.raises(IcebergValidationError, match="no checkpoint covers the row"):
+        lake.governance.proof("erasure_evidence", evidence_id="ev1")
 
 
 # ---------------------------------------------------------------------- scale and isolation
@@ -478,3 +523,44 @@ def test_the_airflow_cli_prints_the_public_key_and_verifies(signed_lake, tmp_pat
 def _edit_first(rows):
     rows[0] = {**rows[0], "status": "failed"}
     return rows
+
+
+# ---------------------------------------------------------------------- governance tables are not targets
+def _governance_targets():
+    from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+    from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator, IcebergRollbackOperator
+    from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+    return {
+        "erasure": lambda t: IcebergErasureOperator(
+            task_id="x", table=t, subject_columns="event_id", requests_table="db.requests"
+        ),
+        "wap_write": lambda t: IcebergWapWriteOperator(task_id="x", table=t, sql="SELECT 1 AS event_id"),
+        "rollback": lambda t: IcebergRollbackOperator(task_id="x", table=t, to_snapshot_id=1),
+        "tag": lambda t: IcebergCreateTagOperator(task_id="x", table=t, tag="v1"),
+    }
+
+
+@pytest.mark.parametrize("verb", ["erasure", "wap_write", "rollback", "tag"])
+@pytest.mark.parametrize("kind", ["ledger", "erasure_evidence", "ledger_checkpoints"])
+def test_operators_that_could_change_rows_refuse_a_governance_table(lake, verb, kind):
+    from airflow_iceberg_provider.exceptions import IcebergRefusedError
+    from tests.conftest import fake_context
+
+    _ledger_rows(lake, 1)
+    name = lake.governance.table(kind)
+    before = lake.load_table(name).metadata_location
+    op = _governance_targets()[verb](name)
+    with pytest.raises(IcebergRefusedError, match=rf"table='{name}' is a governance table.*Pick a data table"):
+        op.pre_execute(fake_context())
+    assert lake.load_table(name).metadata_location == before
+
+
+def test_health_checks_and_maintenance_may_act_on_governance_tables(lake):
+    from airflow_iceberg_provider.operators.health import IcebergTableHealthCheckOperator
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+    from tests.conftest import fake_context
+
+    _ledger_rows(lake, 1)
+    IcebergTableHealthCheckOperator(task_id="h", table=LEDGER_NAME).pre_execute(fake_context())
+    IcebergMaintenancePlanOperator(task_id="m", table=LEDGER_NAME).pre_execute(fake_context())

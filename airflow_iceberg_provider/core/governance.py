@@ -198,6 +198,13 @@ CHECKPOINTS = GovernanceTable(
     ),
 )
 
+
+def is_governance_table(table: str, governance_namespace: str) -> bool:
+    """Whether ``namespace.table`` is one of the governance tables (or their checkpoints) of the namespace."""
+    namespace, _, name = table.rpartition(".")
+    return namespace == governance_namespace and (name in GOVERNANCE_TABLES or name == CHECKPOINTS.name)
+
+
 #: The time column readers filter on (``GovernanceStore.read(..., since=, until=)``).
 TIME_COLUMNS = {"ledger": "finished_at", "audit_results": "evaluated_at", "erasure_evidence": "finished_at"}
 

@@ -56,6 +56,7 @@ CHAIN_COLUMNS = (SEQ_COLUMN, PREV_COLUMN, HASH_COLUMN)
 #: so the next writer finds it without scanning the table.
 SUMMARY_HEAD = "airflow-iceberg.chain.head"
 SUMMARY_SIZE = "airflow-iceberg.chain.size"
+SUMMARY_FRONTIER = "airflow-iceberg.chain.frontier"
 
 #: The signature algorithm byte of an Ed25519 key in C2SP signed-note.
 _ED25519 = b"\x01"
@@ -85,6 +86,11 @@ def _normalise(value: Any) -> Any:
     raise ValueError(f"a governance row value of type {type(value).__name__} has no canonical encoding.")
 
 
+def normalised(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's values as its canonical encoding writes them (JSON-safe; ``None`` kept)."""
+    return {k: _normalise(v) for k, v in row.items()}
+
+
 def canonical(row: Mapping[str, Any]) -> bytes:
     """The canonical UTF-8 bytes of a governance row (see the module docstring)."""
     body = {k: _normalise(v) for k, v in row.items() if v is not None and k not in (PREV_COLUMN, HASH_COLUMN)}
@@ -108,10 +114,13 @@ def entry_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ChainHead:
-    """Where a chain ends: how many rows it has and the last row's ``entry_hash``."""
+    """Where a chain ends: how many rows it has, the last row's ``entry_hash`` and the Merkle
+    frontier (the roots of the perfect subtrees of :class:`RootStream`, as ``"height:hex"``),
+    from which the tree's root at this size follows without reading a row."""
 
     size: int = 0
     head: str = GENESIS
+    frontier: tuple[str, ...] = ()
 
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any] | None) -> ChainHead | None:
@@ -119,26 +128,34 @@ class ChainHead:
         if not summary:
             return None
         size_text, head = summary.get(SUMMARY_SIZE), summary.get(SUMMARY_HEAD)
+        frontier = tuple(f for f in str(summary.get(SUMMARY_FRONTIER) or "").split(",") if f)
         try:
             size = int(str(size_text))
             _raw(str(head), SUMMARY_HEAD)
+            stream = RootStream.from_frontier(size, frontier)
         except ValueError:
             return None
-        return cls(size=size, head=str(head))
+        return cls(size=size, head=str(head), frontier=stream.frontier())
 
     def summary(self) -> dict[str, str]:
-        return {SUMMARY_HEAD: self.head, SUMMARY_SIZE: str(self.size)}
+        return {SUMMARY_HEAD: self.head, SUMMARY_SIZE: str(self.size), SUMMARY_FRONTIER: ",".join(self.frontier)}
+
+    def root(self) -> bytes:
+        """The RFC 9162 root of the chain at this size."""
+        return RootStream.from_frontier(self.size, self.frontier).root()
 
 
 def link(rows: Sequence[Mapping[str, Any]], head: ChainHead) -> tuple[list[dict[str, Any]], ChainHead]:
     """``rows`` with ``chain_seq``, ``prev_hash`` and ``entry_hash`` set, continuing ``head``."""
     out, prev, seq = [], head.head, head.size
+    stream = RootStream.from_frontier(head.size, head.frontier)
     for row in rows:
         linked = {**row, SEQ_COLUMN: seq, PREV_COLUMN: prev}
         linked[HASH_COLUMN] = prev = entry_hash(prev, linked)
+        stream.push(leaf_hash(prev))
         out.append(linked)
         seq += 1
-    return out, ChainHead(size=seq, head=prev)
+    return out, ChainHead(size=seq, head=prev, frontier=stream.frontier())
 
 
 def head_of(rows: Iterable[Mapping[str, Any]]) -> ChainHead:
@@ -184,6 +201,28 @@ class RootStream:
             value, height = node_hash(left, value), height + 1
         self._stack.append((height, value))
         self.size += 1
+
+    @classmethod
+    def from_frontier(cls, size: int, frontier: Sequence[str]) -> RootStream:
+        """The stream of a tree of ``size`` leaves from its frontier (:meth:`frontier`);
+        :class:`ValueError` when the frontier does not fit the size."""
+        stream = cls()
+        for item in frontier:
+            height, _, value = item.partition(":")
+            stream._stack.append((int(height), _raw(value, "frontier hash")))
+        heights = [h for h, _ in stream._stack]
+        if (
+            sum(1 << h for h in heights) != size
+            or heights != sorted(heights, reverse=True)
+            or len(set(heights)) != len(heights)
+        ):
+            raise ValueError(f"a Merkle frontier {list(frontier)[:3]} does not describe a tree of {size} leaves.")
+        stream.size = size
+        return stream
+
+    def frontier(self) -> tuple[str, ...]:
+        """The roots of the perfect subtrees, largest first, as ``"height:hex"``."""
+        return tuple(f"{h}:{v.hex()}" for h, v in self._stack)
 
     def root(self) -> bytes:
         if not self._stack:
@@ -409,7 +448,7 @@ def proof_document(
     size = parse_checkpoint(checkpoint_text).size
     return {
         "table": table,
-        "row": {k: _normalise(v) for k, v in row.items()},
+        "row": normalised(row),
         "entry_hash": row[HASH_COLUMN],
         "prev_hash": row[PREV_COLUMN],
         "leaf_index": index,

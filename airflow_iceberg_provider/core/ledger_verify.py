@@ -290,11 +290,77 @@ def summarise(findings: Sequence[Finding]) -> dict[str, Any]:
     return {"ok": not any(f.severity == "error" for f in findings), "counts": counts}
 
 
+def _seal_lists(seal_row: Mapping[str, Any], table: str, key: str, digest: str) -> bool:
+    details = seal_row.get("details")
+    details = json.loads(details) if isinstance(details, str) and details else details or {}
+    return any(e.get("key") == key and e.get("hash") == digest for e in (details.get("tables") or {}).get(table, []))
+
+
+def row_proof(
+    table: str,
+    row: Mapping[str, Any],
+    chain_rows: Sequence[Mapping[str, Any]],
+    checkpoint_notes: Iterable[str],
+    *,
+    ledger_rows: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any] | None:
+    """The offline proof of one governance row, or ``None`` when no checkpoint covers it yet.
+
+    A chained row is proved by its own inclusion in its table's chain (``chain_rows``: that
+    table's rows). A sealed row (written by a Spark job) is proved through the newest seal
+    event listing its current content hash: the seal is a chained ledger row (``ledger_rows``)
+    and the proof carries the sealed row, its hash and the seal's inclusion proof.
+    """
+    kind = table_kind(table)
+    if row.get(lc.SEQ_COLUMN) is not None:
+        target_table, target, rows = table, row, chain_rows
+    else:
+        key, digest = row_key(kind, row), row_hash(row)
+        seals = [
+            r
+            for r in ledger_rows
+            if r.get("operation") == SEAL_OPERATION
+            and r.get(lc.SEQ_COLUMN) is not None
+            and _seal_lists(r, table, key, digest)
+        ]
+        if not seals:
+            return None
+        target = max(seals, key=lambda r: int(r[lc.SEQ_COLUMN]))
+        target_table, rows = f"{table.rsplit('.', 1)[0]}.ledger", ledger_rows
+    ordered = sorted((r for r in rows if r.get(lc.SEQ_COLUMN) is not None), key=lambda r: int(r[lc.SEQ_COLUMN]))
+    leaves = [lc.leaf_hash(str(r[lc.HASH_COLUMN])) for r in ordered]
+    index = int(target[lc.SEQ_COLUMN])
+    covering = []
+    for note in checkpoint_notes:
+        try:
+            cp = lc.parse_checkpoint(note)
+        except ValueError:
+            continue
+        if cp.origin.endswith(f"/{target_table}") and index < cp.size <= len(leaves):
+            covering.append((cp.size, note))
+    if not covering:
+        return None
+    doc = lc.proof_document(
+        table=target_table, row=target, index=index, leaves=leaves, checkpoint_text=max(covering)[1]
+    )
+    if target is not row:
+        doc["sealed"] = {"table": table, "key": row_key(kind, row), "hash": row_hash(row), "row": lc.normalised(row)}
+    return doc
+
+
 def verify_proof(doc: Mapping[str, Any], key: tuple[str, bytes] | None) -> list[str]:
-    """Problems with one offline proof document (``GovernanceStore.proof``); empty when it verifies."""
+    """Problems with one offline proof document (:func:`row_proof`); empty when it verifies."""
     import base64
 
     problems: list[str] = []
+    sealed = doc.get("sealed")
+    if sealed:
+        if row_hash(dict(sealed.get("row") or {})) != sealed.get("hash"):
+            problems.append(f"the sealed row {sealed.get('key')} does not hash to its recorded hash: it was altered")
+        if not _seal_lists(
+            dict(doc.get("row") or {}), str(sealed.get("table")), str(sealed.get("key")), str(sealed.get("hash"))
+        ):
+            problems.append(f"the seal event does not list row {sealed.get('key')} with that hash")
     row = dict(doc.get("row") or {})
     try:
         recomputed = lc.entry_hash(str(doc.get("prev_hash")), row)

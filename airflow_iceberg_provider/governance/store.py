@@ -120,8 +120,13 @@ class GovernanceStore:
         self._chained_commit(commit, name)
         self._dirty.add(name)
 
-    def _chained_commit(self, commit: Any, name: str, attempts: int = 30) -> None:
-        """Run a chained commit, retrying lost compare-and-swaps with a short jittered back-off."""
+    def _chained_commit(self, commit: Any, name: str, timeout_s: float = 300.0) -> None:
+        """Run a chained commit, retrying lost compare-and-swaps until ``timeout_s`` has passed.
+
+        Bounded by time, not by a count: under many concurrent writers a writer may lose many
+        rounds in a row, and every round it loses another writer won (the ledger advances).
+        The back-off is exponential with full jitter, capped at one second.
+        """
         import random
         import time
 
@@ -129,15 +134,18 @@ class GovernanceStore:
 
         from airflow_iceberg_provider.exceptions import IcebergCommitConflictError
 
-        for attempt in range(1, attempts + 1):
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 with self.hook.translate_errors(name):
                     commit()
                 return
             except (IcebergCommitConflictError, CommitFailedException):
-                if attempt == attempts:
+                if time.monotonic() > deadline:
                     raise
-                time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
+                time.sleep(random.uniform(0, min(1.0, 0.02 * 2 ** min(attempt, 10))))
 
     def chain_head(self, tbl: Table) -> lc.ChainHead:
         """The head of a governance table's chain: from the summary the last chained commit
@@ -149,14 +157,13 @@ class GovernanceStore:
         found = lc.ChainHead.from_summary(snap.summary.additional_properties if snap.summary else None)
         if found is not None:
             return found
-        import pyarrow.compute as pc
-
-        cols = tbl.scan(selected_fields=(lc.SEQ_COLUMN, lc.HASH_COLUMN)).to_arrow()
-        cols = cols.filter(pc.is_valid(cols[lc.SEQ_COLUMN]))
-        if not len(cols):
+        entries = self.chain_entries(tbl)
+        if not entries:
             return lc.ChainHead()
-        i = pc.index(cols[lc.SEQ_COLUMN], pc.max(cols[lc.SEQ_COLUMN])).as_py()
-        return lc.ChainHead(size=cols[lc.SEQ_COLUMN][i].as_py() + 1, head=cols[lc.HASH_COLUMN][i].as_py())
+        stream = lc.RootStream()
+        for entry in entries:
+            stream.push(lc.leaf_hash(entry))
+        return lc.ChainHead(size=len(entries), head=entries[-1], frontier=stream.frontier())
 
     # ------------------------------------------------------------- seals
     def seal(
@@ -226,20 +233,16 @@ class GovernanceStore:
         signer = self.signing_key()
         out, rows = [], []
         for name in todo:
-            tbl = self.hook.load_table(name)
-            entries = self.chain_entries(tbl)
-            stream = lc.RootStream()
-            for e in entries:
-                stream.push(lc.leaf_hash(e))
-            note = lc.Checkpoint(f"{self.hook.catalog_name}/{name}", stream.size, stream.root())
+            head = self.chain_head(self.hook.load_table(name))  # the frontier: no row is read
+            note = lc.Checkpoint(f"{self.hook.catalog_name}/{name}", head.size, head.root())
             if signer is not None:
                 note = lc.sign_checkpoint(note, signer[0], signer[1])
             out.append(note.text())
             rows.append(
                 {
                     "table_name": name,
-                    "tree_size": stream.size,
-                    "root_hash": stream.root().hex(),
+                    "tree_size": head.size,
+                    "root_hash": head.root().hex(),
                     "checkpoint": note.text(),
                     "key_name": signer[0] if signer else None,
                     "created_at": datetime.now(UTC),
@@ -284,31 +287,31 @@ class GovernanceStore:
             ) from err
 
     def proof(self, kind: str, **equals: Any) -> dict[str, Any]:
-        """The offline proof of one chained row (``verify --evidence``): the row, its entry hash,
-        the newest checkpoint covering it and the RFC 9162 inclusion proof to that checkpoint's root.
+        """The offline proof of one governance row (``verify --evidence``): the row, its entry hash,
+        the newest checkpoint covering it and the RFC 9162 inclusion proof to that checkpoint's
+        root; for a row a Spark job wrote, the same for the seal event listing its content.
 
-        :raises IcebergValidationError: no row, several rows, an unchained row, or no checkpoint covers it.
+        :raises IcebergValidationError: no row or several rows match, or no checkpoint covers it yet.
         """
         from airflow_iceberg_provider.exceptions import IcebergValidationError
 
         name = self.table(kind)
         rows = self.read(kind, **equals)
-        if len(rows) != 1 or rows[0].get(lc.HASH_COLUMN) is None:
+        if len(rows) != 1:
             raise IcebergValidationError(
-                f"proof of {name} where {equals}: {len(rows)} row(s) match and a proof needs exactly one chained "
-                "row; name the row by its id (e.g. evidence_id=...)."
+                f"proof of {name} where {equals}: {len(rows)} rows match and a proof needs exactly one; "
+                "name the row by its id (e.g. evidence_id=...)."
             )
-        row = rows[0]
-        tbl = self.hook.load_table(name)
-        leaves = [lc.leaf_hash(e) for e in self.chain_entries(tbl)]
-        index = int(row[lc.SEQ_COLUMN])
-        cps = [c for c in self.read("ledger_checkpoints", table_name=name) if int(c["tree_size"]) > index]
-        if not cps:
+        ledger = self.read("ledger") if kind != "ledger" or rows[0].get(lc.SEQ_COLUMN) is None else []
+        chain = self.read(kind) if rows[0].get(lc.SEQ_COLUMN) is not None else []
+        notes = [c["checkpoint"] for c in self.read("ledger_checkpoints")]
+        doc = lv.row_proof(name, rows[0], chain, notes, ledger_rows=ledger or chain)
+        if doc is None:
             raise IcebergValidationError(
-                f"proof of {name} row {index}: no checkpoint covers it yet; run hook.governance.checkpoint() first."
+                f"proof of {name} where {equals}: no checkpoint covers the row (or the seal of it) yet; "
+                "checkpoints are written after each task, or call hook.governance.checkpoint()."
             )
-        newest = max(cps, key=lambda c: (int(c["tree_size"]), c["created_at"]))
-        return lc.proof_document(table=name, row=row, index=index, leaves=leaves, checkpoint_text=newest["checkpoint"])
+        return doc
 
     def read(
         self,

@@ -84,6 +84,9 @@ class IcebergBaseOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("table", "iceberg_catalog_conn_id")
+    #: Whether the operator may act on a governance table. Only health checks and maintenance
+    #: may (they keep every row, and so every chain link); every other operator refuses one.
+    acts_on_governance_tables: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -110,9 +113,30 @@ class IcebergBaseOperator(BaseOperator):
             validate_table(self.table)
 
     def pre_execute(self, context: Any) -> None:
-        """Check the rendered arguments (:meth:`check_arguments`) before ``execute()``."""
+        """Check the rendered arguments (:meth:`check_arguments`) before ``execute()``, and refuse
+        a governance table unless the operator keeps every row (:attr:`acts_on_governance_tables`)."""
         super().pre_execute(context)
         self.check_arguments()
+        self.refuse_governance_table()
+
+    def refuse_governance_table(self) -> None:
+        """Refuse, before anything runs, an operator that could change rows of a governance table.
+
+        :raises IcebergRefusedError: ``table`` names a governance table and the operator is not a
+            health check or maintenance operator.
+        """
+        from airflow_iceberg_provider.core.governance import is_governance_table
+        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+        if self.acts_on_governance_tables or not isinstance(self.table, str):
+            return
+        namespace = self.catalog_hook.governance_namespace
+        if is_governance_table(self.ident.dotted, namespace):
+            raise IcebergRefusedError(
+                f"table={self.table!r} is a governance table: its rows are written only by the provider's "
+                f"chained ledger writer, and {type(self).__name__} could change or remove them. Pick a data "
+                f"table; health checks and maintenance are the operators that may act on {namespace}.* tables."
+            )
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:

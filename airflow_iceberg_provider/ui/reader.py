@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLES
+from airflow_iceberg_provider.core.governance import CHECKPOINTS, GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 CONN_TYPE = IcebergCatalogHook.conn_type
@@ -221,6 +221,12 @@ class GovernanceReader:
         spec = GOVERNANCE_TABLES[kind]
         name = f"{self.governance_namespace}.{spec.name}"
         return self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
+
+    def checkpoint_notes(self) -> list[str]:
+        """The checkpoint notes of the governance chains (``ledger_checkpoints``), as written."""
+        name = f"{self.governance_namespace}.{CHECKPOINTS.name}"
+        rows = self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
+        return [str(r.get("checkpoint")) for r in rows]
 
     def derived(self, kind: str, name: str, shape: Callable[[list[dict[str, Any]]], Any]) -> Any:
         """``shape(rows)`` of a governance table, computed once per metadata location (e.g. grouped audits)."""

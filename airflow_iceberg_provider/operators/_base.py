@@ -331,6 +331,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         task recorded it: one row per job run id. ``True`` if written."""
         hook = self.catalog_hook
         if hook.governance.read("ledger", event_id=run.job_run_id):
+            self._seal_job("application", run.job_run_id)  # the application's own row, under the chain
             return False
         hook.governance.record_ledger(
             operation=operation,

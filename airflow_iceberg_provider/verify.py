@@ -129,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--property", action="append", help="extra pyiceberg catalog property key=value (repeatable)")
     p.add_argument("--public-key", help="file with the signer's verifier key (name+id+key) or PEM public key")
     p.add_argument("--key-name", help="the signing key's name, for a PEM public key")
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        help="a checkpoint note kept outside the catalog (one note per file; repeatable): checked like the catalog's",
+    )
     p.add_argument("--evidence", help="verify one proof document (an erasure evidence report's proof) offline")
     p.add_argument("--json", dest="json_out", help="write the report as JSON to this file ('-' for stdout)")
     return p
@@ -165,13 +170,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"verify: {err}", file=sys.stderr)
         return 2
-    return run(catalog, args.namespace, catalog_name=args.catalog_name, key=key, json_out=args.json_out)
+    try:
+        kept = [_kept_checkpoint(path) for path in args.checkpoint or []]
+    except (OSError, ValueError) as err:
+        print(f"verify: {err}", file=sys.stderr)
+        return 2
+    return run(catalog, args.namespace, catalog_name=args.catalog_name, key=key, json_out=args.json_out, kept=kept)
 
 
-def run(catalog: Any, namespace: str, *, catalog_name: str, key: tuple[str, bytes] | None, json_out: str | None) -> int:
+def _kept_checkpoint(path: str) -> dict[str, Any]:
+    """A checkpoint an auditor archived, as a checkpoints-table row (its table from the origin line)."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    origin = lc.parse_checkpoint(text).origin
+    if "/" not in origin:
+        raise ValueError(f"checkpoint {path}: origin {origin!r} is not '<catalog>/<namespace.table>'.")
+    return {"table_name": origin.split("/", 1)[1], "checkpoint": text}
+
+
+def run(
+    catalog: Any,
+    namespace: str,
+    *,
+    catalog_name: str,
+    key: tuple[str, bytes] | None,
+    json_out: str | None,
+    kept: Sequence[Mapping[str, Any]] = (),
+) -> int:
     """Verify the governance tables of ``namespace`` in a pyiceberg catalog, print the findings
-    (and write the JSON report); returns the exit code (0 clean, 1 findings)."""
+    (and write the JSON report); returns the exit code (0 clean, 1 findings).
+
+    :param kept: checkpoints kept outside the catalog (``--checkpoint``), checked with the catalog's:
+        a checkpoint removed from the catalog still proves its rows.
+    """
     tables, checkpoints = read_catalog(catalog, namespace)
+    checkpoints = [*checkpoints, *kept]
     findings = verify_tables(tables, checkpoints, catalog_name=catalog_name, key=key)
     summary = lv.summarise(findings)
     report = {

@@ -564,3 +564,21 @@ def test_health_checks_and_maintenance_may_act_on_governance_tables(lake):
     _ledger_rows(lake, 1)
     IcebergTableHealthCheckOperator(task_id="h", table=LEDGER_NAME).pre_execute(fake_context())
     IcebergMaintenancePlanOperator(task_id="m", table=LEDGER_NAME).pre_execute(fake_context())
+
+
+def test_a_checkpoint_kept_outside_the_catalog_still_proves_its_rows(signed_lake, tmp_path):
+    ids = _ledger_rows(signed_lake, 4, checkpoint_each=False)
+    (note,) = signed_lake.governance.checkpoint()
+    kept = tmp_path / "ledger-4.checkpoint"
+    kept.write_text(note)
+    # someone with catalog access truncates the ledger and deletes its checkpoints
+    _rewrite(signed_lake, LEDGER_NAME, lambda rows: rows[:2])
+    cps = signed_lake.load_table("governance.ledger_checkpoints")
+    cps.overwrite(pa.Table.from_pylist([], schema=cps.schema().as_arrow()))
+    rc, report = _run(signed_lake, tmp_path, "--public-key", _key_file(tmp_path))
+    assert rc == 0  # the catalog alone no longer shows it
+    rc, report = _run(signed_lake, tmp_path, "--public-key", _key_file(tmp_path), "--checkpoint", str(kept))
+    assert rc == 1
+    found = _first(report, "truncated")
+    assert (found["table"], found["position"]) == (LEDGER_NAME, 2)
+    assert report["tables"] == {LEDGER_NAME: 2} and len(ids) == 4

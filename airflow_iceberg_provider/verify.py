@@ -203,8 +203,8 @@ def run(
     :param kept: checkpoints kept outside the catalog (``--checkpoint``), checked with the catalog's:
         a checkpoint removed from the catalog still proves its rows.
     """
-    tables, checkpoints = read_catalog(catalog, namespace)
-    checkpoints = [*checkpoints, *kept]
+    tables, in_catalog = read_catalog(catalog, namespace)
+    checkpoints: list[Mapping[str, Any]] = [*in_catalog, *kept]
     findings = verify_tables(tables, checkpoints, catalog_name=catalog_name, key=key)
     summary = lv.summarise(findings)
     report = {

@@ -582,3 +582,11 @@ def test_a_checkpoint_kept_outside_the_catalog_still_proves_its_rows(signed_lake
     found = _first(report, "truncated")
     assert (found["table"], found["position"]) == (LEDGER_NAME, 2)
     assert report["tables"] == {LEDGER_NAME: 2} and len(ids) == 4
+
+
+def test_an_unsigned_proof_verifies_only_without_a_key(lake, tmp_path):
+    ids = _ledger_rows(lake, 2)
+    path = tmp_path / "proof.json"
+    path.write_text(json.dumps(lake.governance.proof("ledger", event_id=ids[0])))
+    assert verify.main(["--evidence", str(path)]) == 0
+    assert verify.main(["--evidence", str(path), "--public-key", _key_file(tmp_path)]) == 1

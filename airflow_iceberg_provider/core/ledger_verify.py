@@ -372,8 +372,8 @@ def verify_proof(doc: Mapping[str, Any], key: tuple[str, bytes] | None) -> list[
         cp = lc.parse_checkpoint(str(doc.get("checkpoint")))
     except ValueError as err:
         return [*problems, f"the checkpoint is malformed: {err}"]
-    if not cp.signatures:
-        problems.append("the checkpoint is unsigned" + ("" if key is None else "; a signed one was expected"))
+    if key is not None and not cp.signatures:
+        problems.append(f"the checkpoint is unsigned; one signed by {key[0]!r} was expected")
     elif key is not None and not lc.checkpoint_signed_by(cp, *key):
         problems.append(f"the checkpoint is not signed by {key[0]!r}")
     proof = [base64.b64decode(p) for p in doc.get("inclusion_proof") or []]

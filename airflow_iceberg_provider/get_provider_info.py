@@ -132,6 +132,7 @@ def get_provider_info() -> dict[str, Any]:
         "operators": _section("operators"),
         "sensors": _section("sensors"),
         "triggers": _section("triggers"),
+        "cli": ["airflow_iceberg_provider.cli.get_cli_commands"],
         "config": {
             "iceberg_provider": {
                 "description": "Spark runtime used by the Iceberg provider's Spark jobs.",

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 DEFAULT_GOVERNANCE_NAMESPACE = "governance"
 
+#: The Airflow connection holding the Ed25519 key that signs the ledger's checkpoints
+#: (``login``: key name, ``password``: private key); see ``docs/trust-model.md``.
+LEDGER_SIGNING_CONN_ID = "iceberg_ledger_signing"
+
 #: Legal-hold convention: a *tag* whose name starts with this prefix is a hold.
 #: Holds pin their snapshot (and its files) until released; maintenance reports
 #: the snapshots they keep and erasure reports them as blocking refs.
@@ -78,6 +82,15 @@ _AIRFLOW_COLUMNS = (
     Column("try_number", "int"),
 )
 
+#: The chain every governance table carries (``core.ledger_chain``): position, previous
+#: row's hash and this row's hash. Last in the schema, so tables created before the chain
+#: gain them by schema evolution; ``None`` in rows written before the chain started.
+_CHAIN_COLUMNS = (
+    Column("chain_seq", "long", doc="position of the row in its table's chain, from 0"),
+    Column("prev_hash", "string", doc="entry_hash of the previous row of the chain (hex)"),
+    Column("entry_hash", "string", doc="SHA-256(prev_hash || canonical row), hex"),
+)
+
 LEDGER = GovernanceTable(
     name="ledger",
     doc="One row per provider operation.",
@@ -95,6 +108,7 @@ LEDGER = GovernanceTable(
         Column("metrics", "string", doc="JSON object"),
         Column("details", "string", doc="JSON object"),
         Column("provider_version", "string"),
+        *_CHAIN_COLUMNS,
     ),
 )
 
@@ -117,6 +131,7 @@ AUDIT_RESULTS = GovernanceTable(
         Column("evaluated_at", "timestamptz"),
         Column("check_hash", "string", doc="SHA-256 of the check's canonical JSON (core.audit_checks.check_hash)"),
         Column("spec_hash", "string", doc="SHA-256 of the check spec the audit ran (core.audit_checks.spec_hash)"),
+        *_CHAIN_COLUMNS,
     ),
 )
 
@@ -167,10 +182,34 @@ ERASURE_EVIDENCE = GovernanceTable(
         # the requests-table redaction
         Column("subject_redacted_at", "timestamptz"),
         Column("redaction_verification", "string"),
+        *_CHAIN_COLUMNS,
     ),
 )
 
 GOVERNANCE_TABLES = {t.name: t for t in (LEDGER, AUDIT_RESULTS, ERASURE_EVIDENCE)}
+
+#: The signed checkpoints of the governance chains: append-only, never chained itself
+#: (each row is a signed statement), never compacted away by governance maintenance.
+CHECKPOINTS = GovernanceTable(
+    name="ledger_checkpoints",
+    doc="One row per checkpoint of one governance table's chain (a C2SP tlog-checkpoint note).",
+    columns=(
+        Column("table_name", "string", required=True, doc="the governance table (namespace.table)"),
+        Column("tree_size", "long", required=True, doc="rows of the chain the checkpoint covers"),
+        Column("root_hash", "string", doc="RFC 9162 Merkle tree hash over the entry hashes, hex"),
+        Column("checkpoint", "string", doc="the checkpoint note text (signed when a key is configured)"),
+        Column("key_name", "string", doc="signing key name; None when unsigned"),
+        Column("created_at", "timestamptz"),
+        *_AIRFLOW_COLUMNS,
+    ),
+)
+
+
+def is_governance_table(table: str, governance_namespace: str) -> bool:
+    """Whether ``namespace.table`` is one of the governance tables (or their checkpoints) of the namespace."""
+    namespace, _, name = table.rpartition(".")
+    return namespace == governance_namespace and (name in GOVERNANCE_TABLES or name == CHECKPOINTS.name)
+
 
 #: The time column readers filter on (``GovernanceStore.read(..., since=, until=)``).
 TIME_COLUMNS = {"ledger": "finished_at", "audit_results": "evaluated_at", "erasure_evidence": "finished_at"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -32,6 +32,20 @@ class GovernanceHook(Protocol):
     @property
     def governance_namespace(self) -> str:
         """The namespace that holds the governance tables."""
+        ...
+
+    @property
+    def catalog_name(self) -> str:
+        """The catalog's name (the same on the Spark side and in pyiceberg)."""
+        ...
+
+    @property
+    def signing_conn_id(self) -> str:
+        """The Airflow connection that holds the ledger's checkpoint signing key."""
+        ...
+
+    def get_connection(self, conn_id: str) -> Any:
+        """An Airflow connection by id (raises when it does not exist)."""
         ...
 
     def translate_errors(self, what: str) -> AbstractContextManager[None]:

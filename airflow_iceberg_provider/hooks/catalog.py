@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider.config import sqlite_busy_timeout_ms
-from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE
+from airflow_iceberg_provider.core.governance import DEFAULT_GOVERNANCE_NAMESPACE, LEDGER_SIGNING_CONN_ID
 from airflow_iceberg_provider.exceptions import (
     IcebergCatalogUnavailableError,
     IcebergCommitConflictError,
@@ -117,6 +117,14 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         conn = self.get_connection(self.iceberg_catalog_conn_id)
         value = conn.extra_dejson.get("governance_namespace") or DEFAULT_GOVERNANCE_NAMESPACE
         return validate_name(value, "governance_namespace")
+
+    @cached_property
+    def signing_conn_id(self) -> str:
+        """The connection holding the governance ledger's checkpoint signing key: the catalog
+        connection's extra ``ledger_signing_conn_id``, default ``iceberg_ledger_signing``."""
+        conn = self.get_connection(self.iceberg_catalog_conn_id)
+        value = conn.extra_dejson.get("ledger_signing_conn_id") or LEDGER_SIGNING_CONN_ID
+        return validate_name(value, "ledger_signing_conn_id")
 
     @cached_property
     def governance(self) -> GovernanceStore:

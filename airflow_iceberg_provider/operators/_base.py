@@ -84,6 +84,9 @@ class IcebergBaseOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("table", "iceberg_catalog_conn_id")
+    #: Whether the operator may act on a governance table. Only health checks and maintenance
+    #: may (they keep every row, and so every chain link); every other operator refuses one.
+    acts_on_governance_tables: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -110,9 +113,30 @@ class IcebergBaseOperator(BaseOperator):
             validate_table(self.table)
 
     def pre_execute(self, context: Any) -> None:
-        """Check the rendered arguments (:meth:`check_arguments`) before ``execute()``."""
+        """Check the rendered arguments (:meth:`check_arguments`) before ``execute()``, and refuse
+        a governance table unless the operator keeps every row (:attr:`acts_on_governance_tables`)."""
         super().pre_execute(context)
         self.check_arguments()
+        self.refuse_governance_table()
+
+    def refuse_governance_table(self) -> None:
+        """Refuse, before anything runs, an operator that could change rows of a governance table.
+
+        :raises IcebergRefusedError: ``table`` names a governance table and the operator is not a
+            health check or maintenance operator.
+        """
+        from airflow_iceberg_provider.core.governance import is_governance_table
+        from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+        if self.acts_on_governance_tables or not isinstance(self.table, str):
+            return
+        namespace = self.catalog_hook.governance_namespace
+        if is_governance_table(self.ident.dotted, namespace):
+            raise IcebergRefusedError(
+                f"table={self.table!r} is a governance table: its rows are written only by the provider's "
+                f"chained ledger writer, and {type(self).__name__} could change or remove them. Pick a data "
+                f"table; health checks and maintenance are the operators that may act on {namespace}.* tables."
+            )
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:
@@ -161,6 +185,19 @@ class IcebergBaseOperator(BaseOperator):
             **extra,
         )
 
+    def checkpoint_governance(self, context: Any) -> None:
+        """Write a (signed) checkpoint of every governance chain this task appended to.
+
+        A failure is logged, not raised: the task's commit and its rows stand, and the next
+        checkpoint of the table covers them.
+        """
+        if "catalog_hook" not in self.__dict__:  # the task never touched the catalog
+            return
+        try:
+            self.catalog_hook.governance.checkpoint(context)
+        except Exception as err:
+            self.log.warning("Governance checkpoint not written: %s", err)
+
     def post_execute(self, context: Any, result: Any = None) -> None:
         """Fill the Asset events of outlets naming this table that ``execute`` left without ``extra``.
 
@@ -168,6 +205,7 @@ class IcebergBaseOperator(BaseOperator):
         read. Nothing is read when the task has no Asset outlet.
         """
         super().post_execute(context, result)
+        self.checkpoint_governance(context)
         from airflow.sdk import Asset
 
         from airflow_iceberg_provider.assets.uris import asset_names_table, emit_table_asset_events
@@ -293,6 +331,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         task recorded it: one row per job run id. ``True`` if written."""
         hook = self.catalog_hook
         if hook.governance.read("ledger", event_id=run.job_run_id):
+            self._seal_job("application", run.job_run_id)  # the application's own row, under the chain
             return False
         hook.governance.record_ledger(
             operation=operation,
@@ -529,8 +568,20 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             "task to start a new job."
         )
 
+    def _seal_job(self, job: str, job_run_id: str) -> None:
+        """Bring the governance rows the Spark job wrote under the chain (``GovernanceStore.seal_job``).
+
+        Logged, not raised, when it fails: the rows stand, and the verifier reports them as
+        unsealed, which is what they are.
+        """
+        try:
+            self.catalog_hook.governance.seal_job(job_run_id, job=job)
+        except Exception as err:
+            self.log.warning("Governance rows of job %s not sealed: %s", job_run_id, err)
+
     def _job_row(self, job: str, run: JobRun) -> dict[str, Any]:
         """The job's own ledger row, decoded; fail when there is none or it records a failure."""
+        self._seal_job(job, run.job_run_id)
         rows = self.catalog_hook.governance.read("ledger", event_id=run.job_run_id)
         if not rows:
             raise IcebergCommitVerificationError(
@@ -551,6 +602,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         ledger, so the task log and the retry e-mail name the cause (disk full, permission
         denied, commit conflict...). A job killed by a signal writes no row: the exit code says so.
         """
+        self._seal_job(job, job_run_id)
         try:
             rows = self.catalog_hook.governance.read("ledger", event_id=job_run_id)
         except Exception as read_err:  # the catalog may be what failed

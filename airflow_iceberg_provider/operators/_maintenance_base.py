@@ -142,6 +142,8 @@ def _commits_between(tbl: Table, before: int | None, after: int) -> list[Snapsho
 class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
     """Shared plumbing: submit planned actions as one job, verify each, write ledger rows."""
 
+    acts_on_governance_tables = True  # keeps every row: governance tables are maintained too
+
     ui_color = "#e3f2d9"
     operator_extra_links = (GovernanceHealthLink(),)
 

@@ -68,6 +68,8 @@ class IcebergTableHealthCheckOperator(IcebergBaseOperator):
         "health", "thresholds", "warnings"}`` — e.g. ``ti.xcom_pull(...)["healthy"]`` in a ``@task.branch``.
     """
 
+    acts_on_governance_tables = True  # keeps every row: governance tables are maintained too
+
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "on_breach", "subject_columns", *THRESHOLDS)
 
     def __init__(
@@ -205,6 +207,8 @@ class IcebergMetadataHygieneOperator(IcebergBaseOperator):
     :param dry_run: list leftovers without deleting (templated).
     :return: ``{"table", "properties_set", "leftovers", "deleted", "dry_run"}``
     """
+
+    acts_on_governance_tables = True  # keeps every row: governance tables are maintained too
 
     template_fields: Sequence[str] = (
         *IcebergBaseOperator.template_fields,

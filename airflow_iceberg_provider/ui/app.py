@@ -435,7 +435,22 @@ def report_data(reader: ScopedReader, request_id: str) -> dict[str, Any]:
     )
     if report is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"No erasure request or evidence with id {request_id!r}.")
-    return report
+    return {**report, "proofs": _evidence_proofs(reader, request_id)}
+
+
+def _evidence_proofs(reader: ScopedReader, request_id: str) -> list[dict[str, Any]]:
+    """The offline proof of each evidence row of the request (``verify --evidence``); rows no
+    checkpoint covers yet have none."""
+    from airflow_iceberg_provider.core.ledger_verify import row_proof
+
+    name = f"{reader.governance_namespace}.erasure_evidence"
+    rows = [e for e in reader.governance_rows("erasure_evidence") if e.get("request_id") == request_id]
+    if not rows:
+        return []
+    # a seal's proof needs the whole ledger, not the rows this user may read: the proof names no row of it
+    ledger, notes = reader.base.governance_rows("ledger"), reader.checkpoint_notes()
+    proofs = [row_proof(name, e, rows, notes, ledger_rows=ledger) for e in rows]
+    return [p for p in proofs if p is not None]
 
 
 def approvals_data(reader: ScopedReader) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from airflow_iceberg_provider.core.governance import GOVERNANCE_TABLES
+from airflow_iceberg_provider.core.governance import CHECKPOINTS, GOVERNANCE_TABLES
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
 if TYPE_CHECKING:
@@ -235,6 +235,12 @@ class GovernanceReader:
         name = f"{self.governance_namespace}.{spec.name}"
         return self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
 
+    def checkpoint_notes(self) -> list[str]:
+        """The checkpoint notes of the governance chains (``ledger_checkpoints``), as written."""
+        name = f"{self.governance_namespace}.{CHECKPOINTS.name}"
+        rows = self._cached("rows", name, lambda tbl: tbl.scan().to_arrow().to_pylist(), default=[])
+        return [str(r.get("checkpoint")) for r in rows]
+
     def derived(self, kind: str, name: str, shape: Callable[[list[dict[str, Any]]], Any]) -> Any:
         """``shape(rows)`` of a governance table, computed once per metadata location (e.g. grouped audits)."""
         spec = GOVERNANCE_TABLES[kind]
@@ -366,6 +372,10 @@ class ScopedReader:
     @property
     def governance_namespace(self) -> str:
         return self.base.governance_namespace
+
+    def checkpoint_notes(self) -> list[str]:
+        """The signed checkpoint notes (they name no DAG: every reader of the connection sees them)."""
+        return self.base.checkpoint_notes()
 
     def status(self) -> dict[str, Any]:
         return self.base.status()

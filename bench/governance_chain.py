@@ -12,7 +12,7 @@
    append to a SQLite catalog): read time and walk + Merkle time of
    ``python -m airflow_iceberg_provider.verify``'s code, rows/s.
 
-Usage: ``source scripts/env.sh && python bench/governance_chain.py [--writers 8] [--rows 15] [--verify-rows 1000000]``
+Usage: ``source scripts/env.sh && python -m bench.governance_chain [--writers 8] [--rows 15] [--verify-rows 1000000]``
 """
 
 from __future__ import annotations
@@ -22,15 +22,12 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 CONN_ENV = "AIRFLOW_CONN_BENCH_CATALOG"
 CONN_ID = "bench_catalog"
@@ -90,11 +87,11 @@ def measure_writes(conn: str, namespace: str, *, chained: bool, writers: int, ro
 
 def measure_verify(n: int, tmp: Path) -> dict:
     import pyarrow as pa
-    from conftest import catalog_conn_json
 
     from airflow_iceberg_provider import verify
     from airflow_iceberg_provider.core import ledger_chain as lc
     from airflow_iceberg_provider.core.governance import LEDGER, arrow_schema
+    from tests.support.lake import catalog_conn_json
 
     (tmp / "wh").mkdir(parents=True, exist_ok=True)
     hook = make_hook(catalog_conn_json(tmp / "catalog.db", tmp / "wh"), "governance")

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from _erasure_helpers import add_requests, append_people, create_people_table, person, set_salt_connection
-from conftest import create_orders_table, fake_context, orders_batch
 
 from airflow_iceberg_provider import verify
 from airflow_iceberg_provider.core import ledger_verify as lv
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+from tests.support.erasure import add_requests, append_people, create_people_table, person, set_salt_connection
+from tests.support.lake import create_orders_table, fake_context, orders_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("spark_on_connect")]
 

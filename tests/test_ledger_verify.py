@@ -30,7 +30,7 @@ from airflow_iceberg_provider.core.governance import (
     pyiceberg_schema,
 )
 from airflow_iceberg_provider.exceptions import IcebergValidationError
-from tests.conftest import ROOT
+from tests.support.lake import ROOT
 
 SEED = bytes(range(32))
 OTHER_SEED = bytes(range(7, 39))
@@ -469,7 +469,7 @@ def test_bad_arguments_exit_2_naming_the_problem(tmp_path, capsys):
 # ---------------------------------------------------------------------- the operator's checkpoint
 def test_a_task_that_wrote_ledger_rows_leaves_a_signed_checkpoint_of_them(signed_lake, tmp_path):
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
-    from tests.conftest import append_batches, create_orders_table, fake_context
+    from tests.support.lake import append_batches, create_orders_table, fake_context
 
     create_orders_table(signed_lake, "db.orders")
     append_batches(signed_lake, "db.orders", 1)
@@ -486,7 +486,7 @@ def test_a_task_that_wrote_ledger_rows_leaves_a_signed_checkpoint_of_them(signed
 
 def test_a_task_that_wrote_nothing_writes_no_checkpoint(signed_lake):
     from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
-    from tests.conftest import fake_context
+    from tests.support.lake import fake_context
 
     op = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="release-1")
     op.post_execute(fake_context(task_id="tag"))  # the hook was never built: nothing read, nothing written
@@ -545,7 +545,7 @@ def _governance_targets():
 @pytest.mark.parametrize("kind", ["ledger", "erasure_evidence", "ledger_checkpoints"])
 def test_operators_that_could_change_rows_refuse_a_governance_table(lake, verb, kind):
     from airflow_iceberg_provider.exceptions import IcebergRefusedError
-    from tests.conftest import fake_context
+    from tests.support.lake import fake_context
 
     _ledger_rows(lake, 1)
     name = lake.governance.table(kind)
@@ -559,7 +559,7 @@ def test_operators_that_could_change_rows_refuse_a_governance_table(lake, verb, 
 def test_health_checks_and_maintenance_may_act_on_governance_tables(lake):
     from airflow_iceberg_provider.operators.health import IcebergTableHealthCheckOperator
     from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
-    from tests.conftest import fake_context
+    from tests.support.lake import fake_context
 
     _ledger_rows(lake, 1)
     IcebergTableHealthCheckOperator(task_id="h", table=LEDGER_NAME).pre_execute(fake_context())

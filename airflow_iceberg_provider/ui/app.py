@@ -42,6 +42,7 @@ from airflow_iceberg_provider.ui.access import Access
 from airflow_iceberg_provider.ui.links import URL_PREFIX, URL_ROUTE
 from airflow_iceberg_provider.ui.reader import (
     CatalogUnreadableError,
+    GovernanceReader,
     ScopedReader,
     catalog_connections,
     reader_for,
@@ -438,7 +439,7 @@ def report_data(reader: ScopedReader, request_id: str) -> dict[str, Any]:
     return {**report, "proofs": _evidence_proofs(reader, request_id)}
 
 
-def _evidence_proofs(reader: ScopedReader, request_id: str) -> list[dict[str, Any]]:
+def _evidence_proofs(reader: ScopedReader | GovernanceReader, request_id: str) -> list[dict[str, Any]]:
     """The offline proof of each evidence row of the request (``verify --evidence``); rows no
     checkpoint covers yet have none."""
     from airflow_iceberg_provider.core.ledger_verify import row_proof
@@ -448,7 +449,8 @@ def _evidence_proofs(reader: ScopedReader, request_id: str) -> list[dict[str, An
     if not rows:
         return []
     # a seal's proof needs the whole ledger, not the rows this user may read: the proof names no row of it
-    ledger, notes = reader.base.governance_rows("ledger"), reader.checkpoint_notes()
+    whole = reader.base if isinstance(reader, ScopedReader) else reader
+    ledger, notes = whole.governance_rows("ledger"), reader.checkpoint_notes()
     proofs = [row_proof(name, e, rows, notes, ledger_rows=ledger) for e in rows]
     return [p for p in proofs if p is not None]
 

@@ -58,8 +58,9 @@ from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOper
 
 with DAG("ui_xcom", start_date=datetime(2026, 1, 1), schedule=None, catchup=False):
     tag = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="xcom-check")
-    # already published by fill_lake: a no-op publish whose extra link Airflow computes on the worker
-    tag >> IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")
+    # already published by fill_lake: a no-op publish whose extra link Airflow computes on the worker (no audit
+    # of this run to bind: the no-op says so deliberately)
+    tag >> IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok", require_audit=False)
 """
 #: Names the test process may carry that would point ``make ui`` elsewhere than the module's demo layout.
 _FOREIGN = ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", "AIRFLOW__API__BASE_URL", "AIRFLOW__API_AUTH__JWT_SECRET")

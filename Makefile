@@ -46,7 +46,7 @@ docs-serve: bootstrap
 # The screenshots in docs/images/, refreshed by the browser test of the governance view (the test
 # suite itself writes its screenshots under .work/screenshots/, so a test run changes no tracked file).
 docs-images: bootstrap
-	AIP_SCREENSHOTS=$(CURDIR)/docs/images AIP_TEST_WORKERS=0 bash scripts/test.sh tests/test_ui_browser.py
+	AIP_SCREENSHOTS=$(CURDIR)/docs/images AIP_TEST_WORKERS=0 bash scripts/test.sh tests/airflow/test_ui_browser.py
 
 # A wheel and an sdist in dist/ (setuptools' build backend in .work/build-env; see scripts/build_dist.py).
 dist:

@@ -11,7 +11,7 @@ after a comment naming its source::
 
 The block holds, dedented, the lines between ``# [START howto_wap]`` and ``# [END howto_wap]`` of
 that file, so GitHub, an editor and the built site all show the code (GitHub hides the comment).
-The build fails when a block is missing or differs from its marked region (``tests/test_docs.py``
+The build fails when a block is missing or differs from its marked region (``tests/unit/test_docs.py``
 checks the same); ``python scripts/docs_hooks.py --sync`` writes every block from the example DAGs
 after a DAG changed. A page can also include a whole file of the repository (the changelog page
 includes ``CHANGELOG.md``)::
@@ -26,7 +26,7 @@ package, found in the code, so a new class is documented without editing a page:
 becomes one mkdocstrings ``::: module.Class`` block per class, grouped by module.
 
 A missing file or marker fails the build (``mkdocs build --strict`` turns every problem into an
-error), and ``tests/test_docs.py`` checks the same without building the site.
+error), and ``tests/unit/test_docs.py`` checks the same without building the site.
 """
 
 from __future__ import annotations

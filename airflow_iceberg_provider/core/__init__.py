@@ -6,7 +6,7 @@ driver) import the same module. Rules for every module here:
 
 * import only the standard library and other ``core`` modules at module level: no Airflow,
   no pyiceberg, no pyspark (pyarrow/pyiceberg only inside the functions that need them), so
-  every module imports in the Spark runtime without Airflow (``tests/test_spark_job_package.py``);
+  every module imports in the Spark runtime without Airflow (``tests/unit/test_spark_job_package.py``);
 * no I/O and no engine: values in, decisions out;
 * the Airflow side never imports ``spark_jobs``; what both sides need lives here.
 

@@ -1,7 +1,7 @@
 """Every use of a private API of pyiceberg or of the Apache Spark provider, one small function each.
 
 The libraries offer no public way to do these things yet; each function names the private
-attribute it reads, and ``tests/test_compat.py`` pins the library version it was written for
+attribute it reads, and ``tests/spark/test_compat.py`` pins the library version it was written for
 (:data:`PYICEBERG_VERSION`, :data:`SPARK_PROVIDER_VERSION`) and exercises it, so an upgrade fails
 there first, with the function to look at named. Nothing else in the package reaches into these
 libraries' private names; the Spark jobs' own uses of pyspark's live in

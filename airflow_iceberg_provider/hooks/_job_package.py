@@ -39,7 +39,7 @@ from airflow_iceberg_provider import __version__
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SPARK_JOBS_DIR = PACKAGE_DIR / "spark_jobs"
 #: The shared pure rules the job modules import (they must import without Airflow, pyiceberg or
-#: pyspark; ``tests/test_spark_job_package.py`` imports them in the Spark runtime).
+#: pyspark; ``tests/unit/test_spark_job_package.py`` imports them in the Spark runtime).
 CORE_DIR = PACKAGE_DIR / "core"
 PACKAGE = "airflow_iceberg_provider"
 #: Cache directory name under the system temp directory (suffixed with the uid).

@@ -8,7 +8,7 @@ sort order and properties change together or not at all), re-plans on the commit
 
 pyiceberg 0.12 can make every change here, including replacing the sort order
 (``Transaction.update_sort_order``), so no Spark job is needed; Spark reads the result
-(``tests/test_table_changes_spark.py`` sort-compacts a changed table with the table's order).
+(``tests/spark/test_table_changes_spark.py`` sort-compacts a changed table with the table's order).
 Tables stay at format-version 2.
 """
 

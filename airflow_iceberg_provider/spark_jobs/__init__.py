@@ -9,7 +9,7 @@ their entry script. Rules for every module here:
   import identity on both sides, no ``try/except ImportError`` fallback to bare names;
 * import nothing from Airflow or pyiceberg, and pyspark/pyarrow only inside functions, so the
   pure builders are unit-tested on the Airflow side and every module imports in the Spark
-  runtime without Airflow (``tests/test_spark_job_package.py`` checks both);
+  runtime without Airflow (``tests/unit/test_spark_job_package.py`` checks both);
 * outside this package, only :mod:`airflow_iceberg_provider.core` (the pure rules shared with
   the Airflow side, shipped in the same zip) may be imported; the Airflow side never imports
   this package (it submits job scripts by path).

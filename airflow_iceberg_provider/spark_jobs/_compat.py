@@ -2,7 +2,7 @@
 
 pyspark has no public way to reach the driver JVM of a classic session (Iceberg's Java API, Hadoop's
 file systems), to read a DataFrame's physical plan as text, or to collect a DataFrame as Arrow
-record batches; each function names the private attribute it reads. ``tests/test_compat.py`` pins
+record batches; each function names the private attribute it reads. ``tests/spark/test_compat.py`` pins
 the pyspark version of the Spark runtime (:data:`PYSPARK_VERSION`) and exercises every function in
 one local session, so an upgrade fails there first. The Airflow side's private uses (pyiceberg,
 the Spark provider) live in :mod:`airflow_iceberg_provider.hooks._compat`.

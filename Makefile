@@ -21,7 +21,7 @@ test: bootstrap docs
 	bash scripts/test.sh
 
 test-fast: bootstrap
-	bash scripts/test.sh -m "not spark and not cluster and not airflow and not postgres and not rest and not faults"
+	bash scripts/test.sh tests/unit
 
 bench: bootstrap
 	source scripts/env.sh && for b in bench/[!_]*.py; do python -m "bench.$$(basename "$$b" .py)" || exit 1; done

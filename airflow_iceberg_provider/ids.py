@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 #: keys whose value is one snapshot id / parent id / sequence number
 ID_KEYS = frozenset({"snapshot_id", "parent_id", "sequence_number", "snapshot_before", "snapshot_after", "head"})
@@ -84,6 +84,10 @@ def _convert(key: object, value: Any) -> Any:
     return with_string_ids(value)
 
 
+@overload
+def with_string_ids(value: Mapping[str, Any]) -> dict[str, Any]: ...
+@overload
+def with_string_ids(value: object) -> Any: ...
 def with_string_ids(value: object) -> Any:
     """A copy of ``value`` (dicts and lists, recursively) with every id-keyed ``int`` as a decimal string.
 

@@ -133,7 +133,8 @@ class JsonFileWatermarks:
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
-            return json.loads(self.path.read_text())
+            state: dict[str, dict[str, Any]] = json.loads(self.path.read_text())
+            return state
         except FileNotFoundError:
             return {}
 
@@ -181,7 +182,7 @@ class IcebergEventTriggerBase(BaseEventTrigger):
     state_kind = "event"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is not annotated
         self.watermark_store: WatermarkStore | None = None
 
     def state_parts(self) -> tuple[Any, ...]:

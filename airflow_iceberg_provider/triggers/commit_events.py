@@ -146,7 +146,7 @@ class IcebergCommitEventTrigger(IcebergEventTriggerBase):
     def _poll(self, hook: Any, mark: dict[str, Any] | None, known: str | None) -> dict[str, Any]:
         after_id = int(mark["snapshot_id"]) if mark and mark.get("snapshot_id") else None
         after_ms = int(mark["timestamp_ms"]) if mark and mark.get("timestamp_ms") is not None else None
-        res = hook.poll_commit(
+        res: dict[str, Any] = hook.poll_commit(
             self.table,
             ref=self.ref,
             after_snapshot_id=after_id,

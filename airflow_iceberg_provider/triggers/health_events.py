@@ -197,7 +197,7 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
             await asyncio.sleep(self.poll_interval)
 
     def _event(self, verdict: Mapping[str, Any]) -> dict[str, Any]:
-        return with_string_ids(
+        event: dict[str, Any] = with_string_ids(
             {
                 "kind": "iceberg_health",
                 "table": self.table,
@@ -208,6 +208,7 @@ class IcebergTableHealthEventTrigger(IcebergEventTriggerBase):
                 "health": dict(verdict["health"]),
             }
         )
+        return event
 
     def _state(self, verdict: Mapping[str, Any], unhealthy: bool) -> dict[str, Any]:
         return {

@@ -43,7 +43,7 @@ class IcebergSnapshotTrigger(BaseTrigger):
         iceberg_catalog_conn_id: str = "iceberg_catalog_default",
         poll_interval: float = 30.0,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Airflow's BaseTrigger.__init__ is not annotated
         self.table = table
         self.ref = ref
         self.after_snapshot_id = after_snapshot_id
@@ -69,7 +69,7 @@ class IcebergSnapshotTrigger(BaseTrigger):
         )
 
     def _poll(self, hook: Any, known_location: str | None) -> dict[str, Any]:
-        return hook.poll_commit(
+        res: dict[str, Any] = hook.poll_commit(
             self.table,
             ref=self.ref,
             after_snapshot_id=self.after_snapshot_id,
@@ -78,6 +78,7 @@ class IcebergSnapshotTrigger(BaseTrigger):
             summary=self.summary,
             known_metadata_location=known_location,
         )
+        return res
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook

@@ -20,30 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from airflow_iceberg_provider.hooks._process import _boot_id, process_start_ticks
+
 #: Prefix of the provider's working directories under the system temp directory.
 WORKDIR_PREFIX = "airflow-iceberg-"
 OWNER_FILE = "owner.json"
 #: A directory without an owner record (written by a provider version before this one, or
 #: caught in the instant between its creation and the record) is removed after this long.
 UNOWNED_GRACE_SECONDS = 600.0
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot (Linux), or ``None`` if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name (field 2) may contain spaces and parentheses: split after its last ')'
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])  # field 22 overall
 
 
 def owner_record(pid: int | None = None) -> dict[str, object]:
@@ -115,3 +99,20 @@ def sweep_stale_workdirs(base: str | Path | None = None, *, now: float | None = 
             if not path.exists():
                 removed.append(path)
     return removed
+
+
+def hand_workdir_to(workdir: Path, pid: int) -> None:
+    """The job process owns its working directory from now on: the sweep keeps it while the job runs."""
+    import json
+
+    tmp = workdir / (OWNER_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(owner_record(pid), fh)
+    os.replace(tmp, workdir / OWNER_FILE)
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)

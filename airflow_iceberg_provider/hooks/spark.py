@@ -44,10 +44,17 @@ from airflow.sdk import BaseHook
 from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
 from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
-from airflow_iceberg_provider.hooks import _compat, _detached
+from airflow_iceberg_provider.hooks import _compat
+from airflow_iceberg_provider.hooks import _process as _detached
 from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
-from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
+from airflow_iceberg_provider.hooks._workdir import (
+    WORKDIR_PREFIX,
+    _write_private,
+    create_workdir,
+    hand_workdir_to,
+    sweep_stale_workdirs,
+)
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
@@ -73,7 +80,6 @@ from airflow_iceberg_provider.hooks.spark_plan import (
     _config,
     _parse_time,
     _spark_defaults_files,
-    _write_private,
     conf_defaults,
     driver_java_options,
     java_options,
@@ -423,7 +429,7 @@ class IcebergSparkHook(BaseHook):
         except BaseException:  # any exit, even KeyboardInterrupt: the workdir holds secrets; re-raised
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        _detached.hand_workdir_to(workdir, proc.pid)
+        hand_workdir_to(workdir, proc.pid)
         record = JobRecord(
             job_run_id=job_run_id,
             job=job,

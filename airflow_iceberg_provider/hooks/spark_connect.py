@@ -38,8 +38,8 @@ from urllib.parse import urlparse
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _connect_warm
-from airflow_iceberg_provider.hooks._detached import die_with_parent_preexec
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
+from airflow_iceberg_provider.hooks._process import die_with_parent_preexec
 from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 
 #: Conn type of the Spark provider's Spark Connect connection.

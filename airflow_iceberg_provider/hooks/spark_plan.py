@@ -111,12 +111,6 @@ def java_properties_line(key: str, value: str) -> str:
     return f"{esc(key, True)}={esc(value, False)}"
 
 
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-
-
 @dataclass
 class SubmitPlan:
     """Everything one spark-submit needs, as data (built without side effects)."""

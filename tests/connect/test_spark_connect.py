@@ -401,7 +401,7 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     import importlib.util
     import signal
 
-    from airflow_iceberg_provider.hooks import _detached
+    from airflow_iceberg_provider.hooks import _process
     from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
     hook, table = orders, "db.durable_c"
@@ -419,13 +419,13 @@ def test_durable_write_outlives_its_killed_task_process_and_the_retry_takes_its_
     task.wait()
     record = JobRecord.from_json(json.loads(store.read_text())["iceberg_spark_job"])
     assert record is not None and record.mode == "spark_connect"
-    seen = _detached.liveness(record)  # the runner did not die with its task (it may have finished already)
+    seen = _process.liveness(record)  # the runner did not die with its task (it may have finished already)
     assert seen is Liveness.ALIVE or hook.governance.read("ledger", event_id=record.job_run_id)
     # the retry comes after the job finished: it must take the committed result, not start a job
     deadline = time.monotonic() + 300
-    while _detached.liveness(record) is Liveness.ALIVE and time.monotonic() < deadline:
+    while _process.liveness(record) is Liveness.ALIVE and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _detached.liveness(record) is Liveness.GONE
+    assert _process.liveness(record) is Liveness.GONE
     assert [r["status"] for r in hook.governance.read("ledger", event_id=record.job_run_id)] == ["succeeded"]
 
     spec = importlib.util.spec_from_file_location("durable_task", script)

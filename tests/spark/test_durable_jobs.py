@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_iceberg_provider.hooks import _detached
+from airflow_iceberg_provider.hooks import _process
 from airflow_iceberg_provider.rules.durable_jobs import STATE_KEY, Decision, JobRecord, Liveness, decide
 from tests.support.task_state import child_env
 
@@ -117,36 +117,36 @@ def test_record_round_trips_through_json_and_refuses_foreign_values():
 
 # ------------------------------------------------------------------------------ detached processes
 def _record_of(pid: int, workdir: Path) -> JobRecord:
-    return record(**_detached.identity(pid), workdir=str(workdir), log_path=str(workdir / "job.log"))
+    return record(**_process.identity(pid), workdir=str(workdir), log_path=str(workdir / "job.log"))
 
 
 def test_a_detached_job_has_its_own_session_and_is_found_by_pid_and_start_time(tmp_path):
     script = "import sys, time; print('line one', flush=True); print('line two', flush=True); time.sleep(30)"
-    proc = _detached.launch([sys.executable, "-c", script], dict(os.environ), tmp_path / "job.log")
+    proc = _process.launch([sys.executable, "-c", script], dict(os.environ), tmp_path / "job.log")
     try:
         rec = _record_of(proc.pid, tmp_path)
         assert os.getsid(proc.pid) == proc.pid != os.getsid(0)  # not in the task's session or group
-        assert _detached.liveness(rec) is Liveness.ALIVE
+        assert _process.liveness(rec) is Liveness.ALIVE
         # a reused pid (another start time), another boot, another host: not this job
-        assert _detached.liveness(record(pid=proc.pid, start_ticks=(rec.start_ticks or 0) + 1, host=rec.host)) is (
+        assert _process.liveness(record(pid=proc.pid, start_ticks=(rec.start_ticks or 0) + 1, host=rec.host)) is (
             Liveness.GONE
         )
-        assert _detached.liveness(
-            record(pid=proc.pid, start_ticks=rec.start_ticks, host=rec.host, boot_id="other")
-        ) is (Liveness.GONE)
-        assert _detached.liveness(record(pid=proc.pid, host=socket.gethostname() + "-x")) is Liveness.OTHER_HOST
+        assert _process.liveness(record(pid=proc.pid, start_ticks=rec.start_ticks, host=rec.host, boot_id="other")) is (
+            Liveness.GONE
+        )
+        assert _process.liveness(record(pid=proc.pid, host=socket.gethostname() + "-x")) is Liveness.OTHER_HOST
         lines: list[str] = []
-        follower = _detached.LogFollower(tmp_path / "job.log", lines.append)
+        follower = _process.LogFollower(tmp_path / "job.log", lines.append)
         deadline = time.monotonic() + 20
         while len(lines) < 2 and time.monotonic() < deadline:
             follower.read()
             time.sleep(0.05)
         assert lines == ["line one", "line two"]
         t0 = time.monotonic()
-        assert _detached.terminate(rec, grace_s=5)
+        assert _process.terminate(rec, grace_s=5)
         proc.wait(timeout=10)
         assert time.monotonic() - t0 < 5 and proc.returncode == -signal.SIGTERM
-        assert _detached.liveness(rec) is Liveness.GONE
+        assert _process.liveness(rec) is Liveness.GONE
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -154,15 +154,15 @@ def test_a_detached_job_has_its_own_session_and_is_found_by_pid_and_start_time(t
 
 
 def test_waiting_returns_the_exit_code_of_an_own_child_and_none_for_an_earlier_tries_job(tmp_path):
-    proc = _detached.launch(
+    proc = _process.launch(
         [sys.executable, "-c", "print('done'); raise SystemExit(3)"], dict(os.environ), tmp_path / "job.log"
     )
     rec = _record_of(proc.pid, tmp_path)
     seen: list[str] = []
-    assert _detached.wait(rec, _detached.LogFollower(tmp_path / "job.log", seen.append), proc=proc) == 3
+    assert _process.wait(rec, _process.LogFollower(tmp_path / "job.log", seen.append), proc=proc) == 3
     assert seen == ["done"]
     # a job this process did not start (a reconnect): polled through /proc, its exit code unknown
-    other = _detached.launch(
+    other = _process.launch(
         [sys.executable, "-c", "import time; time.sleep(1.5)"], dict(os.environ), tmp_path / "b.log"
     )
     rec = _record_of(other.pid, tmp_path)
@@ -171,20 +171,18 @@ def test_waiting_returns_the_exit_code_of_an_own_child_and_none_for_an_earlier_t
     reaper = threading.Thread(target=other.wait)  # init would reap an orphan; here the test is the parent
     reaper.start()
     t0 = time.monotonic()
-    assert _detached.wait(rec, _detached.LogFollower(tmp_path / "b.log", seen.append)) is None
+    assert _process.wait(rec, _process.LogFollower(tmp_path / "b.log", seen.append)) is None
     reaper.join()
     assert 1.0 < time.monotonic() - t0 < 10
 
 
 def test_the_job_owns_its_working_directory_so_the_sweep_keeps_it_while_it_runs(tmp_path):
-    from airflow_iceberg_provider.hooks._workdir import create_workdir, sweep_stale_workdirs
+    from airflow_iceberg_provider.hooks._workdir import create_workdir, hand_workdir_to, sweep_stale_workdirs
 
     workdir = create_workdir(tmp_path)
-    proc = _detached.launch(
-        [sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), workdir / "job.log"
-    )
+    proc = _process.launch([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), workdir / "job.log")
     try:
-        _detached.hand_workdir_to(workdir, proc.pid)
+        hand_workdir_to(workdir, proc.pid)
         assert workdir not in sweep_stale_workdirs(tmp_path)
         assert workdir.is_dir()
     finally:
@@ -260,7 +258,7 @@ def write_op(**kw):
 def gone_pid() -> dict:
     """The identity of a process of this host that has exited."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    who = _detached.identity(proc.pid)
+    who = _process.identity(proc.pid)
     proc.kill()
     proc.wait()
     return who
@@ -422,11 +420,11 @@ def test_a_wap_write_outlives_its_killed_task_and_the_retry_takes_its_one_commit
     assert rec is not None
     if kind == "application":
         assert (rec.commit_ref, rec.commit_base) == ("b", base)
-        assert _detached.liveness(rec) is Liveness.ALIVE  # it waits for the gate: it did not die with its task
+        assert _process.liveness(rec) is Liveness.ALIVE  # it waits for the gate: it did not die with its task
         assert hook.ref_snapshot_id(T, "b") == base
     else:  # the SQL job did not die with its task either (it may have finished already)
         assert rec.commit_ref is None
-        assert _detached.liveness(rec) is Liveness.ALIVE or hook.governance.read("ledger", event_id=rec.job_run_id)
+        assert _process.liveness(rec) is Liveness.ALIVE or hook.governance.read("ledger", event_id=rec.job_run_id)
 
     spec = importlib.util.spec_from_file_location("app_task", script)
     module = importlib.util.module_from_spec(spec)

@@ -11,14 +11,14 @@ import time
 
 import pytest
 
-from airflow_iceberg_provider.hooks._detached import can_die_with_parent
+from airflow_iceberg_provider.hooks._process import can_die_with_parent
 
 pytestmark = pytest.mark.skipif(not can_die_with_parent(), reason="prctl(2) is Linux-only")
 
 PARENT = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
-    from airflow_iceberg_provider.hooks._detached import die_with_parent_preexec
+    from airflow_iceberg_provider.hooks._process import die_with_parent_preexec
     sig = signal.Signals[sys.argv[1]]
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"],

@@ -19,13 +19,30 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_iceberg_provider.hooks._workdir import OWNER_FILE, _boot_id, owner_record, process_start_ticks
 from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
 #: Seconds between two looks at a detached job (its log, its process).
 POLL_SECONDS = 1.0
 #: SIGTERM first (a Connect runner interrupts its session's operations), SIGKILL after this.
 KILL_GRACE_S = 15.0
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (Linux), or ``None`` if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces and parentheses: split after its last ')'
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19])  # field 22 overall
 
 
 def _libc_prctl() -> Any:
@@ -95,17 +112,6 @@ def launch(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> subpro
         )
     finally:
         os.close(fd)
-
-
-def hand_workdir_to(workdir: Path, pid: int) -> None:
-    """The job process owns its working directory from now on: the sweep keeps it while the job runs."""
-    import json
-
-    tmp = workdir / (OWNER_FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(owner_record(pid), fh)
-    os.replace(tmp, workdir / OWNER_FILE)
 
 
 def identity(pid: int) -> dict[str, Any]:

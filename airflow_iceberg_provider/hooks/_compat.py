@@ -1,4 +1,4 @@
-"""Every use of a private API of pyiceberg or of the Apache Spark provider, one small function each.
+"""Every use of a private API of pyiceberg or of the Apache Spark provider, one function each.
 
 The libraries offer no public way to do these things yet; each function names the private
 attribute it reads, and ``tests/spark/test_compat.py`` pins the library version it was written for
@@ -41,34 +41,46 @@ def rest_session(catalog: RestCatalog) -> requests.Session:
     return session
 
 
-def spark_submit_command(hook: SparkSubmitHook, application: str) -> list[str]:
-    """The spark-submit argv the Spark provider's hook would run for ``application``
-    (``SparkSubmitHook._build_spark_submit_command``), to run it detached instead."""
-    command: list[str] = hook._build_spark_submit_command(application)
-    return command
+class SparkSubmitPrivate:
+    """The members of the Spark provider's ``SparkSubmitHook`` that it keeps private, read lazily.
+
+    Built by :func:`spark_submit_private`, the one function through which this package reaches
+    into that hook; each method names the private member it reads.
+    """
+
+    def __init__(self, hook: SparkSubmitHook) -> None:
+        self._hook = hook
+
+    def command(self, application: str) -> list[str]:
+        """The spark-submit argv the hook would run for ``application``
+        (``_build_spark_submit_command``), to run it detached instead."""
+        command: list[str] = self._hook._build_spark_submit_command(application)
+        return command
+
+    def env(self) -> dict[str, str]:
+        """The environment variables the hook adds to spark-submit's (``_env``, set by :meth:`command`)."""
+        env: Mapping[str, str] | None = self._hook._env
+        return dict(env or {})
+
+    def close_output(self) -> None:
+        """Close the pipe the hook read spark-submit's output from (``_submit_sp``): the provider
+        leaves it open after the process ends. A hook that never submitted has none."""
+        process = getattr(self._hook, "_submit_sp", None)
+        stdout = getattr(process, "stdout", None)
+        if stdout is not None:
+            stdout.close()
 
 
-def spark_submit_env(hook: SparkSubmitHook) -> dict[str, str]:
-    """The environment variables the Spark provider's hook adds to spark-submit's (``_env``)."""
-    env: Mapping[str, str] | None = hook._env
-    return dict(env or {})
-
-
-def close_spark_submit_output(hook: SparkSubmitHook) -> None:
-    """Close the pipe the Spark provider's hook read spark-submit's output from (``_submit_sp``):
-    the provider leaves it open after the process ends. A hook that never submitted has none."""
-    process = getattr(hook, "_submit_sp", None)
-    stdout = getattr(process, "stdout", None)
-    if stdout is not None:
-        stdout.close()
+def spark_submit_private(hook: SparkSubmitHook) -> SparkSubmitPrivate:
+    """The Spark provider hook's private members (checked against :data:`SPARK_PROVIDER_VERSION`)."""
+    return SparkSubmitPrivate(hook)
 
 
 __all__ = [
     "PYICEBERG_VERSION",
     "SPARK_PROVIDER_VERSION",
-    "close_spark_submit_output",
+    "SparkSubmitPrivate",
     "rest_session",
-    "spark_submit_command",
-    "spark_submit_env",
+    "spark_submit_private",
     "staged_changes",
 ]

@@ -322,7 +322,7 @@ class IcebergSparkHook(BaseHook):
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-            _compat.close_spark_submit_output(self._submit_hook)
+            _compat.spark_submit_private(self._submit_hook).close_output()
             self._submit_hook = None
 
     def _spark_submit_hook(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Any:
@@ -418,8 +418,9 @@ class IcebergSparkHook(BaseHook):
         try:
             if endpoint is None:
                 submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
-                cmd = _compat.spark_submit_command(submit_hook, plan.application)
-                env = {**os.environ, **_compat.spark_submit_env(submit_hook)}
+                private = _compat.spark_submit_private(submit_hook)
+                cmd = private.command(plan.application)
+                env = {**os.environ, **private.env()}
                 mode = "spark_submit"
             else:
                 check_reachable(endpoint)

@@ -138,18 +138,19 @@ def _submit_hook(monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Any:
 def test_spark_submit_command_and_env_are_the_providers(monkeypatch: pytest.MonkeyPatch) -> None:
     hook = _submit_hook(monkeypatch, env_vars={"PYSPARK_PYTHON": "/opt/python"}, conf={"spark.ui.enabled": "false"})
 
-    command = _compat.spark_submit_command(hook, "/jobs/app.py")
+    private = _compat.spark_submit_private(hook)
+    command = private.command("/jobs/app.py")
 
     assert Path(command[0]).name == "spark-submit"
     assert command[-1] == "/jobs/app.py"
     assert command[command.index("--master") + 1] == "local[1]"
     assert "spark.ui.enabled=false" in command
-    assert _compat.spark_submit_env(hook) == {"PYSPARK_PYTHON": "/opt/python"}
-    assert _compat.spark_submit_env(_submit_hook(monkeypatch)) == {}
+    assert private.env() == {"PYSPARK_PYTHON": "/opt/python"}
+    assert _compat.spark_submit_private(_submit_hook(monkeypatch)).env() == {}
 
 
 def test_closing_the_output_of_a_hook_that_never_submitted_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
-    _compat.close_spark_submit_output(_submit_hook(monkeypatch))
+    _compat.spark_submit_private(_submit_hook(monkeypatch)).close_output()
 
 
 PYSPARK_PROBE = """
@@ -200,7 +201,7 @@ def test_every_pyspark_shim_and_the_submit_output_on_one_real_spark_submit(
         },
     )
     hook.submit(application=str(app))
-    _compat.close_spark_submit_output(hook)
+    _compat.spark_submit_private(hook).close_output()
 
     assert hook._submit_sp.stdout.closed
     result = json.loads(out.read_text())

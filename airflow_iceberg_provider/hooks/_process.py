@@ -16,10 +16,25 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
+from airflow_iceberg_provider.rules.durable_jobs import Liveness
+
+
+class Identified(Protocol):
+    """A process named by pid and start time on one boot of one host (a job record, a job handle)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def start_ticks(self) -> int | None: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def boot_id(self) -> str | None: ...
+
 
 #: Seconds between two looks at a detached job (its log, its process).
 POLL_SECONDS = 1.0
@@ -115,7 +130,28 @@ def launch(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> subpro
 
 
 def identity(pid: int) -> dict[str, Any]:
+    """The fields that name process ``pid`` of this host (pid, start time, host, boot id)."""
     return {"pid": pid, "start_ticks": process_start_ticks(pid), "host": socket.gethostname(), "boot_id": _boot_id()}
+
+
+@dataclass(frozen=True)
+class ProcessId:
+    """A process named by pid and start time on one boot of one host."""
+
+    pid: int
+    start_ticks: int | None
+    host: str
+    boot_id: str | None
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> ProcessId | None:
+        """The identity stored in ``value`` (as :func:`identity` writes it), ``None`` when malformed."""
+        try:
+            ticks = value.get("start_ticks")
+            boot = value.get("boot_id")
+            return cls(int(value["pid"]), None if ticks is None else int(ticks), str(value["host"]), boot and str(boot))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def _is_zombie(pid: int) -> bool:
@@ -126,8 +162,12 @@ def _is_zombie(pid: int) -> bool:
     return stat[stat.rindex(")") + 2 :].split()[0] in ("Z", "X")
 
 
-def liveness(record: JobRecord) -> Liveness:
-    """Whether the recorded process still runs, as seen from this host."""
+def liveness(record: Identified, *, until_reaped: bool = False) -> Liveness:
+    """Whether the recorded process still runs, as seen from this host.
+
+    :param until_reaped: count a process that exited and that its parent has not reaped yet (a
+        zombie) as alive: its parent may still read what it left (a job's log).
+    """
     if record.host != socket.gethostname():
         return Liveness.OTHER_HOST
     boot = _boot_id()
@@ -136,7 +176,7 @@ def liveness(record: JobRecord) -> Liveness:
     started = process_start_ticks(record.pid)
     if started is None or (record.start_ticks is not None and started != record.start_ticks):
         return Liveness.GONE
-    return Liveness.GONE if _is_zombie(record.pid) else Liveness.ALIVE
+    return Liveness.GONE if not until_reaped and _is_zombie(record.pid) else Liveness.ALIVE
 
 
 class LogFollower:
@@ -170,7 +210,7 @@ class LogFollower:
 
 
 def wait(
-    record: JobRecord,
+    record: Identified,
     follower: LogFollower,
     *,
     proc: subprocess.Popen[bytes] | None = None,
@@ -199,7 +239,7 @@ def wait(
         time.sleep(POLL_SECONDS)
 
 
-def terminate(record: JobRecord, *, grace_s: float = KILL_GRACE_S) -> bool:
+def terminate(record: Identified, *, grace_s: float = KILL_GRACE_S) -> bool:
     """SIGTERM the job's process group (its own session), SIGKILL after ``grace_s``; ``True`` if it ran."""
     if liveness(record) is not Liveness.ALIVE:
         return False

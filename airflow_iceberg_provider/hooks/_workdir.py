@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
 
-from airflow_iceberg_provider.hooks._process import _boot_id, process_start_ticks
+from airflow_iceberg_provider.hooks._process import ProcessId, identity, liveness
+from airflow_iceberg_provider.rules.durable_jobs import Liveness
 
 #: Prefix of the provider's working directories under the system temp directory.
 WORKDIR_PREFIX = "airflow-iceberg-"
@@ -31,14 +31,8 @@ UNOWNED_GRACE_SECONDS = 600.0
 
 
 def owner_record(pid: int | None = None) -> dict[str, object]:
-    pid = os.getpid() if pid is None else pid
-    return {
-        "pid": pid,
-        "start_ticks": process_start_ticks(pid),
-        "host": socket.gethostname(),
-        "boot_id": _boot_id(),
-        "created": time.time(),
-    }
+    """Who owns a directory: process ``pid`` (default this one) as :func:`._process.identity` names it."""
+    return {**identity(os.getpid() if pid is None else pid), "created": time.time()}
 
 
 def create_workdir(base: str | Path | None = None) -> Path:
@@ -51,21 +45,10 @@ def create_workdir(base: str | Path | None = None) -> Path:
 
 
 def owner_alive(owner: dict[str, object]) -> bool:
-    """Whether the recorded owner process still runs (same host, same boot, same process)."""
-    if owner.get("host") != socket.gethostname():
-        return True  # a shared temp directory: another host's processes cannot be checked from here
-    boot = _boot_id()
-    if boot is not None and owner.get("boot_id") not in (None, boot):
-        return False  # the machine rebooted since
-    try:
-        pid = int(owner["pid"])  # type: ignore[call-overload]
-    except (KeyError, TypeError, ValueError):
-        return False
-    started = process_start_ticks(pid)
-    if started is None:
-        return False
-    recorded = owner.get("start_ticks")
-    return recorded is None or int(recorded) == started  # type: ignore[call-overload]
+    """Whether the recorded owner process still runs (same host, same boot, same process); another
+    host's owner counts as running (a shared temp directory: its processes cannot be checked from here)."""
+    who = ProcessId.of(owner)
+    return who is not None and liveness(who, until_reaped=True) is not Liveness.GONE
 
 
 def sweep_stale_workdirs(base: str | Path | None = None, *, now: float | None = None) -> list[Path]:

@@ -1,7 +1,10 @@
 """``IcebergSparkHook``: submit one PySpark job with the catalog wired in.
 
-The hook composes the Spark provider's :class:`SparkSubmitHook` (built per
-submission, because it resolves its connection in ``__init__``) and adds:
+The hook merges a :class:`~airflow_iceberg_provider.hooks.spark_plan.SubmitPlan` from its
+connections (the rules are in :mod:`~airflow_iceberg_provider.hooks.spark_plan`) and hands it to
+the runner its Spark connection picks (:mod:`~airflow_iceberg_provider.hooks.spark_runner`:
+spark-submit through the Spark provider's ``SparkSubmitHook``, or a Spark Connect client). The
+plan carries:
 
 * the Spark catalog configuration derived from the *same* ``iceberg_catalog``
   connection the :class:`IcebergCatalogHook` uses (same catalog name);
@@ -26,11 +29,7 @@ ledger row, which the operator then reads through the catalog hook.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -41,31 +40,16 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME, __version__
-from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
-from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
-from airflow_iceberg_provider.hooks import _compat
-from airflow_iceberg_provider.hooks import _process as _detached
+from airflow_iceberg_provider import __version__
+from airflow_iceberg_provider.exceptions import IcebergSparkJobError
 from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
-from airflow_iceberg_provider.hooks._workdir import (
-    WORKDIR_PREFIX,
-    _write_private,
-    create_workdir,
-    hand_workdir_to,
-    sweep_stale_workdirs,
-)
+from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
-from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
     ConnectEndpoint,
-    ConnectJobProcess,
-    check_reachable,
     endpoint_from_connection,
     is_connect_connection,
-    session_document,
-    write_session_file,
 )
 from airflow_iceberg_provider.hooks.spark_plan import (
     CONFIG_SECTION,
@@ -79,13 +63,22 @@ from airflow_iceberg_provider.hooks.spark_plan import (
     _as_list,
     _config,
     _parse_time,
-    _spark_defaults_files,
     conf_defaults,
-    driver_java_options,
-    java_options,
     java_properties_line,
     job_path,
+    runtime_jars,
     spark_job,
+    submit_conf,
+)
+from airflow_iceberg_provider.hooks.spark_runner import (
+    MODE_CONNECT,
+    MODE_SUBMIT,
+    ConnectProcessRunner,
+    JobHandle,
+    SparkRunner,
+    SparkSubmitRunner,
+    SubmitTarget,
+    reattached_runner,
 )
 from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
 
@@ -153,9 +146,8 @@ class IcebergSparkHook(BaseHook):
         self.deploy_mode = deploy_mode
         self.verbose = verbose
         self._catalog_hook = catalog_hook
-        self._submit_hook: Any = None
-        self._connect_process: ConnectJobProcess | None = None
-        self._detached: JobRecord | None = None
+        self._running: SparkRunner | None = None
+        self._detached: JobHandle | None = None
 
     @cached_property
     def catalog_hook(self) -> IcebergCatalogHook:
@@ -184,47 +176,18 @@ class IcebergSparkHook(BaseHook):
         """
         cfg = self.catalog_hook.config
         catalog_conf = cfg.spark_conf()
-        conf = {
-            **conf_defaults(),
-            **catalog_conf.public,
-            **self.conf,
-            **{k: str(v) for k, v in (extra_conf or {}).items()},
-        }
-        conf.setdefault("spark.sql.session.timeZone", "UTC")
-        conf.setdefault("spark.ui.enabled", "false")
-        # Spark redacts conf by name only: every secret key is named in the regex, so an unknown key
-        # (secret by the allowlist) is redacted in the event log and on the environment page too.
-        conf["spark.redaction.regex"] = redaction_regex(
-            [*catalog_conf.secret, SPEC_SECRET_PREFIX], conf.get("spark.redaction.regex") or SPARK_REDACTION_REGEX
+        conf = submit_conf(
+            catalog_public=catalog_conf.public,
+            catalog_secret=catalog_conf.secret,
+            hook_conf=self.conf,
+            extra_conf=extra_conf,
+            cluster=self._deploy_mode() == "cluster",
+            pyspark_python=self.pyspark_python,
         )
-        # The log4j configuration travels with the submission (--files, see submit): a driver in
-        # cluster deploy mode (YARN, Kubernetes) runs on another host and finds it, by name, in its
-        # working directory; a client-mode driver is the submitting process and reads it in place.
-        log4j = LOG4J_CONFIG.name if self._deploy_mode() == "cluster" else f"file:{LOG4J_CONFIG}"
-        conf["spark.driver.extraJavaOptions"] = driver_java_options(
-            conf.get("spark.driver.extraJavaOptions"), log4j=log4j
-        )
-        executor_options = java_options(
-            _config("spark_executor_java_options"), conf.get("spark.executor.extraJavaOptions")
-        )
-        if executor_options:
-            conf["spark.executor.extraJavaOptions"] = executor_options
-        for key in list(conf):
-            if key in catalog_conf.secret:
-                conf.pop(key)
-        jars, packages = list(self._jars), list(self._packages)
-        if not jars and not packages:
-            packages = [ICEBERG_SPARK_RUNTIME]
-        jars += [j for j in extra_jars if j not in jars]
+        jars, packages = runtime_jars(self._jars, self._packages, extra_jars)
         if self.connect_endpoint() is None:  # a Spark Connect server has its jars already
             # an S3 warehouse: the AWS bundle (S3FileIO) and S3A's jars, pinned, or a refusal naming the setting
             jars, packages = with_storage_jars({**conf, **catalog_conf.secret}, jars, packages)
-        env = dict(self.env_vars)
-        if self.pyspark_python:
-            # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster
-            # mode and would be put on argv in YARN/k8s mode by SparkSubmitHook.
-            conf.setdefault("spark.pyspark.python", self.pyspark_python)
-            conf.setdefault("spark.pyspark.driver.python", self.pyspark_python)
         full_spec = None
         if spec is not None:
             full_spec = {
@@ -241,23 +204,10 @@ class IcebergSparkHook(BaseHook):
             jars=jars,
             packages=packages,
             py_files=[*([str(job_package_zip())] if ship_package else []), *(str(p) for p in extra_py_files)],
-            env_vars=env,
+            env_vars=dict(self.env_vars),
             spec=full_spec,
             application_args=list(application_args),
         )
-
-    # ------------------------------------------------------------- running
-    def run_job(
-        self,
-        job: str,
-        spec: Mapping[str, Any],
-        *,
-        extra_conf: Mapping[str, Any] | None = None,
-        name: str | None = None,
-        extra_py_files: Sequence[str | Path] = (),
-    ) -> JobRun:
-        """Submit a registered built-in job (:data:`SPARK_JOBS`) with its spec."""
-        return self.submit(self.job_plan(job, spec, extra_conf=extra_conf, name=name, extra_py_files=extra_py_files))
 
     def job_plan(
         self,
@@ -280,18 +230,36 @@ class IcebergSparkHook(BaseHook):
             ship_package=entry.needs_package,
         )
 
-    def submit(self, plan: SubmitPlan) -> JobRun:
-        """Run spark-submit for a plan; raise :class:`IcebergSparkJobError` on failure.
-
-        The spec (with a fresh ``job_run_id``) and the properties file are
-        written to a private temporary directory that is removed afterwards; first,
-        directories left by submissions whose task process was killed (SIGKILL skips
-        the ``finally``) are removed (:func:`~airflow_iceberg_provider.hooks._workdir.sweep_stale_workdirs`).
-        """
+    # ------------------------------------------------------------- runners
+    def runner(self) -> SparkRunner:
+        """The runner the Spark connection picks: Spark Connect for a ``spark_connect`` connection,
+        spark-submit otherwise."""
         endpoint = self.connect_endpoint()
         if endpoint is not None:
-            return self._submit_connect(plan, endpoint)
-        self._check_runtime(plan)
+            return ConnectProcessRunner(endpoint, self.pyspark_python, self.log)
+        return SparkSubmitRunner(
+            SubmitTarget(
+                conn_id=self.spark_conn_id,
+                deploy_mode=self._deploy_mode(),
+                spark_binary=self.spark_binary,
+                driver_memory=self.driver_memory,
+                executor_memory=self.executor_memory,
+                executor_cores=self.executor_cores,
+                num_executors=self.num_executors,
+                verbose=self.verbose,
+            ),
+            self.log,
+        )
+
+    def _runner_of(self, handle: JobHandle) -> SparkRunner:
+        """The runner that waits for, kills and finds ``handle``'s job: today's, if it is of the job's
+        kind (a Connect job's timeout is the connection's), else the bare process verbs."""
+        runner = self.runner()
+        return runner if runner.mode == handle.mode else reattached_runner(handle.mode)
+
+    def _prepare(self, runner: SparkRunner, plan: SubmitPlan, *, detached: bool) -> tuple[str, Path]:
+        """Checks, the ledger table, the job run id and a fresh private working directory."""
+        runner.check(plan, detached=detached)
         if plan.spec is not None:  # jobs under the protocol append their result to the ledger
             self.catalog_hook.governance.table("ledger")
         job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
@@ -302,81 +270,46 @@ class IcebergSparkHook(BaseHook):
                 len(stale),
                 ", ".join(p.name for p in stale),
             )
-        workdir = create_workdir()
+        return job_run_id, create_workdir()
+
+    # ------------------------------------------------------------- running
+    def run_job(
+        self,
+        job: str,
+        spec: Mapping[str, Any],
+        *,
+        extra_conf: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        extra_py_files: Sequence[str | Path] = (),
+    ) -> JobRun:
+        """Submit a registered built-in job (:data:`SPARK_JOBS`) with its spec."""
+        return self.submit(self.job_plan(job, spec, extra_conf=extra_conf, name=name, extra_py_files=extra_py_files))
+
+    def submit(self, plan: SubmitPlan) -> JobRun:
+        """Run a plan tied to this task and wait for it; raise :class:`IcebergSparkJobError` on failure.
+
+        The spec (with a fresh ``job_run_id``) and the properties file are
+        written to a private temporary directory that is removed afterwards; first,
+        directories left by submissions whose task process was killed (SIGKILL skips
+        the ``finally``) are removed (:func:`~airflow_iceberg_provider.hooks._workdir.sweep_stale_workdirs`).
+        """
+        runner = self.runner()
+        job_run_id, workdir = self._prepare(runner, plan, detached=False)
+        self._running = runner
         try:
-            self._submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
             started = datetime.now(UTC)
-            t0 = time.monotonic()
-            try:
-                popen_kwargs = (
-                    {"preexec_fn": _detached.die_with_parent_preexec(os.getpid())}
-                    if _detached.can_die_with_parent()
-                    else {}
-                )
-                self._submit_hook.submit(application=plan.application, **popen_kwargs)
-            except Exception as err:  # AirflowException, OSError and more: one job error, named
-                raise IcebergSparkJobError(
-                    f"Spark job {plan.name!r} (job_run_id={job_run_id}) failed after "
-                    f"{time.monotonic() - t0:.1f}s: {err}"
-                ) from err
+            runner.run(plan, job_run_id, workdir)
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-            _compat.spark_submit_private(self._submit_hook).close_output()
-            self._submit_hook = None
-
-    def _spark_submit_hook(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Any:
-        """The Spark provider's hook for ``plan``, its spec and properties files written to ``workdir``."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        args = list(plan.application_args)
-        # A client-mode driver is the JVM this host starts: it reads the 0600 spec file in place,
-        # so the spec (an erasure's salt) never leaves this host. A cluster-mode driver runs
-        # elsewhere: it gets the spec by --files (the job falls back to SparkFiles) with its
-        # secrets moved into the properties file, as the catalog's secrets travel. The package
-        # goes by --py-files, the log4j configuration by --files.
-        files = [str(LOG4J_CONFIG)]
-        secret_conf = dict(plan.secret_conf)
-        if plan.spec is not None:
-            spec = {**plan.spec, "job_run_id": job_run_id}
-            spec_path = workdir / "job_spec.json"
-            if self._deploy_mode() == "cluster":
-                spec, spec_secrets = split_spec_secrets(spec)
-                secret_conf.update(spec_secrets)
-                files.insert(0, str(spec_path))
-            _write_private(spec_path, json.dumps(spec, default=str))
-            args = ["--spec", str(spec_path), *args]
-        props_path = workdir / "spark.properties"
-        _write_private(props_path, self._properties_text(secret_conf))
-        _mask(secret_conf.values())
-        return SparkSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf=plan.conf,
-            jars=",".join(plan.jars) or None,
-            packages=",".join(plan.packages) or None,
-            py_files=",".join(plan.py_files) or None,
-            files=",".join(files),
-            properties_file=str(props_path),
-            env_vars=plan.env_vars or None,
-            name=plan.name,
-            application_args=args,
-            driver_memory=self.driver_memory,
-            executor_memory=self.executor_memory,
-            executor_cores=self.executor_cores,
-            num_executors=self.num_executors,
-            spark_binary=self.spark_binary,
-            deploy_mode=self.deploy_mode,
-            verbose=self.verbose,
-        )
+            self._running = None
 
     def on_kill(self) -> None:
-        if self._submit_hook is not None:
-            self._submit_hook.on_kill()
-        if self._connect_process is not None:
-            self._connect_process.terminate()
+        if self._running is not None:
+            self._running.kill()
         if self._detached is not None:
             self.log.info("Killing detached Spark job %s (pid %s)", self._detached.job_run_id, self._detached.pid)
-            _detached.terminate(self._detached)
+            self._runner_of(self._detached).kill(self._detached)
 
     # ------------------------------------------------------- durable jobs
     def start_detached(
@@ -388,104 +321,68 @@ class IcebergSparkHook(BaseHook):
         max_tries: int | None = None,
         commit_ref: str | None = None,
         commit_base: int | None = None,
-    ) -> tuple[JobRecord, subprocess.Popen[bytes]]:
+    ) -> tuple[JobRecord, JobHandle]:
         """Start ``plan`` as a detached job (its own session, no parent-death signal); return at once.
 
         spark-submit (client mode: its JVM is the driver) or the Spark Connect client process runs
         with its output in ``job.log`` of its private working directory, which it owns from now on
-        (the sweep keeps it while it runs). The returned :class:`JobRecord` names it for a retry.
+        (the sweep keeps it while it runs). The returned :class:`JobRecord` names it for a retry;
+        the :class:`~airflow_iceberg_provider.hooks.spark_runner.JobHandle` also holds its process.
 
         :param resume: what the operator needs after the job (stored with the record).
         :param commit_ref: a user application's ref, whose commit beyond ``commit_base`` (carrying the
             job run id) witnesses its result (stored with the record).
         """
-        endpoint = self.connect_endpoint()
-        if endpoint is None:
-            self._check_runtime(plan)
-            if not self.can_detach():
-                raise IcebergConnectionError(
-                    "A durable Spark job runs its driver as a process of this host (client deploy mode); "
-                    f"connection {self.spark_conn_id!r} asks for cluster mode. Use client mode or durable=False."
-                )
-        elif not Path(plan.application).is_file():
-            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
-        if plan.spec is not None:
-            self.catalog_hook.governance.table("ledger")
-        job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
-        sweep_stale_workdirs()
-        workdir = create_workdir()
-        log_path = workdir / "job.log"
+        runner = self.runner()
+        job_run_id, workdir = self._prepare(runner, plan, detached=True)
         try:
-            if endpoint is None:
-                submit_hook = self._spark_submit_hook(plan, workdir, job_run_id)
-                private = _compat.spark_submit_private(submit_hook)
-                cmd = private.command(plan.application)
-                env = {**os.environ, **private.env()}
-                mode = "spark_submit"
-            else:
-                check_reachable(endpoint)
-                cmd, env = self._connect_command(plan, endpoint, workdir, job_run_id)
-                mode = "spark_connect"
-            proc = _detached.launch(cmd, env, log_path)
+            handle = runner.start(plan, job_run_id, workdir)
         except BaseException:  # any exit, even KeyboardInterrupt: the workdir holds secrets; re-raised
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        hand_workdir_to(workdir, proc.pid)
         record = JobRecord(
-            job_run_id=job_run_id,
+            **handle.record_fields(),
             job=job,
-            mode=mode,
-            **_detached.identity(proc.pid),
-            workdir=str(workdir),
-            log_path=str(log_path),
-            started_at=datetime.now(UTC).isoformat(),
             resume=dict(resume or {}),
             max_tries=max_tries,
             commit_ref=commit_ref,
             commit_base=commit_base,
         )
-        self._detached = record
+        self._detached = handle
         self.log.info(
             "Started durable Spark job %s (%s, job_run_id=%s, pid %s): it outlives this task process; a retry "
             "reconnects to it",
             plan.name,
-            mode,
+            handle.mode,
             job_run_id,
-            proc.pid,
+            handle.pid,
         )
-        return record, proc
+        return record, handle
 
     def can_detach(self) -> bool:
         """Whether jobs of this connection can run detached: Spark Connect, or spark-submit in client mode
         (whose driver is the process this host starts and can find again)."""
-        return self.connect_endpoint() is not None or self._deploy_mode() != "cluster"
+        return self.runner().can_detach()
 
-    def wait_detached(self, record: JobRecord, proc: subprocess.Popen[bytes] | None = None) -> JobRun:
+    def wait_detached(self, record: JobRecord, handle: JobHandle | None = None) -> JobRun:
         """Follow a detached job's log into the task log until it exits; fail on a non-zero exit code.
 
-        :param proc: the job's ``Popen`` when this process started it; for a job of an earlier try
-            the exit code is unknown (its ledger row is the verdict).
+        :param handle: the job's handle when this process started it (with its process); for a job
+            of an earlier try the exit code is unknown (its ledger row is the verdict).
         """
-        follower = _detached.LogFollower(Path(record.log_path), lambda line: self.log.info("%s", line))
-        endpoint = self.connect_endpoint() if record.mode == "spark_connect" else None
-        self._detached = record
+        handle = handle if handle is not None else JobHandle.of_record(record)
+        self._detached = handle
         t0 = time.monotonic()
         try:
-            code = _detached.wait(
-                record,
-                follower,
-                proc=proc,
-                timeout_s=endpoint.timeout_s if endpoint is not None else None,
-                on_timeout=lambda: _detached.terminate(record),
-            )
+            end = self._runner_of(handle).wait(handle, lambda line: self.log.info("%s", line))
         finally:
             self._detached = None
         self.discard_detached(record)
-        if code not in (None, 0):
+        if end.code not in (None, 0):
             raise IcebergSparkJobError(
                 f"Spark job {record.job!r} (job_run_id={record.job_run_id}, {record.mode}) failed after "
-                f"{time.monotonic() - t0:.1f}s. Error code is: {code}. Last spark-submit output:\n"
-                + "\n".join(follower.tail[-15:])
+                f"{time.monotonic() - t0:.1f}s. Error code is: {end.code}. Last spark-submit output:\n"
+                + "\n".join(end.tail[-15:])
             )
         return JobRun(
             record.job_run_id, f"airflow-iceberg-{record.job}", _parse_time(record.started_at), datetime.now(UTC)
@@ -493,17 +390,19 @@ class IcebergSparkHook(BaseHook):
 
     @staticmethod
     def detached_liveness(record: JobRecord) -> Liveness:
-        return _detached.liveness(record)
+        handle = JobHandle.of_record(record)
+        return reattached_runner(handle.mode).reattach(handle)
 
-    @staticmethod
-    def discard_detached(record: JobRecord) -> None:
+    @classmethod
+    def discard_detached(cls, record: JobRecord) -> None:
         """Remove a finished job's working directory (its secrets and its log)."""
-        if _detached.liveness(record) is not Liveness.ALIVE and Path(record.workdir).name.startswith(WORKDIR_PREFIX):
+        if cls.detached_liveness(record) is not Liveness.ALIVE and Path(record.workdir).name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(record.workdir, ignore_errors=True)
 
     @staticmethod
     def terminate_detached(record: JobRecord) -> bool:
-        return _detached.terminate(record)
+        handle = JobHandle.of_record(record)
+        return reattached_runner(handle.mode).kill(handle)
 
     # ------------------------------------------------------- Spark Connect
     def connect_endpoint(self) -> ConnectEndpoint | None:
@@ -517,67 +416,7 @@ class IcebergSparkHook(BaseHook):
     @property
     def execution_mode(self) -> str:
         """``"spark_connect"`` or ``"spark_submit"``, as the connection chooses."""
-        return "spark_connect" if self.connect_endpoint() is not None else "spark_submit"
-
-    def _submit_connect(self, plan: SubmitPlan, endpoint: ConnectEndpoint) -> JobRun:
-        """Run the plan's job file as a Connect client process (:mod:`.spark_connect`)."""
-        if not Path(plan.application).is_file():
-            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
-        if plan.spec is not None:
-            self.catalog_hook.governance.table("ledger")
-        check_reachable(endpoint)
-        job_run_id = (plan.spec or {}).get("job_run_id") or uuid.uuid4().hex
-        sweep_stale_workdirs()
-        workdir = create_workdir()
-        try:
-            session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
-            python = endpoint.python or self.pyspark_python or sys.executable
-            self._connect_process = ConnectJobProcess(endpoint, python, self.log)
-            started = datetime.now(UTC)
-            self.log.info("Running %s through Spark Connect (%s at %s)", plan.name, endpoint.conn_id, endpoint.address)
-            self._connect_process.run(session_file, plan.env_vars, plan.name)
-            return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-            self._connect_process = None
-
-    def _connect_session(self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str) -> Path:
-        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
-        args = list(plan.application_args)
-        if plan.spec is not None:
-            spec_path = workdir / "job_spec.json"
-            _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
-            args = ["--spec", str(spec_path), *args]
-        _mask(plan.secret_conf.values())
-        session_file = workdir / "session.json"
-        write_session_file(
-            session_file,
-            session_document(
-                endpoint,
-                application=plan.application,
-                application_args=args,
-                conf=plan.conf,
-                secret_conf=plan.secret_conf,
-                py_files=plan.py_files,
-                job_name=plan.name,
-            ),
-        )
-        return session_file
-
-    def _connect_command(
-        self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str
-    ) -> tuple[list[str], dict[str, str]]:
-        """The Connect runner's command line and environment (a detached run of :class:`ConnectJobProcess`)."""
-        python = endpoint.python or self.pyspark_python or sys.executable
-        if not Path(python).is_file():
-            raise IcebergConnectionError(
-                f"Spark runtime Python {python!r} does not exist; set [iceberg_provider] pyspark_python "
-                f"(or the extra python of connection {endpoint.conn_id!r})."
-            )
-        session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
-        env = {**os.environ, **plan.env_vars, "PYTHONUNBUFFERED": "1"}
-        env.pop("SPARK_REMOTE", None)
-        return [python, str(CONNECT_RUNNER), "--session", str(session_file)], env
+        return MODE_CONNECT if self.connect_endpoint() is not None else MODE_SUBMIT
 
     # -------------------------------------------------------------- checks
     def _deploy_mode(self) -> str:
@@ -586,69 +425,15 @@ class IcebergSparkHook(BaseHook):
             return str(self.deploy_mode)
         try:
             extra = self.get_connection(self.spark_conn_id).extra_dejson
-        except Exception:  # a missing connection is reported by _check_runtime
+        except Exception:  # a missing connection is reported by the runner's checks
             return "client"
         return str(extra.get("deploy-mode") or extra.get("deploy_mode") or "client")
-
-    def _master(self) -> str:
-        conn = self.get_connection(self.spark_conn_id)
-        host = conn.host or ""
-        return f"{host}:{conn.port}" if conn.port else host
-
-    def _check_runtime(self, plan: SubmitPlan) -> None:
-        try:
-            master = self._master()
-        except Exception as err:  # any lookup failure: one message says how to define the connection
-            raise IcebergConnectionError(
-                f"Spark connection {self.spark_conn_id!r} does not exist; create it, e.g. "
-                f'AIRFLOW_CONN_{self.spark_conn_id.upper()}=\'{{"conn_type": "spark", "host": '
-                '"local[*]"}\' for local mode or host spark://master:7077 for a cluster.'
-            ) from err
-        path = os.environ.get("PATH", "")
-        if shutil.which(self.spark_binary, path=plan.env_vars.get("PATH", path)) is None:
-            raise IcebergConnectionError(
-                f"{self.spark_binary!r} is not on PATH; install a Spark 3.5 distribution (or "
-                "`pip install pyspark==3.5.*`) on the worker and put its bin/ directory on PATH."
-            )
-        missing = [j for j in plan.jars if "://" not in j and not Path(j).is_file()]
-        if missing:
-            raise IcebergConnectionError(
-                f"Spark jars not found: {missing}; fix [iceberg_provider] spark_jars or the jars "
-                "argument (run scripts/bootstrap.sh for the offline runtime)."
-            )
-        if not Path(plan.application).is_file() and "://" not in plan.application:
-            raise IcebergConnectionError(f"Spark application {plan.application!r} does not exist.")
-        if master.startswith("spark://") and self._deploy_mode() == "cluster" and plan.application.endswith(".py"):
-            raise IcebergConnectionError(
-                f"Spark connection {self.spark_conn_id!r} asks for deploy_mode='cluster' on the standalone "
-                f"master {master}, and Spark standalone does not run Python applications in cluster deploy "
-                "mode (spark-submit refuses them). Use deploy_mode='client' with a standalone master (the "
-                "driver runs on the Airflow worker), or cluster mode on YARN or Kubernetes."
-            )
-
-    @staticmethod
-    def _properties_text(secret_conf: Mapping[str, str]) -> str:
-        """Secret conf plus the distribution's spark-defaults.conf (which --properties-file replaces)."""
-        lines = ["# written by airflow-iceberg-provider; removed after the job"]
-        for candidate in _spark_defaults_files():
-            lines.append(candidate.read_text(encoding="utf-8"))
-        lines += [java_properties_line(k, v) for k, v in secret_conf.items()]
-        return "\n".join(lines) + "\n"
-
-
-def _mask(values: Any) -> None:
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # pragma: no cover
-        return
-    for value in values:
-        if value:
-            mask_secret(value)
 
 
 __all__ = [
     "CONFIG_SECTION",
     "JOB_RUNTIME_MODULE",
+    "LOG4J_CONFIG",
     "SPARK_JOBS",
     "SPARK_REDACTION_REGEX",
     "IcebergSparkHook",

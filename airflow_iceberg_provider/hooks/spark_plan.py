@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_iceberg_provider import ICEBERG_SPARK_RUNTIME
 from airflow_iceberg_provider.config import setting
+from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
-from airflow_iceberg_provider.hooks.catalog_config import is_secret_key
+from airflow_iceberg_provider.hooks.catalog_config import is_secret_key, redaction_regex
 
 JOB_RUNTIME_MODULE = SPARK_JOBS_DIR / "iceberg_job_runtime.py"
 LOG4J_CONFIG = SPARK_JOBS_DIR / "log4j2.properties"
@@ -190,6 +192,76 @@ def conf_defaults() -> dict[str, str]:
             "command line; put credentials in the catalog connection, whose secrets travel in a 0600 file"
         )
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in doc.items()}
+
+
+def submit_conf(
+    *,
+    catalog_public: Mapping[str, str],
+    catalog_secret: Mapping[str, str],
+    hook_conf: Mapping[str, str],
+    extra_conf: Mapping[str, Any] | None,
+    cluster: bool,
+    pyspark_python: str | None,
+) -> dict[str, str]:
+    """The public Spark conf of one submission, merged in order (later wins): ``[iceberg_provider]
+    spark_conf_defaults``, the catalog's public conf, the hook's ``conf``, the job's ``extra_conf``;
+    then the provider's settings (UTC, no UI, redaction of every secret key, log4j, JVM options,
+    the runtime Python). A key of the catalog's secret conf never stays in it.
+
+    :param cluster: cluster deploy mode (the driver finds the log4j file by name in its directory).
+    """
+    conf = {
+        **conf_defaults(),
+        **catalog_public,
+        **hook_conf,
+        **{k: str(v) for k, v in (extra_conf or {}).items()},
+    }
+    conf.setdefault("spark.sql.session.timeZone", "UTC")
+    conf.setdefault("spark.ui.enabled", "false")
+    # Spark redacts conf by name only: every secret key is named in the regex, so an unknown key
+    # (secret by the allowlist) is redacted in the event log and on the environment page too.
+    conf["spark.redaction.regex"] = redaction_regex(
+        [*catalog_secret, SPEC_SECRET_PREFIX], conf.get("spark.redaction.regex") or SPARK_REDACTION_REGEX
+    )
+    # The log4j configuration travels with the submission (--files): a driver in cluster deploy
+    # mode (YARN, Kubernetes) runs on another host and finds it, by name, in its working
+    # directory; a client-mode driver is the submitting process and reads it in place.
+    log4j = LOG4J_CONFIG.name if cluster else f"file:{LOG4J_CONFIG}"
+    conf["spark.driver.extraJavaOptions"] = driver_java_options(conf.get("spark.driver.extraJavaOptions"), log4j=log4j)
+    executor_options = java_options(_config("spark_executor_java_options"), conf.get("spark.executor.extraJavaOptions"))
+    if executor_options:
+        conf["spark.executor.extraJavaOptions"] = executor_options
+    for key in list(conf):
+        if key in catalog_secret:
+            conf.pop(key)
+    if pyspark_python:
+        # Conf rather than PYSPARK_PYTHON env: env vars are refused in standalone cluster
+        # mode and would be put on argv in YARN/k8s mode by SparkSubmitHook.
+        conf.setdefault("spark.pyspark.python", pyspark_python)
+        conf.setdefault("spark.pyspark.driver.python", pyspark_python)
+    return conf
+
+
+def runtime_jars(
+    jars: Sequence[str], packages: Sequence[str], extra_jars: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """The submission's jars and Maven packages: the configured ones, else the Iceberg Spark
+    runtime package; then a job's own jars."""
+    out_jars, out_packages = list(jars), list(packages)
+    if not out_jars and not out_packages:
+        out_packages = [ICEBERG_SPARK_RUNTIME]
+    out_jars += [j for j in extra_jars if j not in out_jars]
+    return out_jars, out_packages
+
+
+def properties_text(secret_conf: Mapping[str, str]) -> str:
+    """The ``--properties-file`` text: the distribution's spark-defaults.conf (which that file
+    replaces for spark-submit), then the secret conf in java.util.Properties syntax."""
+    lines = ["# written by airflow-iceberg-provider; removed after the job"]
+    for candidate in _spark_defaults_files():
+        lines.append(candidate.read_text(encoding="utf-8"))
+    lines += [java_properties_line(k, v) for k, v in secret_conf.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _spark_defaults_files() -> list[Path]:

@@ -432,7 +432,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         :param commit: an application's ``(ref, base)``: its commit there is the witness of its result.
         """
         hook = self.spark_hook
-        record, proc = hook.start_detached(
+        record, handle = hook.start_detached(
             plan,
             job,
             resume=resume,
@@ -446,7 +446,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             hook.terminate_detached(record)
             hook.discard_detached(record)
             raise
-        return hook.wait_detached(record, proc)
+        return hook.wait_detached(record, handle)
 
     def resume_spark_job(self, context: Context | None) -> ResumedJob | None:
         """The finished job of an earlier try of this task, or ``None``: then plan and run a fresh job.

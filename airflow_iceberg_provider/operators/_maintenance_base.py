@@ -74,9 +74,9 @@ def expiry_floor(value: timedelta | str | None) -> timedelta:
     """The expiry floor: the argument, else ``[iceberg_provider] expiry_floor``, else 1 hour."""
     if not params.is_unset(value):
         return params.duration(value, "older_than_floor", required=True)
-    from airflow_iceberg_provider.hooks.spark import _config
+    from airflow_iceberg_provider.config import setting
 
-    configured = _config("expiry_floor")
+    configured = setting("expiry_floor")
     if configured:
         return params.duration(configured, "[iceberg_provider] expiry_floor", required=True)
     return DEFAULT_EXPIRY_FLOOR

@@ -177,7 +177,7 @@ def _submission(tmp_path: Path, deploy_mode: str) -> tuple[list[str], str, str]:
     plan = hook.plan("/app.py", spec={"table": "db.t", "erasure": {"salt": SALT}})
     workdir = tmp_path / deploy_mode
     workdir.mkdir()
-    cmd = hook._spark_submit_hook(plan, workdir, "run-1")._build_spark_submit_command("/app.py")
+    cmd, _ = hook.runner().command(plan, "run-1", workdir)
     return cmd, (workdir / "job_spec.json").read_text(), (workdir / "spark.properties").read_text()
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from airflow_iceberg_provider.hooks import _workdir as wd
+from airflow_iceberg_provider.hooks._process import process_start_ticks
 
 
 def _owned_by(base: Path, owner: dict) -> Path:
@@ -33,7 +34,7 @@ def test_create_workdir_records_its_owner_first_and_is_private(tmp_path):
     assert path.name.startswith(wd.WORKDIR_PREFIX)
     assert (path.stat().st_mode & 0o777) == 0o700
     owner = json.loads((path / wd.OWNER_FILE).read_text())
-    assert owner["pid"] == os.getpid() and owner["start_ticks"] == wd.process_start_ticks(os.getpid())
+    assert owner["pid"] == os.getpid() and owner["start_ticks"] == process_start_ticks(os.getpid())
     assert wd.owner_alive(owner)
     assert wd.sweep_stale_workdirs(tmp_path) == [] and path.exists()  # its owner runs: kept
 

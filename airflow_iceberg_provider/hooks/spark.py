@@ -252,10 +252,12 @@ class IcebergSparkHook(BaseHook):
         )
 
     def _runner_of(self, handle: JobHandle) -> SparkRunner:
-        """The runner that waits for, kills and finds ``handle``'s job: today's, if it is of the job's
-        kind (a Connect job's timeout is the connection's), else the bare process verbs."""
-        runner = self.runner()
-        return runner if runner.mode == handle.mode else reattached_runner(handle.mode)
+        """The runner that waits for, kills and finds ``handle``'s job: a Connect job's waits end at the
+        connection's timeout; every other job is followed until it exits."""
+        endpoint = self.connect_endpoint() if handle.mode == MODE_CONNECT else None
+        if endpoint is not None:
+            return ConnectProcessRunner(endpoint, self.pyspark_python, self.log)
+        return reattached_runner(handle.mode)
 
     def _prepare(self, runner: SparkRunner, plan: SubmitPlan, *, detached: bool) -> tuple[str, Path]:
         """Checks, the ledger table, the job run id and a fresh private working directory."""

@@ -239,21 +239,57 @@ def wait(
         time.sleep(POLL_SECONDS)
 
 
-def terminate(record: Identified, *, grace_s: float = KILL_GRACE_S) -> bool:
-    """SIGTERM the job's process group (its own session), SIGKILL after ``grace_s``; ``True`` if it ran."""
-    if liveness(record) is not Liveness.ALIVE:
-        return False
+def signal_then_kill(
+    pid: int, alive: Callable[[], bool], *, group: bool = False, grace_s: float = KILL_GRACE_S, poll_s: float = 0.2
+) -> bool:
+    """SIGTERM ``pid`` (its process group when ``group``), SIGKILL once ``grace_s`` passed with
+    ``alive()`` still true; ``False`` when it was gone before the first signal.
+
+    :param alive: whether the process still runs (a ``Popen``'s ``poll()``, which also reaps it, or
+        :func:`liveness`, which names it by start time).
+    """
+    send = os.killpg if group else os.kill
     try:
-        os.killpg(record.pid, signal.SIGTERM)
+        send(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if liveness(record) is not Liveness.ALIVE:
+        if not alive():
             return True
-        time.sleep(0.2)
+        time.sleep(poll_s)
     try:
-        os.killpg(record.pid, signal.SIGKILL)
+        send(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     return True
+
+
+def spawn_with_parent(
+    cmd: Sequence[str], env: Mapping[str, str], *, sig: signal.Signals = signal.SIGKILL, own_session: bool = False
+) -> subprocess.Popen[str]:
+    """Start ``cmd`` tied to this process (it gets ``sig`` when this process dies, see
+    :func:`die_with_parent_preexec`), its stdout and stderr on one text pipe."""
+    return subprocess.Popen(
+        list(cmd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(env),
+        preexec_fn=die_with_parent_preexec(os.getpid(), sig, own_session=own_session),  # noqa: PLW1509 - async-signal-safe calls only
+    )
+
+
+def stop_child(proc: subprocess.Popen[Any], *, grace_s: float = KILL_GRACE_S) -> bool:
+    """SIGTERM a child this process started, SIGKILL after ``grace_s``, and reap it; ``False`` if it
+    had exited already."""
+    if proc.poll() is not None:
+        return False
+    return signal_then_kill(proc.pid, lambda: proc.poll() is None, grace_s=grace_s, poll_s=0.1)
+
+
+def terminate(record: Identified, *, grace_s: float = KILL_GRACE_S) -> bool:
+    """SIGTERM the job's process group (its own session), SIGKILL after ``grace_s``; ``True`` if it ran."""
+    if liveness(record) is not Liveness.ALIVE:
+        return False
+    return signal_then_kill(record.pid, lambda: liveness(record) is Liveness.ALIVE, group=True, grace_s=grace_s)

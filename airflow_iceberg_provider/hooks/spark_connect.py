@@ -37,9 +37,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
-from airflow_iceberg_provider.hooks import _connect_warm
+from airflow_iceberg_provider.hooks import _connect_warm, _process
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
-from airflow_iceberg_provider.hooks._process import die_with_parent_preexec
 from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 
 #: Conn type of the Spark provider's Spark Connect connection.
@@ -328,13 +327,8 @@ class ConnectJobProcess:
         )
 
     def _run_process(self, argv: list[str], env: dict[str, str]) -> int:
-        self._proc = subprocess.Popen(
-            [self.python, str(RUNNER), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            preexec_fn=die_with_parent_preexec(os.getpid(), signal.SIGTERM, own_session=True),  # noqa: PLW1509 - async-signal-safe calls only
+        self._proc = _process.spawn_with_parent(
+            [self.python, str(RUNNER), *argv], env, sig=signal.SIGTERM, own_session=True
         )
         try:
             assert self._proc.stdout is not None
@@ -403,26 +397,14 @@ class ConnectJobProcess:
         if proc is None or proc.poll() is not None:
             return
         self._killed_by = self._killed_by or "killed with the task"
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+        _process.stop_child(proc, grace_s=KILL_GRACE_S)
 
 
 def _signal_then_kill(pid: int) -> None:
     """SIGTERM a warm client's child; SIGKILL unless it is gone (reaped by its server) within the grace period."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            os.kill(pid, 0)
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    _process.signal_then_kill(
+        pid, lambda: _process.process_start_ticks(pid) is not None, grace_s=KILL_GRACE_S, poll_s=0.1
+    )
 
 
 def write_session_file(path: Path, document: Mapping[str, Any]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -242,3 +243,31 @@ def test_the_sweep_keeps_a_running_owners_directory_and_removes_a_dead_ones(tmp_
 
     assert sweep_stale_workdirs(tmp_path) == [theirs]
     assert mine.exists() and not theirs.exists()
+
+
+def test_stop_child_terminates_then_kills_a_child_that_ignores_sigterm():
+    polite = _process.spawn_with_parent([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
+    stubborn = _process.spawn_with_parent(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+            "time.sleep(60)",
+        ],
+        dict(os.environ),
+    )
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline().strip() == "ready"
+        assert _process.stop_child(polite, grace_s=10) and polite.returncode == -signal.SIGTERM
+        t0 = time.monotonic()
+        assert _process.stop_child(stubborn, grace_s=0.5)
+        stubborn.wait(timeout=10)
+        assert stubborn.returncode == -signal.SIGKILL and time.monotonic() - t0 >= 0.5
+        assert _process.stop_child(polite) is False  # already gone: nothing signalled
+    finally:
+        for proc in (polite, stubborn):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()

@@ -18,7 +18,6 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
     ensure_wap_enabled,
-    refuse_unsupported_format,
     resolve_branch,
     snapshots_by_id,
 )
@@ -74,7 +73,6 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
         from_sid = params.snapshot_id(self.from_snapshot_id, "from_snapshot_id")
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
         source = from_sid if from_sid is not None else hook.ref_snapshot_id(tbl, from_ref)
         plan = plan_create_branch(table, branch, hook.refs(tbl), snapshots_by_id(hook, tbl), source)
         tbl, enabled_now = ensure_wap_enabled(hook, tbl, table)

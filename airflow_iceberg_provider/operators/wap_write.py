@@ -20,8 +20,8 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
+    commit_ref_changes,
     ensure_wap_enabled,
-    refuse_unsupported_format,
     refuse_wap_conf,
     resolve_branch,
     snapshots_by_id,
@@ -228,7 +228,6 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where, stamped=stamped)
         rerun.validate_replace_where(where, columns=tbl.schema().column_names)  # only the table's columns
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
-        refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
         # the table loaded by the re-run check serves every step up to the job; it is loaded again only
@@ -239,7 +238,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         requested = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         by_id = snapshots_by_id(hook, tbl)
         base = write_base(by_id, requested, existing.snapshot_id if existing else None, main_before)
-        reset_from = self._reset_to_base(tbl, branch, existing, base, by_id)
+        reset_from = self._reset_to_base(tbl, branch, existing, base, by_id, context=context)
         replaced, replace_tbl = (
             self._replace_files(branch, base, plan, identity) if plan.action == "replace" else ({}, None)
         )
@@ -424,7 +423,14 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             )
 
     def _reset_to_base(
-        self, tbl: Table, branch: str, existing: Any, base: int | None, by_id: dict[int, Any] | None = None
+        self,
+        tbl: Table,
+        branch: str,
+        existing: Any,
+        base: int | None,
+        by_id: dict[int, Any] | None = None,
+        *,
+        context: Context | None = None,
     ) -> int | None:
         """Discard an earlier try's commits on the branch (``_wap_refs.plan_branch_reset``); the old head or ``None``.
 
@@ -442,7 +448,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 existing.snapshot_id,
                 base,
             )
-        hook.apply_ref_changes(tbl, changes)
+        commit_ref_changes(self, context, tbl, changes, "wap_branch_reset")
         return existing.snapshot_id if existing is not None and changes else None
 
 

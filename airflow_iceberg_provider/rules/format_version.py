@@ -2,7 +2,7 @@
 
 Format version 3 brings deletion vectors: a merge-on-read DELETE on a v3 table writes one Puffin
 blob per data file (``content`` 1, ``file_format`` ``PUFFIN`` in the ``delete_files`` metadata
-table) instead of position-delete Parquet files. Spark (Iceberg 1.8+) reads and writes them;
+table) instead of position-delete Parquet files. Spark with the Iceberg runtime reads and writes them;
 pyiceberg 0.12 reads v3 tables (refs, snapshots, files, scans with deletion vectors applied) but
 cannot write v3 table metadata. Who writes the metadata depends on the catalog:
 

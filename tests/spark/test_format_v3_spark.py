@@ -2,7 +2,9 @@
 
 The table starts at format-version 2 (pyiceberg creates it), a user's Spark job upgrades it to v3
 and appends; then write-audit-publish (the WAP ref moves go through the ``ref_changes`` Spark job:
-pyiceberg 0.12 writes no v3 metadata behind the SQL catalog), the logical erasure (merge-on-read
+pyiceberg 0.12 writes no v3 metadata behind the SQL catalog; the branch's DELETE writes a deletion
+vector), one maintenance plan (compaction removes the deletion vector, expiry, orphans listed; the
+position-delete rewrite skipped), the logical erasure (merge-on-read
 DELETE: deletion vectors, Puffin delete files), the purge (data files rewritten, deletion vectors and
 every snapshot that reached the subjects gone), then a time-travel check and a byte scan of every
 file under the table's location. pyiceberg reads every state in between (refs, snapshots, the
@@ -18,6 +20,7 @@ import pytest
 
 from airflow_iceberg_provider.core.governance import decode_ledger_row
 from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
@@ -47,6 +50,7 @@ INSERT = (
     "concat('person-', CAST(id % 7 AS STRING), '@other.example') END AS customer_id, CAST(id % 50 AS DOUBLE) + 1.0 "
     "AS amount, TIMESTAMP '2026-01-02 10:00:00' AS order_ts FROM range(100, 160)"
 )
+DELETE = "DELETE FROM {table} WHERE order_id = 101"
 CHECKS = {
     "column_mapping": {"order_id": {"unique_check": {"equal_to": 0}}},
     "change_checks": {"added_rows": {"min": 1, "max": 1000}},
@@ -87,7 +91,7 @@ def published(v3):
     hook = v3
     assert hook.load_table(TABLE).metadata.format_version == 3
     main_before = hook.ref_snapshot_id(TABLE)
-    written = IcebergWapWriteOperator(task_id="write", table=TABLE, branch=BRANCH, sql=[INSERT]).execute(
+    written = IcebergWapWriteOperator(task_id="write", table=TABLE, branch=BRANCH, sql=[INSERT, DELETE]).execute(
         fake_context(**CTX, task_id="write")
     )
     assert hook.ref_snapshot_id(TABLE) == main_before, "a WAP write never touches main"
@@ -98,12 +102,12 @@ def published(v3):
     out = IcebergWapPublishOperator(
         task_id="publish", table=TABLE, branch=BRANCH, audit=audit, drop_branch=True, tag="release-v3"
     ).execute(fake_context(**CTX, task_id="publish"))
-    return main_before, written, audit, out
+    return main_before, written, audit, out, _delete_files(hook)
 
 
 def test_write_audit_publish_on_a_v3_table(v3, published):
     hook = v3
-    main_before, written, audit, out = published
+    main_before, written, audit, out, dvs = published
     tbl = hook.load_table(TABLE)
     assert tbl.metadata.format_version == 3
     assert out["method"] == "fast_forward" and str(hook.ref_snapshot_id(TABLE)) == written["snapshot_id"]
@@ -117,11 +121,41 @@ def test_write_audit_publish_on_a_v3_table(v3, published):
     assert by_op["wap_publish_refs"]["status"] == "succeeded"
     assert [c["ref"] for c in by_op["wap_publish_refs"]["details"]["changes"]] == ["main", "release-v3", BRANCH]
     assert by_op["wap_publish"]["snapshot_before"] == main_before
-    assert tbl.scan().to_arrow().num_rows == 100
+    assert tbl.scan().to_arrow().num_rows == 99
+    # the branch's DELETE wrote a deletion vector; pyiceberg applies it when it reads
+    assert [(d["content"], d["file_format"]) for d in dvs] == [(1, "PUFFIN")]
+    assert 101 not in set(tbl.scan().to_arrow().column("order_id").to_pylist())
 
 
 @pytest.fixture(scope="module")
-def erased(v3, published):
+def maintained(published):
+    """One maintenance plan (one Spark job): compaction, manifests, expiry, orphans listed."""
+    out = IcebergMaintenancePlanOperator(
+        task_id="plan",
+        table=TABLE,
+        force=True,
+        expire_older_than="0s",
+        older_than_floor="0s",
+        retain_last=1,
+        remove_orphans=True,
+    ).execute(fake_context(**CTX, task_id="plan"))
+    return out
+
+
+def test_maintenance_compacts_away_the_deletion_vectors(v3, maintained):
+    hook, out = v3, maintained
+    assert out["spark_job"] is True
+    done = [a["action"] for a in out["actions"]]
+    assert "rewrite_data_files" in done and "expire_snapshots" in done and "remove_orphan_files" in done
+    assert "rewrite_position_delete_files" not in done
+    assert "deletion vectors" in out["skipped"]["rewrite_position_delete_files"]
+    tbl = hook.load_table(TABLE)
+    assert tbl.metadata.format_version == 3 and _delete_files(hook) == []
+    assert tbl.scan().to_arrow().num_rows == 99
+
+
+@pytest.fixture(scope="module")
+def erased(v3, maintained):
     hook = v3
     held = {sid for sid, vals in values_by_snapshot(hook, TABLE).items() if isinstance(sid, int) and vals & ERASED}
     args = {"table": TABLE, "subject_columns": "customer_id", "requests_table": REQUESTS, "ref_policy": "drop"}
@@ -155,7 +189,7 @@ def test_purge_leaves_no_subject_byte_and_no_snapshot_that_held_one(v3, erased):
     assert held and not held & remaining
     assert all(not vals & ERASED for vals in values_by_snapshot(hook, TABLE).values())
     assert "release-v3" not in hook.refs(TABLE)  # ref_policy="drop": the tag reached the subjects
-    assert tbl.scan().to_arrow().num_rows == 100 - 14
+    assert tbl.scan().to_arrow().num_rows == 99 - 14
     assert subject_bytes_in_files(hook, TABLE, sorted(ERASED)) == []
     assert person(1) in {r["customer_id"] for r in rows_of(hook, TABLE)}  # other people stay
-    assert {r["request_id"]: r["status"] for r in rows_of(hook, REQUESTS)} == dict.fromkeys(SUBJECTS, "completed")
+    assert {r["request_id"]: r["status"] for r in rows_of(hook, REQUESTS)} == dict.fromkeys(SUBJECTS, "redacted")

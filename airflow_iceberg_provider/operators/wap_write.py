@@ -30,6 +30,7 @@ from airflow_iceberg_provider.operators._wap_common import (
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH, SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.format_version import WRITES_MANIFESTS
 from airflow_iceberg_provider.rules.wap_refs import plan_branch_reset, write_base
 
 if TYPE_CHECKING:
@@ -230,6 +231,8 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
+        if plan.action == "replace" and plan.method == "files":  # before the reset: nothing changes
+            hook.refuse_uncommittable(tbl, change="on_rerun='replace' by data files", what=WRITES_MANIFESTS)
         # the table loaded by the re-run check serves every step up to the job; it is loaded again only
         # after a commit whose result a later step needs (the property commit, the reset before a
         # replacement's compare-and-swap, the job's commit)

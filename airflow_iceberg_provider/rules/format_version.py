@@ -6,8 +6,9 @@ table) instead of position-delete Parquet files. Spark with the Iceberg runtime 
 pyiceberg 0.12 reads v3 tables (refs, snapshots, files, scans with deletion vectors applied) but
 cannot write v3 table metadata. Who writes the metadata depends on the catalog:
 
-* a REST catalog writes it server-side: pyiceberg sends the updates, so every catalog verb works
-  on v3 as on v2;
+* a REST catalog writes it server-side: pyiceberg sends the updates, so ref moves and property
+  changes work on v3 as on v2 (but pyiceberg writes no v3 manifests, so nothing that commits
+  data files: :data:`WRITES_MANIFESTS`);
 * the other catalogs (``sql``, ``glue``, ``hive``) have the client write the metadata file, which
   pyiceberg refuses for v3: ref moves of write-audit-publish go through a Spark job instead, and
   every other metadata commit is refused with the way to make it (:func:`commit_problem`).
@@ -32,6 +33,10 @@ DELETION_VECTORS_SINCE = 3
 PYICEBERG_WRITES_UP_TO = 2
 #: Catalog types whose server writes the table metadata (the client sends updates only).
 SERVER_WRITES_METADATA = frozenset({"rest"})
+
+#: The kind of change (``what`` of :func:`commit_problem`) that writes manifests, which pyiceberg 0.12
+#: cannot do for a format-version 3 table whatever the catalog.
+WRITES_MANIFESTS = "files"
 
 #: Where a metadata commit goes: pyiceberg through the catalog, or a Spark job.
 CommitRoute = Literal["catalog", "spark"]
@@ -60,9 +65,11 @@ def has_deletion_vectors(version: int) -> bool:
     return int(version) >= DELETION_VECTORS_SINCE
 
 
-def pyiceberg_commits(version: int, catalog_type: str) -> bool:
-    """Whether pyiceberg can commit a metadata change to a table of ``version`` in this catalog."""
-    return int(version) <= PYICEBERG_WRITES_UP_TO or catalog_type.lower() in SERVER_WRITES_METADATA
+def pyiceberg_commits(version: int, catalog_type: str, what: str = "ref") -> bool:
+    """Whether pyiceberg can commit a change of kind ``what`` to a table of ``version`` in this catalog."""
+    if int(version) <= PYICEBERG_WRITES_UP_TO:
+        return True
+    return what != WRITES_MANIFESTS and catalog_type.lower() in SERVER_WRITES_METADATA
 
 
 def ref_change_route(version: int, catalog_type: str) -> CommitRoute:
@@ -78,7 +85,8 @@ def _spark_fix(what: str) -> str:
         "properties": "set them in Spark SQL (ALTER TABLE ... SET TBLPROPERTIES (...))",
         "expiry": "expire with IcebergExpireSnapshotsOperator or IcebergMaintenanceOperator (Spark)",
         "schema": "evolve the table in Spark SQL (ALTER TABLE ...)",
-        "files": "run the change as a Spark job",
+        "files": "make the change with Spark (for a WAP re-run, declare replace_where: the write job then "
+        "replaces by predicate)",
     }
     return fixes.get(what, fixes["files"])
 
@@ -90,8 +98,13 @@ def commit_problem(table: str, version: int, catalog_type: str, *, change: str, 
     :param what: the kind of change (``ref``, ``properties``, ``expiry``, ``schema``, ``files``),
         which picks the way to make it instead.
     """
-    if pyiceberg_commits(version, catalog_type):
+    if pyiceberg_commits(version, catalog_type, what):
         return None
+    if what == WRITES_MANIFESTS:
+        return (
+            f"table={table!r} is format-version {version}: the {change} writes manifests, which pyiceberg 0.12 "
+            f"cannot do for format-version 3 (whatever the catalog). Fix: {_spark_fix(what)}. Nothing was changed."
+        )
     return (
         f"table={table!r} is format-version {version} and its {catalog_type!r} catalog has the client write "
         f"the table metadata, which pyiceberg 0.12 cannot do for format-version 3, so the {change} cannot be "

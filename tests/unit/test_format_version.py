@@ -62,6 +62,15 @@ def test_who_commits_ref_changes(version, catalog, route):
     assert (fv.commit_problem("db.t", version, catalog, change="tag 'x'", what="ref") is None) is (route == "catalog")
 
 
+def test_no_catalog_lets_pyiceberg_write_v3_manifests():
+    assert fv.pyiceberg_commits(2, "sql", fv.WRITES_MANIFESTS) and not fv.pyiceberg_commits(
+        3, "rest", fv.WRITES_MANIFESTS
+    )
+    msg = fv.commit_problem("db.t", 3, "rest", change="on_rerun='replace' by data files", what=fv.WRITES_MANIFESTS)
+    assert msg is not None and "writes manifests" in msg and "replace_where" in msg
+    assert msg.endswith("Nothing was changed.")
+
+
 def test_commit_problem_names_the_table_the_change_and_the_fix():
     msg = fv.commit_problem("db.t", 3, "sql", change="table properties ['a']", what="properties")
     assert msg is not None

@@ -193,7 +193,6 @@ def test_operators_without_a_spark_route_refuse_v3(v3):
     hook, _, location = v3
     cases = [
         (IcebergCreateTagOperator(task_id="t", table=T, tag="release-1"), "ALTER TABLE ... CREATE TAG"),
-        (IcebergWapCreateBranchOperator(task_id="b", table=T, branch="wap_b"), "REPLACE BRANCH"),
         (IcebergAlterTableOperator(task_id="a", table=T, add_columns={"note": "string"}), "evolve the table in Spark"),
     ]
     for op, fix in cases:
@@ -201,6 +200,22 @@ def test_operators_without_a_spark_route_refuse_v3(v3):
             op.execute(fake_context())
         assert fix in str(err.value), op.task_id
         assert hook.metadata_location(T) == location, op.task_id
+
+
+def test_the_wap_branch_is_left_to_the_write_on_v3(v3):
+    hook, snaps, location = v3
+    out = IcebergWapCreateBranchOperator(task_id="b", table=T, branch="wap_b").execute(fake_context())
+    assert out["created"] is False and out["branch"] == "wap_b" and out["base_snapshot_id"] == str(snaps[-1])
+    assert "wap_b" not in hook.refs(T) and hook.metadata_location(T) == location
+
+
+def test_the_wap_branch_needs_wap_enabled_set_in_spark_on_v3(lake):
+    create_orders_table(lake, T)
+    append_batches(lake, T, 1)
+    location = format_v3_copy(lake, T)
+    with pytest.raises(IcebergRefusedError, match=r"write.wap.enabled.*SET TBLPROPERTIES"):
+        IcebergWapCreateBranchOperator(task_id="b", table=T, branch="wap_b").execute(fake_context())
+    assert lake.metadata_location(T) == location
 
 
 def test_position_delete_rewrite_is_refused_before_any_job_on_v3(v3):
@@ -235,5 +250,16 @@ def test_create_table_accepts_an_existing_v3_table_made_by_spark(v3):
         partition_by=["day(order_ts)"],
         properties={"format-version": "3", "write.wap.enabled": "true"},
     ).execute(fake_context())
-    assert out == {"table": T, "created": False} or out.get("created") is False
+    assert out["table"] == T and out["created"] is False
     assert hook.metadata_location(T) == location
+
+
+def test_pin_by_write_defers_only_a_creation_on_the_spark_route():
+    from airflow_iceberg_provider.rules.wap_refs import BranchPlan, pin_by_write
+
+    create = BranchPlan("create", "b", 7, (RefChange("b", "branch", 7, None),))
+    assert pin_by_write(create, "catalog") is create
+    deferred = pin_by_write(create, "spark")
+    assert (deferred.action, deferred.base, deferred.changes) == ("deferred", 7, ())
+    exists = BranchPlan("exists", "b", 7)
+    assert pin_by_write(exists, "spark") is exists

@@ -231,8 +231,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
-        if plan.action == "replace" and plan.method == "files":  # before the reset: nothing changes
-            hook.refuse_uncommittable(tbl, change="on_rerun='replace' by data files", what=WRITES_MANIFESTS)
+        self._refuse_replace_by_files_on_v3(tbl, plan)  # before the reset: nothing changes
         # the table loaded by the re-run check serves every step up to the job; it is loaded again only
         # after a commit whose result a later step needs (the property commit, the reset before a
         # replacement's compare-and-swap, the job's commit)
@@ -288,6 +287,14 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         }
         self.log.info("Verified WAP write on %s@%s: %s", self.ident.dotted, branch, result)
         return with_string_ids(result)
+
+    def _refuse_replace_by_files_on_v3(self, tbl: Table, plan: rerun.RerunPlan) -> None:
+        """pyiceberg writes no format-version 3 manifests (whatever the catalog): a replacement by data files
+        cannot be committed there; one by ``replace_where`` runs in the write job."""
+        if plan.action == "replace" and plan.method == "files":
+            self.catalog_hook.refuse_uncommittable(
+                tbl, change="on_rerun='replace' by data files", what=WRITES_MANIFESTS
+            )
 
     def _replace_files(
         self, branch: str, base: int | None, plan: rerun.RerunPlan, identity: rerun.RunIdentity

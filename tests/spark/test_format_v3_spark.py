@@ -23,6 +23,7 @@ from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
 from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
 from airflow_iceberg_provider.operators.spark import IcebergSparkSubmitOperator
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
+from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
 from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
 from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
 from tests.support.erasure import (
@@ -91,9 +92,14 @@ def published(v3):
     hook = v3
     assert hook.load_table(TABLE).metadata.format_version == 3
     main_before = hook.ref_snapshot_id(TABLE)
-    written = IcebergWapWriteOperator(task_id="write", table=TABLE, branch=BRANCH, sql=[INSERT, DELETE]).execute(
-        fake_context(**CTX, task_id="write")
+    # as wap_task_group wires them: the branch step commits nothing on v3 (no JVM); the write pins the branch
+    cut = IcebergWapCreateBranchOperator(task_id="create_branch", table=TABLE, branch=BRANCH).execute(
+        fake_context(**CTX, task_id="create_branch")
     )
+    assert cut["created"] is False and cut["base_snapshot_id"] == str(main_before) and BRANCH not in hook.refs(TABLE)
+    written = IcebergWapWriteOperator(
+        task_id="write", table=TABLE, branch=BRANCH, base_snapshot_id=cut["base_snapshot_id"], sql=[INSERT, DELETE]
+    ).execute(fake_context(**CTX, task_id="write"))
     assert hook.ref_snapshot_id(TABLE) == main_before, "a WAP write never touches main"
     audit = IcebergWapAuditOperator(task_id="audit", table=TABLE, branch=BRANCH, **CHECKS).execute(
         fake_context(**CTX, task_id="audit")
@@ -121,6 +127,8 @@ def test_write_audit_publish_on_a_v3_table(v3, published):
     assert by_op["wap_publish_refs"]["status"] == "succeeded"
     assert [c["ref"] for c in by_op["wap_publish_refs"]["details"]["changes"]] == ["main", "release-v3", BRANCH]
     assert by_op["wap_publish"]["snapshot_before"] == main_before
+    pinned = by_op["wap_branch_reset"]["details"]["changes"]
+    assert pinned == [{"ref": BRANCH, "snapshot_id": str(main_before)}]
     assert tbl.scan().to_arrow().num_rows == 99
     # the branch's DELETE wrote a deletion vector; pyiceberg applies it when it reads
     assert [(d["content"], d["file_format"]) for d in dvs] == [(1, "PUFFIN")]

@@ -263,3 +263,19 @@ def test_pin_by_write_defers_only_a_creation_on_the_spark_route():
     assert (deferred.action, deferred.base, deferred.changes) == ("deferred", 7, ())
     exists = BranchPlan("exists", "b", 7)
     assert pin_by_write(exists, "spark") is exists
+
+
+def test_the_spark_route_refuses_a_moved_ref_or_a_guarded_one_before_any_job(v3):
+    from airflow_iceberg_provider.exceptions import IcebergCommitConflictError
+    from airflow_iceberg_provider.operators._wap_common import commit_ref_changes
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+    hook, snaps, location = v3
+    op = IcebergWapPublishOperator(task_id="p", table=T, branch="b", **NO_SPARK)  # no Spark connection at all
+    tbl = hook.load_table(T)
+    with pytest.raises(IcebergCommitConflictError, match=r"ref 'main' points at .* not .* as planned.*Nothing was"):
+        commit_ref_changes(op, fake_context(), tbl, [RefChange("main", "branch", snaps[0], snaps[0])], "x")
+    with pytest.raises(IcebergRefusedError, match="main"):
+        commit_ref_changes(op, fake_context(), tbl, [RefChange("main", "branch", None, snaps[-1])], "x")
+    assert commit_ref_changes(op, fake_context(), tbl, [], "x") is False
+    assert hook.metadata_location(T) == location

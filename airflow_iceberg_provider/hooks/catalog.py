@@ -50,7 +50,12 @@ from airflow_iceberg_provider.params import (
     validate_snapshot_id,
     validate_table,
 )
-from airflow_iceberg_provider.rules.format_version import CommitRoute, commit_problem, ref_change_route
+from airflow_iceberg_provider.rules.format_version import (
+    CommitRoute,
+    commit_problem,
+    pyiceberg_commits,
+    ref_change_route,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -206,6 +211,12 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         (:func:`~airflow_iceberg_provider.rules.format_version.ref_change_route`)."""
         tbl = self._table(table)
         return ref_change_route(int(tbl.metadata.format_version), self.config.catalog_type)
+
+    def can_commit(self, table: str | TableIdent | Table, *, what: str) -> bool:
+        """Whether pyiceberg can commit a change of kind ``what`` to this table
+        (:func:`~airflow_iceberg_provider.rules.format_version.pyiceberg_commits`)."""
+        tbl = self._table(table)
+        return pyiceberg_commits(int(tbl.metadata.format_version), self.config.catalog_type, what)
 
     def refuse_uncommittable(self, table: str | TableIdent | Table, *, change: str, what: str) -> None:
         """Refuse, before any commit, a metadata change pyiceberg cannot commit to this table

@@ -279,3 +279,19 @@ def test_the_spark_route_refuses_a_moved_ref_or_a_guarded_one_before_any_job(v3)
         commit_ref_changes(op, fake_context(), tbl, [RefChange("main", "branch", None, snaps[-1])], "x")
     assert commit_ref_changes(op, fake_context(), tbl, [], "x") is False
     assert hook.metadata_location(T) == location
+
+
+def test_a_killed_erasures_properties_are_left_to_the_job_on_v3(lake, caplog):
+    import logging
+
+    from airflow_iceberg_provider.core.erasure_lifecycle import SWITCHED_PROPERTIES
+    from airflow_iceberg_provider.operators._erasure_job import restore_switched_properties
+    from airflow_iceberg_provider.params import validate_table
+
+    switched = {"write.delete.mode": "copy-on-write", SWITCHED_PROPERTIES: '{"write.delete.mode": "merge-on-read"}'}
+    create_orders_table(lake, T, properties=switched)
+    location = format_v3_copy(lake, T)
+    with caplog.at_level(logging.WARNING):
+        assert restore_switched_properties(lake, validate_table(T), logging.getLogger("t")) == {}
+    assert "the job restores them" in caplog.text
+    assert lake.metadata_location(T) == location

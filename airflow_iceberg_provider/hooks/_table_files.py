@@ -37,6 +37,7 @@ class TableFilesMixin:
     _table: Any
     load_table: Any
     translate_errors: Any
+    refuse_uncommittable: Any
 
     def health(self, table: str | TableIdent | Table, *, target_file_size: int | None = None) -> TableHealth:
         """File, snapshot and manifest counts of a table's current ``main`` state.
@@ -243,6 +244,9 @@ class TableFilesMixin:
                 "Declare replace_where to replace by predicate."
             )
         if files:
+            self.refuse_uncommittable(
+                tbl, change=f"removal of the earlier publish's files from {branch!r}", what="files"
+            )
             with self.translate_errors(f"{branch} of {_table_name(tbl)}"), tbl.transaction() as tx:
                 with tx.update_snapshot(snapshot_properties=dict(properties), branch=branch).overwrite() as overwrite:
                     for data_file in files:

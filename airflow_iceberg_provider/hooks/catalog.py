@@ -33,6 +33,7 @@ from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergConnectionError,
     IcebergRefNotFoundError,
+    IcebergRefusedError,
     IcebergTableNotFoundError,
 )
 from airflow_iceberg_provider.governance.store import GovernanceStore
@@ -48,6 +49,12 @@ from airflow_iceberg_provider.params import (
     validate_ref,
     validate_snapshot_id,
     validate_table,
+)
+from airflow_iceberg_provider.rules.format_version import (
+    CommitRoute,
+    commit_problem,
+    pyiceberg_commits,
+    ref_change_route,
 )
 
 if TYPE_CHECKING:
@@ -179,6 +186,14 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 f"Commit to {what} lost against a concurrent change: {err}. Retry the task; the table "
                 "was not modified by this attempt."
             ) from err
+        except NotImplementedError as err:  # pyiceberg writes no v3 metadata; raised before the catalog moves
+            if "V3" not in str(err):
+                raise
+            raise IcebergRefusedError(
+                f"table={what!r} is format-version 3 and pyiceberg 0.12 cannot write its metadata through the "
+                f"{self.config.catalog_type!r} catalog. Fix: make the change in Spark SQL, or keep the table "
+                "behind a REST catalog. Nothing was changed."
+            ) from err
         # SQLAlchemy and HTTP errors share no base class: an outage is recognised by its text,
         # everything else is re-raised as it is
         except Exception as err:
@@ -189,6 +204,31 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                     "was committed; the task can be retried."
                 ) from err
             raise
+
+    # ------------------------------------------------------ format versions
+    def ref_change_route(self, table: str | TableIdent | Table) -> CommitRoute:
+        """Where ref moves of this table are committed: ``catalog`` (pyiceberg) or ``spark``
+        (:func:`~airflow_iceberg_provider.rules.format_version.ref_change_route`)."""
+        tbl = self._table(table)
+        return ref_change_route(int(tbl.metadata.format_version), self.config.catalog_type)
+
+    def can_commit(self, table: str | TableIdent | Table, *, what: str) -> bool:
+        """Whether pyiceberg can commit a change of kind ``what`` to this table
+        (:func:`~airflow_iceberg_provider.rules.format_version.pyiceberg_commits`)."""
+        tbl = self._table(table)
+        return pyiceberg_commits(int(tbl.metadata.format_version), self.config.catalog_type, what)
+
+    def refuse_uncommittable(self, table: str | TableIdent | Table, *, change: str, what: str) -> None:
+        """Refuse, before any commit, a metadata change pyiceberg cannot commit to this table
+        (format-version 3 behind a catalog whose client writes the metadata).
+
+        :raises IcebergRefusedError: naming the table, the change and the way to make it instead.
+        """
+        tbl = self._table(table)
+        version = int(tbl.metadata.format_version)
+        problem = commit_problem(_name(tbl), version, self.config.catalog_type, change=change, what=what)
+        if problem:
+            raise IcebergRefusedError(problem)
 
     # ---------------------------------------------------------------- tables
     def load_table(self, table: str | TableIdent) -> Table:
@@ -403,6 +443,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 f"{current.snapshot_id if current else 'nothing'}, not the expected {expected_snapshot_id}; "
                 "another writer moved it. Nothing was changed."
             )
+        self.refuse_uncommittable(tbl, change=f"{change.ref_type} {change.ref!r} change", what="ref")
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             stage_on(ms, [change])
         self._verify_kept_types(tbl, [change])
@@ -490,6 +531,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         if state.stored_type is None:
             return False
         change = RefChange(ref, state.stored_type, None, state.snapshot_id)
+        self.refuse_uncommittable(tbl, change=f"{change.ref_type} {change.ref!r} change", what="ref")
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             stage_on(ms, [change])
         self._verify_kept_types(tbl, [change])
@@ -546,6 +588,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
             decisions=hold_release_decisions(entries),
         )
         change = RefChange(tag, state.stored_type, None, state.snapshot_id, verb="release")
+        self.refuse_uncommittable(tbl, change=f"release of legal hold {tag!r}", what="ref")
         with self.translate_errors(name), tbl.manage_snapshots() as ms:
             stage_on(ms, [change])
         self._verify_kept_types(tbl, [change])
@@ -576,6 +619,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                     f"{c.expected_snapshot_id if c.expected_snapshot_id is not None else 'nothing'} as planned; "
                     "another writer changed it. Nothing was changed."
                 )
+        self.refuse_uncommittable(tbl, change=f"ref change of {', '.join(repr(c.ref) for c in changes)}", what="ref")
         with self.translate_errors(_name(tbl)), tbl.manage_snapshots() as ms:
             stage_on(ms, changes)
         self._verify_kept_types(tbl, changes)
@@ -604,6 +648,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         missing = {k: str(v) for k, v in properties.items() if tbl.metadata.properties.get(k) != str(v)}
         if not missing:
             return False
+        self.refuse_uncommittable(tbl, change=f"table properties {sorted(missing)}", what="properties")
         with self.translate_errors(_name(tbl)), tbl.transaction() as tx:
             tx.set_properties(missing)
         return True
@@ -618,6 +663,7 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         to_remove = [k for k in removals if k in current and k not in to_set]
         if not to_set and not to_remove:
             return False
+        self.refuse_uncommittable(tbl, change=f"table properties {sorted([*to_set, *to_remove])}", what="properties")
         with self.translate_errors(_name(tbl)), tbl.transaction() as tx:
             if to_set:
                 tx.set_properties(to_set)

@@ -61,6 +61,7 @@ SPARK_JOBS: dict[str, SparkJob] = {
         SparkJob("wap_write", "wap_write.py"),
         SparkJob("wap_audit", "wap_audit.py"),
         SparkJob("wap_cherrypick", "wap_cherrypick.py"),
+        SparkJob("ref_changes", "ref_changes.py"),
         SparkJob("maintenance", "maintenance.py"),
         SparkJob("erasure", "erasure.py"),
     )

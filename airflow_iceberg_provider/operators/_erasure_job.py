@@ -112,6 +112,9 @@ def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log
     updates, removals = restore_plan(current)
     if not removals:
         return {}
+    if not hook.can_commit(tbl, what="properties"):  # a v3 table pyiceberg cannot commit to: the job restores
+        log.warning("%s: an earlier erasure was killed with table properties switched; the job restores them", table)
+        return {}
     originals = recorded_originals(current)
     hook.update_table_properties(tbl, updates=updates, removals=removals)
     log.warning(

@@ -10,18 +10,25 @@ branch), :mod:`~airflow_iceberg_provider.operators.wap_write`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.core import audit_checks
 from airflow_iceberg_provider.core.governance import airflow_identity
-from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
+from airflow_iceberg_provider.exceptions import (
+    IcebergCommitConflictError,
+    IcebergCommitVerificationError,
+    IcebergRefusedError,
+    IcebergValidationError,
+)
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.params import MAIN_BRANCH, AuditBinding, branch_name_for_run, validate_name
 from airflow_iceberg_provider.rules import wap_refs as _wap_refs
 from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.refs import RefChange, expectation_problems, guard_ref_changes, landed_problems
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from airflow_iceberg_provider.models import SnapshotInfo
-    from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+    from airflow_iceberg_provider.operators._base import IcebergBaseOperator, IcebergSparkBaseOperator
 
 WAP_ENABLED = {"write.wap.enabled": "true"}
 
@@ -115,15 +122,49 @@ def required_check_hashes(value: Any, param: str = "required_checks") -> dict[st
     return {c.name: audit_checks.check_hash(c) for c in checks}
 
 
-def refuse_unsupported_format(tbl: Table, table: str) -> None:
-    """pyiceberg 0.12 cannot write format-version 3 metadata, which branch, reset and publish need."""
-    version = int(tbl.metadata.format_version)
-    if version >= 3:
-        raise IcebergRefusedError(
-            f"Table {table} is format-version {version}; write-audit-publish moves refs through pyiceberg, which "
-            "cannot yet write v3 metadata. Use a format-version 2 table (or a REST catalog that commits the ref "
-            "updates server-side). Nothing was changed."
+def refuse_unsupported_format(hook: IcebergCatalogHook, tbl: Table, table: str, *, change: str) -> None:
+    """Refuse ``change`` on a table pyiceberg cannot commit to (format-version 3 behind a catalog whose
+    client writes the metadata), for the operators that have no Spark route (multi-table publish)."""
+    hook.refuse_uncommittable(tbl, change=change, what="ref")
+
+
+def commit_ref_changes(
+    op: IcebergSparkBaseOperator, context: Context | None, tbl: Table, changes: Sequence[RefChange], operation: str
+) -> bool:
+    """A WAP plan's ref changes, committed where the table's format version allows; whether a commit was made.
+
+    Through the catalog (one compare-and-swap commit of every change) when pyiceberg can write the
+    table's metadata; for a format-version 3 table behind a catalog whose client writes it, through
+    the ``ref_changes`` Spark job (one ``ALTER TABLE`` per change, each checked against the ref read
+    fresh). Both are guarded before anything changes and read back through the catalog after.
+    """
+    hook, table = op.catalog_hook, op.ident.dotted
+    if not changes:
+        return False
+    if hook.ref_change_route(tbl) == "catalog":
+        return hook.apply_ref_changes(tbl, changes)
+    guard_ref_changes(tbl.metadata.refs, changes, table=table)
+    moved = expectation_problems(tbl.metadata.refs, changes)
+    if moved:
+        raise IcebergCommitConflictError(
+            f"Refs of {table} changed since the plan: {'; '.join(moved)}; another writer changed them. Nothing "
+            "was changed; retry the task."
         )
+    op.log.info(
+        "%s is format-version %s; committing its ref changes %s with Spark (pyiceberg writes no v3 metadata here)",
+        table,
+        tbl.metadata.format_version,
+        [(c.ref, c.snapshot_id) for c in changes],
+    )
+    spec = op.job_spec(context, operation, ref=MAIN_BRANCH, changes=[asdict(c) for c in changes])
+    op.run_spark_job(context, "ref_changes", spec)
+    problems = landed_problems(hook.load_table(table).metadata.refs, changes)
+    if problems:
+        raise IcebergCommitVerificationError(
+            f"After the ref changes job, the refs of {table} are not as planned: {'; '.join(problems)}. A "
+            "concurrent writer may have changed them; inspect the table's refs."
+        )
+    return True
 
 
 def snapshots_by_id(hook: IcebergCatalogHook, tbl: Table) -> dict[int, Any]:

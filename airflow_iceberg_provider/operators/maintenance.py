@@ -41,6 +41,7 @@ from airflow_iceberg_provider.operators._maintenance_base import (
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, validate_retain_last
+from airflow_iceberg_provider.rules.format_version import position_delete_rewrite_skip
 from airflow_iceberg_provider.rules.maintenance import (
     ORPHAN_DEFAULT_AGE,
     MaintenanceDecision,
@@ -267,11 +268,12 @@ class IcebergRewritePositionDeleteFilesOperator(_IcebergMaintenanceOperator):
         }
 
     def _plan_args(self, before: TableHealth, where: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
-        """The procedure's arguments; a format-version 1 table (no delete files possible) is refused."""
-        if before.format_version < 2:
+        """The procedure's arguments; a table it has nothing to do on (format-version 1 or 3) is refused."""
+        skip = position_delete_rewrite_skip(before.format_version)
+        if skip:
             raise IcebergValidationError(
-                f"{self.ident} is format-version {before.format_version}; position delete files exist only in "
-                "format-version 2+ tables, so there is nothing to rewrite. Remove this task or upgrade the table."
+                f"table={self.ident.dotted!r}: {skip}, so rewrite_position_delete_files has nothing to do. Remove "
+                "this task (or compact with IcebergRewriteDataFilesOperator). Nothing was changed."
             )
         rewrite_all = params.flag(self.rewrite_all, "rewrite_all")
         opts = rewrite_options(options={**options, **({"rewrite-all": "true"} if rewrite_all else {})})

@@ -174,7 +174,7 @@ class IcebergWapMultiPublishOperator(BaseOperator):
             table = validate_table(spec["table"], "tables").dotted
             branch = resolve_branch(spec.get("branch") or self.branch, context, self.branch_prefix)
             tbl = hook.load_table(table)
-            refuse_unsupported_format(tbl, table)
+            refuse_unsupported_format(hook, tbl, table, change="multi-table publish")
             refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
             param = f"tables[{table!r}]['audit']"
             binding = audit_binding_for(self, context, spec.get("audit"), table, param) if self.require_audit else None

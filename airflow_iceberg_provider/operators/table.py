@@ -8,6 +8,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
+from airflow_iceberg_provider.rules.format_version import (
+    DEFAULT_FORMAT_VERSION,
+    create_problem,
+    requested_format_version,
+)
 from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
 from airflow_iceberg_provider.rules.table_evolution import build_request, describe
 
@@ -31,8 +36,10 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
     :param columns: ``{"order_id": "long not null", "amount": "decimal(12,2)", ...}``.
     :param partition_by: partition transforms, e.g. ``["day(order_ts)", "bucket[16](customer_id)"]``
         or Spark DDL's ``["days(order_ts)", "bucket(16, customer_id)"]``.
-    :param properties: table properties (templated); ``format-version`` defaults to 2
-        (pyiceberg cannot yet write v3 metadata, which tagging and publish need).
+    :param properties: table properties (templated); ``format-version`` is ``"1"``, ``"2"`` (the
+        default) or ``"3"`` (deletion vectors). pyiceberg 0.12 writes format-version 3 metadata only
+        through a REST catalog (its server writes it); behind another catalog a v3 table is created
+        in Spark SQL and this operator refuses ``"3"`` with that fix (see the compatibility page).
     :param on_mismatch: ``"fail"`` or ``"update"``: what to do when the table exists with another
         partition spec or other values for the requested properties.
     """
@@ -69,7 +76,9 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
             raise IcebergValidationError(
                 f"properties={params.describe(given)} is not a mapping; pass e.g. {{'write.format.default': 'parquet'}}."
             )
-        return {"format-version": "2", **{str(k): str(v) for k, v in given.items()}}
+        properties = {"format-version": str(DEFAULT_FORMAT_VERSION), **{str(k): str(v) for k, v in given.items()}}
+        properties["format-version"] = str(requested_format_version(properties))
+        return properties
 
     def execute(self, context: Context) -> dict[str, Any]:
         params.resolve_flags(self)  # strict flags first, before any I/O
@@ -77,7 +86,12 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
         schema = parse_columns(self.columns)
         spec = parse_partition_spec(schema, self.partition_by)
         properties = self.table_properties()
-        if hook.table_exists(ident) or not self._create(schema, spec, properties):
+        if hook.table_exists(ident):
+            return self._existing(context, schema, properties)
+        problem = create_problem(ident.dotted, int(properties["format-version"]), hook.config.catalog_type)
+        if problem:
+            raise IcebergRefusedError(problem)
+        if not self._create(schema, spec, properties):
             return self._existing(context, schema, properties)
         hook.governance.record_ledger(
             operation="create_table",

@@ -9,7 +9,7 @@ sort order and properties change together or not at all), re-plans on the commit
 pyiceberg 0.12 can make every change here, including replacing the sort order
 (``Transaction.update_sort_order``), so no Spark job is needed; Spark reads the result
 (``tests/spark/test_table_changes_spark.py`` sort-compacts a changed table with the table's order).
-Tables stay at format-version 2.
+Tables keep their format version (a format-version 3 table is changed only behind a REST catalog).
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ def apply_table_changes(hook: IcebergCatalogHook, ident: TableIdent, request: Ta
         tbl = hook.load_table(ident)
         changes = plan_table(tbl, request)
         if changes:
+            hook.refuse_uncommittable(tbl, change=f"table change ({describe(changes)})", what="schema")
             try:
                 _apply(tbl, changes)
             except ValueError as err:  # pyiceberg's own checks (e.g. a partition name that is a column)

@@ -18,12 +18,11 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
     ensure_wap_enabled,
-    refuse_unsupported_format,
     resolve_branch,
     snapshots_by_id,
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH, validate_ref
-from airflow_iceberg_provider.rules.wap_refs import BranchPlan, plan_create_branch
+from airflow_iceberg_provider.rules.wap_refs import BranchPlan, pin_by_write, plan_create_branch
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,8 +33,11 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
     Cut a WAP branch from ``main`` (or another ref / snapshot) through the catalog; no JVM.
 
     Also sets ``write.wap.enabled=true`` on the table (without it Iceberg ignores
-    ``spark.wap.branch`` and writes straight to ``main``) and refuses format-version 3
-    tables. Idempotent: a retry finds the branch it created and reports the same base.
+    ``spark.wap.branch`` and writes straight to ``main``). Idempotent: a retry finds the branch it
+    created and reports the same base. On a format-version 3 table behind a catalog whose client
+    writes the metadata (pyiceberg writes no v3 metadata) nothing is committed here: the branch is
+    left to the write, which pins it at the reported base in its Spark job (``created`` is
+    ``False``); the table must already have ``write.wap.enabled=true``.
 
     :param table: ``namespace.table`` (templated).
     :param branch: branch name (templated); default ``wap_<dag>__<run>_<hash>``, the same
@@ -74,9 +76,9 @@ class IcebergWapCreateBranchOperator(IcebergBaseOperator):
         from_sid = params.snapshot_id(self.from_snapshot_id, "from_snapshot_id")
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
         source = from_sid if from_sid is not None else hook.ref_snapshot_id(tbl, from_ref)
         plan = plan_create_branch(table, branch, hook.refs(tbl), snapshots_by_id(hook, tbl), source)
+        plan = pin_by_write(plan, hook.ref_change_route(tbl))
         tbl, enabled_now = ensure_wap_enabled(hook, tbl, table)
         hook.apply_ref_changes(tbl, plan.changes)
         self.log.info("Branch %s of %s: %s", branch, table, plan.message)

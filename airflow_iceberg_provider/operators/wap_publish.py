@@ -28,7 +28,7 @@ from airflow_iceberg_provider.operators._wap_common import (
     audit_binding_for,
     bound_verdict,
     branch_snapshots,
-    refuse_unsupported_format,
+    commit_ref_changes,
     refuse_wap_conf,
     required_check_hashes,
     resolve_branch,
@@ -238,7 +238,6 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         branch = resolve_branch(self.branch, context, self.branch_prefix)
         hook, table = self.catalog_hook, self.ident.dotted
         tbl = hook.load_table(table)
-        refuse_unsupported_format(tbl, table)
         refs, by_id = hook.refs(tbl), {s.snapshot_id: s for s in hook.list_snapshots(tbl)}
         binding = audit_binding_for(self, context, self.audit, table) if self.require_audit else None
         requested = params.snapshot_id(self.audited_snapshot_id, "audited_snapshot_id")
@@ -270,7 +269,7 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         if plan.action == "cherrypick":
             plan = plan.after_cherrypick(self._cherrypick(context, plan))
             tbl = hook.load_table(plan.table)
-        if hook.apply_ref_changes(tbl, plan.changes):
+        if commit_ref_changes(self, context, tbl, plan.changes, "wap_publish_refs"):
             self.log.info("Committed %s in one commit: %s", plan.table, [(c.ref, c.snapshot_id) for c in plan.changes])
         return plan
 

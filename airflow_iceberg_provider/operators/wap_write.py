@@ -20,8 +20,8 @@ from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
+    commit_ref_changes,
     ensure_wap_enabled,
-    refuse_unsupported_format,
     refuse_wap_conf,
     resolve_branch,
     snapshots_by_id,
@@ -30,6 +30,7 @@ from airflow_iceberg_provider.operators._wap_common import (
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH, SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.format_version import WRITES_MANIFESTS
 from airflow_iceberg_provider.rules.wap_refs import plan_branch_reset, write_base
 
 if TYPE_CHECKING:
@@ -228,9 +229,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         tbl, plan, check_ms = plan_rerun_from_catalog(hook, table, identity, self.on_rerun, where, stamped=stamped)
         rerun.validate_replace_where(where, columns=tbl.schema().column_names)  # only the table's columns
         self.log.info("Re-run check (one catalog read + plan): %.1f ms -> %s. %s", check_ms, plan.action, plan.message)
-        refuse_unsupported_format(tbl, table)
         if plan.action in ("refuse", "skip"):
             stop_for_rerun(self, context, tbl, branch, plan, "wap_write")
+        self._refuse_replace_by_files_on_v3(tbl, plan)  # before the reset: nothing changes
         # the table loaded by the re-run check serves every step up to the job; it is loaded again only
         # after a commit whose result a later step needs (the property commit, the reset before a
         # replacement's compare-and-swap, the job's commit)
@@ -239,7 +240,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         requested = params.snapshot_id(self.base_snapshot_id, "base_snapshot_id")
         by_id = snapshots_by_id(hook, tbl)
         base = write_base(by_id, requested, existing.snapshot_id if existing else None, main_before)
-        reset_from = self._reset_to_base(tbl, branch, existing, base, by_id)
+        reset_from = self._reset_to_base(tbl, branch, existing, base, by_id, context=context)
         replaced, replace_tbl = (
             self._replace_files(branch, base, plan, identity) if plan.action == "replace" else ({}, None)
         )
@@ -286,6 +287,14 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         }
         self.log.info("Verified WAP write on %s@%s: %s", self.ident.dotted, branch, result)
         return with_string_ids(result)
+
+    def _refuse_replace_by_files_on_v3(self, tbl: Table, plan: rerun.RerunPlan) -> None:
+        """pyiceberg writes no format-version 3 manifests (whatever the catalog): a replacement by data files
+        cannot be committed there; one by ``replace_where`` runs in the write job."""
+        if plan.action == "replace" and plan.method == "files":
+            self.catalog_hook.refuse_uncommittable(
+                tbl, change="on_rerun='replace' by data files", what=WRITES_MANIFESTS
+            )
 
     def _replace_files(
         self, branch: str, base: int | None, plan: rerun.RerunPlan, identity: rerun.RunIdentity
@@ -424,7 +433,14 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             )
 
     def _reset_to_base(
-        self, tbl: Table, branch: str, existing: Any, base: int | None, by_id: dict[int, Any] | None = None
+        self,
+        tbl: Table,
+        branch: str,
+        existing: Any,
+        base: int | None,
+        by_id: dict[int, Any] | None = None,
+        *,
+        context: Context | None = None,
     ) -> int | None:
         """Discard an earlier try's commits on the branch (``_wap_refs.plan_branch_reset``); the old head or ``None``.
 
@@ -442,7 +458,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 existing.snapshot_id,
                 base,
             )
-        hook.apply_ref_changes(tbl, changes)
+        commit_ref_changes(self, context, tbl, changes, "wap_branch_reset")
         return existing.snapshot_id if existing is not None and changes else None
 
 

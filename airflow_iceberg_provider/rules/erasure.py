@@ -37,6 +37,7 @@ from airflow_iceberg_provider.core.erasure_lifecycle import (
 )
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
+from airflow_iceberg_provider.rules.format_version import FORMAT_VERSIONS
 
 __all__ = [
     "new_request_rows",
@@ -269,10 +270,10 @@ def table_problems(
                 "data file paths and partition metadata, which a row delete cannot erase. Repartition the table "
                 "(e.g. bucket[N] on the column or no partitioning) and rewrite it before erasure."
             )
-    if format_version not in (1, 2):
+    if format_version not in FORMAT_VERSIONS:
         problems.append(
-            f"{table} is format-version {format_version}; this provider erases format-version 1 and 2 tables "
-            "(its catalog side cannot commit to v3 metadata)."
+            f"{table} is format-version {format_version}; this provider erases format-version "
+            f"{', '.join(str(v) for v in FORMAT_VERSIONS)} tables."
         )
     file_format = properties.get("write.format.default", "parquet").lower()
     if file_format != "parquet":

@@ -40,6 +40,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.models import DataFileFacts, TableHealth
 from airflow_iceberg_provider.params import JAVA_LONG_MAX
 from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, preview_expiry, validate_retain_last
+from airflow_iceberg_provider.rules.format_version import position_delete_rewrite_skip
 
 # Iceberg defaults (TableProperties) -------------------------------------------
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
@@ -643,8 +644,9 @@ def _plan_position_deletes(plan: _Plan, by_deletes: bool) -> None:
     health = plan.health
     if not plan.wants("rewrite_position_delete_files"):
         return
-    if health.format_version < 2:
-        plan.skipped["rewrite_position_delete_files"] = "format-version 1 tables have no delete files"
+    skip = position_delete_rewrite_skip(health.format_version)
+    if skip:
+        plan.skipped["rewrite_position_delete_files"] = skip
     elif health.position_delete_files and (by_deletes or plan.force):
         plan.actions.append(
             PlannedAction(

@@ -111,6 +111,30 @@ def guard_ref_changes(refs: Mapping[str, Any], changes: Sequence[RefChange], *, 
         )
 
 
+def expectation_problems(refs: Mapping[str, Any], changes: Sequence[RefChange]) -> list[str]:
+    """Before a commit: the refs of ``changes`` that are not where the plan saw them."""
+    problems = []
+    for c in changes:
+        found = ref_state(refs, c.ref).snapshot_id
+        if found != c.expected_snapshot_id:
+            problems.append(
+                f"ref {c.ref!r} points at {found if found is not None else 'nothing'}, not "
+                f"{c.expected_snapshot_id if c.expected_snapshot_id is not None else 'nothing'} as planned"
+            )
+    return problems
+
+
+def landed_problems(refs: Mapping[str, Any], changes: Sequence[RefChange]) -> list[str]:
+    """After changes committed one by one (a Spark job's statements): what did not land as planned,
+    by type (:func:`kept_types_problems`) and by snapshot."""
+    problems = kept_types_problems(refs, changes)
+    for c in changes:
+        found = ref_state(refs, c.ref).snapshot_id
+        if c.snapshot_id is not None and found is not None and found != c.snapshot_id:
+            problems.append(f"{c.ref!r} points at {found}, not {c.snapshot_id}")
+    return problems
+
+
 def kept_types_problems(refs: Mapping[str, Any], changes: Sequence[RefChange]) -> list[str]:
     """After a commit: what of ``changes`` did not land as planned, by type (a tag stays a tag)."""
     problems = []

@@ -506,6 +506,20 @@ def plan_create_branch(
     return BranchPlan("create", branch, source, (change,), message=f"created at snapshot {source}")
 
 
+def pin_by_write(plan: BranchPlan, route: str) -> BranchPlan:
+    """A branch to create on a table whose ref moves go through Spark (format-version 3 behind a
+    catalog whose client writes metadata) is left to the write, which pins it at the same base in its
+    ref-changes job: the create-branch step then starts no JVM and commits nothing."""
+    if route != "spark" or plan.action != "create":
+        return plan
+    return BranchPlan(
+        "deferred",
+        plan.branch,
+        plan.base,
+        message=f"not created here (format-version 3: ref moves go through Spark); the write pins it at {plan.base}",
+    )
+
+
 # ------------------------------------------------------------------- write
 def write_base(
     by_id: Mapping[int, Any], requested: int | None, branch_head: int | None, main_head: int | None

@@ -178,3 +178,30 @@ def metadata_hits(hook, table: str, values) -> list[tuple[str, bytes]]:
             data = avro_payload(data)
         hits += [(os.path.basename(path), n) for n in needles if n in data]
     return hits
+
+
+def subject_bytes_in_files(hook, table: str, values) -> list[tuple[str, str]]:
+    """(file, value) for every file under the table's location (data, delete files, metadata; live
+    or not) holding one of ``values``: the raw bytes, Avro blocks decompressed, and every string
+    value of a Parquet file (compressed or dictionary-encoded pages hide the raw bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    hits = []
+    for root, _, names in os.walk(table_dir(hook, table)):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as fh:
+                data = fh.read()
+            texts = {data}
+            if name.endswith(".avro"):
+                texts.add(avro_payload(data))
+            strings: set[str] = set()
+            if name.endswith(".parquet"):
+                t = pq.read_table(path)
+                for column in t.column_names:
+                    kind = t.schema.field(column).type
+                    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                        strings |= set(t.column(column).to_pylist())
+            hits += [(path, v) for v in values if v in strings or any(v.encode() in x for x in texts)]
+    return hits

@@ -7,7 +7,6 @@ Refusals are checked to change nothing (the table's metadata location is unchang
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pendulum
 import pyarrow as pa
@@ -25,7 +24,6 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
     merge_base,
-    refuse_unsupported_format,
     snapshot_shape,
 )
 from airflow_iceberg_provider.operators.wap_audit import IcebergWapAuditOperator
@@ -100,13 +98,6 @@ def test_create_branch_refusals_change_nothing(orders):
     assert orders.metadata_location(T) == before
     with pytest.raises(IcebergRefusedError, match="tag named 'taken'"):
         IcebergWapCreateBranchOperator(task_id="c", table=T, branch="taken").execute(fake_context())
-
-
-def test_format_version_3_is_refused_with_a_clear_message():
-    fake = SimpleNamespace(metadata=SimpleNamespace(format_version=3))
-    with pytest.raises(IcebergRefusedError, match="format-version 3.*cannot yet write v3"):
-        refuse_unsupported_format(fake, "db.v3")
-    refuse_unsupported_format(SimpleNamespace(metadata=SimpleNamespace(format_version=2)), "db.v2")
 
 
 def test_helpers():

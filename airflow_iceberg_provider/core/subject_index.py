@@ -133,7 +133,8 @@ class ColumnIndex:
         """Add the files not yet covered (their distinct non-null values hashed); returns how many.
         Files past :data:`MAX_FILES` numbers stay uncovered (probed directly: still sound)."""
         have = self.covered()
-        bits, new = self.bits, []
+        bits = self.bits
+        new: list[int] = []
         for path, values in values_by_path.items():
             if path in have or len(self.paths) >= MAX_FILES:
                 continue

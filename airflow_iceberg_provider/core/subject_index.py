@@ -251,6 +251,7 @@ class Blob:
     sequence_number: int
     data: bytes
     properties: dict[str, str] = field(default_factory=dict)
+    compression_codec: str | None = None
 
 
 @dataclass
@@ -276,6 +277,8 @@ def encode_puffin(blobs: Sequence[Blob], created_by: str = CREATED_BY) -> Puffin
             "offset": len(out),
             "length": len(b.data),
         }
+        if b.compression_codec:
+            meta["compression-codec"] = b.compression_codec
         if b.properties:
             meta["properties"] = dict(b.properties)
         metas.append(meta)
@@ -306,13 +309,11 @@ def decode_puffin_footer(tail: bytes, file_size: int) -> list[dict[str, Any]]:
 
 
 def read_puffin(data: bytes) -> list[Blob]:
-    """Every blob of a Puffin file held in memory (compressed blobs refused)."""
+    """Every blob of a Puffin file held in memory (compressed blobs kept as they are)."""
     if data[:4] != PUFFIN_MAGIC:
         raise SubjectIndexError("not a Puffin file (no leading magic)")
     out = []
     for m in decode_puffin_footer(data, len(data)):
-        if m.get("compression-codec"):
-            raise SubjectIndexError(f"Puffin blob of type {m.get('type')!r} is compressed")
         off, length = int(m["offset"]), int(m["length"])
         if off < 4 or off + length > len(data):
             raise SubjectIndexError("a Puffin blob lies outside the file")
@@ -324,6 +325,7 @@ def read_puffin(data: bytes) -> list[Blob]:
                 sequence_number=int(m.get("sequence-number", -1)),
                 data=data[off : off + length],
                 properties={str(k): str(v) for k, v in (m.get("properties") or {}).items()},
+                compression_codec=str(m["compression-codec"]) if m.get("compression-codec") else None,
             )
         )
     return out
@@ -355,7 +357,7 @@ def index_blobs(
     out: dict[str, ColumnIndex] = {}
     by_id = {fid: c for c, fid in field_ids.items()}
     for b in blobs:
-        if b.type != BLOB_TYPE or len(b.fields) != 1 or b.fields[0] not in by_id:
+        if b.type != BLOB_TYPE or b.compression_codec or len(b.fields) != 1 or b.fields[0] not in by_id:
             continue
         if b.properties.get("key-id") != salt_key_id:
             continue

@@ -1,0 +1,169 @@
+"""The subject index end to end (spark-submit: the candidate path needs the driver's JVM).
+
+A table with the index on and no Parquet bloom filter or bounds on its subject column: the
+first logical erasure probes every file and builds the index; an outside writer (pyiceberg)
+appends a subject without updating it; the next erasure opens only the files the index names
+plus that unindexed file, and the subject is erased. A damaged index proves nothing (every file
+is probed, the subject still erased). Everything asserted is read back through pyiceberg, the
+Puffin file's bytes and the task's result.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import pytest
+
+from airflow_iceberg_provider.core import subject_index as si
+from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
+from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
+from tests.support.erasure import SALT, add_requests, create_people_table, person, set_salt_connection
+from tests.support.lake import fake_context
+
+pytestmark = pytest.mark.spark
+
+TABLE = "db.indexed"
+FILES = 12
+
+
+def _append(hook, ids: list[int], owner: int) -> None:
+    """One data file: rows of ``person(owner)`` and of people no request names."""
+    import pyarrow as pa
+
+    keys = [person(owner) if i % 3 == 0 else person(500 + i) for i in ids]
+    hook.load_table(TABLE).append(
+        pa.table(
+            {
+                "order_id": pa.array(ids, pa.int64()),
+                "customer_id": pa.array(keys, pa.string()),
+                "amount": pa.array([1.0] * len(ids), pa.float64()),
+                "order_ts": pa.array([datetime(2026, 1, 1, tzinfo=UTC)] * len(ids), pa.timestamp("us", tz="UTC")),
+            }
+        )
+    )
+
+
+def _visible(hook, key: str) -> int:
+    from pyiceberg.expressions import EqualTo
+
+    return len(hook.load_table(TABLE).scan(row_filter=EqualTo("customer_id", key)).to_arrow())
+
+
+def _index_files(hook) -> list[tuple[int, str]]:
+    meta = hook.load_table(TABLE).metadata
+    return [
+        (s.snapshot_id, s.statistics_path)
+        for s in meta.statistics
+        if any(b.type == si.BLOB_TYPE for b in s.blob_metadata)
+    ]
+
+
+def _local(path: str) -> str:
+    return "/" + path.split(":", 1)[1].lstrip("/") if path.startswith("file:") else path
+
+
+def _erase(request_id: str, key: str, hook) -> dict:
+    add_requests(hook, "db.requests_ix", {request_id: key}, received_days_ago=1)
+    op = IcebergErasureOperator(
+        task_id=f"erase_{request_id}",
+        table=TABLE,
+        subject_columns="customer_id",
+        requests_table="db.requests_ix",
+        phase="logical",
+        request_ids=[request_id],
+    )
+    return op.execute(fake_context())
+
+
+@pytest.fixture(scope="module")
+def lake(module_lake):
+    old = os.environ.get("AIRFLOW_CONN_ERASURE_SALT")
+    set_salt_connection()
+    hook = module_lake
+    props = erasure_ready_properties("customer_id", subject_index=True, parquet_bloom_filters=False)
+    create_people_table(hook, TABLE, partition_by=(), **props)
+    for f in range(FILES):  # file f holds person(f)
+        _append(hook, list(range(f * 30, f * 30 + 30)), owner=f)
+    yield hook
+    if old is None:
+        os.environ.pop("AIRFLOW_CONN_ERASURE_SALT", None)
+    else:
+        os.environ["AIRFLOW_CONN_ERASURE_SALT"] = old
+
+
+@pytest.fixture(scope="module")
+def first(lake):
+    """The first erasure: no index yet, so every file is probed; the index is built afterwards."""
+    return _erase("R-1", person(3), lake)
+
+
+def test_first_erasure_builds_the_index_beside_the_table(lake, first):
+    hook = lake
+    assert first["verification"] == "verified" and _visible(hook, person(3)) == 0
+    assert first["files_index_excluded"] == 0 and first["files_considered"] == FILES
+    index = first["subject_index"]
+    assert index["updated"] is True and index["files_added"] == FILES, index
+    files = _index_files(hook)
+    assert [sid for sid, _ in files] == [hook.load_table(TABLE).current_snapshot().snapshot_id]
+    data = open(_local(files[0][1]), "rb").read()
+    blobs = si.read_puffin(data)
+    assert [b.type for b in blobs] == [si.BLOB_TYPE] and blobs[0].properties["keyed-hash"] == "hmac-sha256"
+    # no plaintext oracle: no subject value, and not the salt, in the index's bytes
+    import zlib
+
+    plain = data + zlib.decompress(blobs[0].data[4:])
+    assert not any(person(n).encode() in plain for n in [*range(FILES), *range(500, 500 + 30 * FILES)])
+    assert SALT.encode() not in plain
+    # Iceberg readers skip the blob type they do not know: pyiceberg still scans the table
+    assert len(hook.load_table(TABLE).scan().to_arrow()) == 30 * FILES - 10
+
+
+def test_outside_writer_append_is_found_and_erased(lake, first):
+    hook = lake
+    indexed = _index_files(hook)
+    _append(hook, list(range(10_000, 10_030)), owner=700)  # pyiceberg: the index does not cover it
+    assert _index_files(hook) == indexed and _visible(hook, person(700)) == 10
+    result = _erase("R-2", person(700), hook)
+    assert result["verification"] == "verified", result
+    assert _visible(hook, person(700)) == 0
+    assert result["files_unindexed"] == 1
+    assert result["files_index_excluded"] >= FILES - 1  # the fingerprints rule out every indexed file
+    assert result["files_considered"] <= 2 and result["files_raw_read"] == 1
+    assert result["subject_index"]["updated"] is True and result["subject_index"]["files_added"] == 1
+
+
+def test_indexed_subject_opens_only_its_file(lake, first):
+    hook = lake
+    result = _erase("R-3", person(7), hook)
+    assert result["verification"] == "verified" and _visible(hook, person(7)) == 0
+    assert result["files_unindexed"] == 0 and result["files_considered"] == 1
+    assert result["subject_index"]["reason"] == "current"
+
+
+def test_damaged_index_proves_nothing_and_the_subject_is_still_erased(lake, first):
+    hook = lake
+    for _, path in _index_files(hook):
+        raw = bytearray(open(_local(path), "rb").read())
+        raw[40] ^= 0xFF  # inside the blob: its seal no longer matches
+        open(_local(path), "wb").write(bytes(raw))
+    result = _erase("R-4", person(9), hook)
+    assert result["verification"] == "verified" and _visible(hook, person(9)) == 0
+    assert result["files_index_excluded"] == 0 and result["files_considered"] == FILES + 1
+    assert result["subject_index"]["updated"] is True  # rebuilt: every column was stale
+
+
+def test_malformed_index_property_is_refused_before_any_job(lake, first):
+    from airflow_iceberg_provider.exceptions import IcebergRefusedError
+
+    hook = lake
+    with hook.load_table(TABLE).transaction() as tx:
+        tx.set_properties({si.INDEX_PROPERTY: "yes"})
+    before = hook.metadata_location(TABLE)
+    try:
+        with pytest.raises(IcebergRefusedError, match=f"{si.INDEX_PROPERTY}='yes' is not a flag"):
+            _erase("R-5", person(11), hook)
+        assert hook.metadata_location(TABLE) == before
+    finally:
+        with hook.load_table(TABLE).transaction() as tx:
+            tx.set_properties({si.INDEX_PROPERTY: "true"})

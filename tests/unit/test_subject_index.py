@@ -137,3 +137,35 @@ def test_settings_refuse_bad_values() -> None:
         si.index_settings({si.INDEX_PROPERTY: "yes"})
     with pytest.raises(ValueError, match=si.FPP_PROPERTY):
         si.index_settings({si.FPP_PROPERTY: "2"})
+
+
+def test_erasure_ready_properties_with_the_index() -> None:
+    from airflow_iceberg_provider.exceptions import IcebergValidationError
+    from airflow_iceberg_provider.rules.erasure import bloom_filter_warnings, erasure_ready_properties
+
+    props = erasure_ready_properties("customer_id", subject_index=True, parquet_bloom_filters=False)
+    assert props[si.INDEX_PROPERTY] == "true" and si.index_settings(props) == (True, si.DEFAULT_FPP)
+    assert props["write.parquet.bloom-filter-enabled.column.customer_id"] == "false"
+    assert props["write.metadata.metrics.column.customer_id"] == "none"
+    assert bloom_filter_warnings("db.t", ["customer_id"], props) == []
+    assert si.INDEX_PROPERTY not in erasure_ready_properties("customer_id")
+    with pytest.raises(IcebergValidationError, match="subject_index=True"):
+        erasure_ready_properties("customer_id", parquet_bloom_filters=False)
+    with pytest.raises(IcebergValidationError, match="index_fpp=0.9"):
+        erasure_ready_properties("customer_id", subject_index=True, index_fpp=0.9)
+
+
+def test_malformed_index_property_is_a_table_problem() -> None:
+    from airflow_iceberg_provider.rules.erasure import table_problems
+
+    common = {
+        "table": "db.t",
+        "columns": ["customer_id"],
+        "schema_fields": {"customer_id": "string"},
+        "partition_fields": [],
+        "format_version": 2,
+        "equality_delete_files": 0,
+    }
+    assert table_problems(properties={si.INDEX_PROPERTY: "true"}, **common) == []
+    (problem,) = table_problems(properties={si.INDEX_PROPERTY: "on"}, **common)
+    assert si.INDEX_PROPERTY in problem and "'true' or 'false'" in problem

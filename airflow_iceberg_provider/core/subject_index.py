@@ -17,8 +17,8 @@ Shape (pure; the Spark job gathers values and writes the file):
   files. An update adds the new files' entries and removes those of files no longer live (their
   path becomes a tombstone), so an erased file's fingerprints leave the index.
 * **Blobs**: one per subject column, of type :data:`BLOB_TYPE`, in a Puffin file registered on a
-  snapshot as its statistics file (``statistics`` in table metadata; engines skip blob types they do
-  not know). The blob names the column's field id, the false-positive rate and a key id (an HMAC
+  snapshot as its statistics file (``statistics`` in table metadata, listing none of these blobs:
+  see :data:`FILE_SUFFIX`). The blob names the column's field id, the false-positive rate and a key id (an HMAC
   of a fixed label: it tells whether the index was built with this salt without revealing it).
 * **Lineage**: data files are immutable and never reuse a path, so a filter stays true for its
   path forever. Any index of the table is therefore sound for any snapshot: the files the index
@@ -46,6 +46,11 @@ from airflow_iceberg_provider.core.erasure_lifecycle import KeyedHasher, hmac_di
 
 #: The Puffin blob type of a subject index (one blob per subject column).
 BLOB_TYPE = "airflow-iceberg-provider-subject-index-v1"
+#: How an index's Puffin file is named. Its statistics entry in table metadata lists only the blobs
+#: of other types the file carries: pyiceberg 0.12 refuses table metadata whose ``blob-metadata``
+#: names a type outside the spec's (a table would become unreadable to it), so the index's own
+#: blobs are named in the Puffin footer only, and the file is found by this suffix.
+FILE_SUFFIX = ".subject-index.puffin"
 #: Table property turning the index on (``true`` / ``false``).
 INDEX_PROPERTY = "airflow-iceberg.erasure.subject-index"
 #: Table property: the filters' false-positive rate (default :data:`DEFAULT_FPP`).

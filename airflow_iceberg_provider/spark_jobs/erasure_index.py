@@ -4,8 +4,9 @@ The index itself (keyed fingerprints, Puffin encoding, the probe plan) is
 :mod:`airflow_iceberg_provider.core.subject_index`; this module gathers its inputs through the
 Iceberg API of the driver's JVM:
 
-* **load**: the table's statistics files (``statistics`` in table metadata) holding a blob of
-  the provider's type for the run's subject columns and salt; the nearest ancestor of the head
+* **load**: the table's statistics files (``statistics`` in table metadata) named
+  ``*.subject-index.puffin`` whose Puffin footer holds a blob of the provider's type for the run's
+  subject columns and salt; the nearest ancestor of the head
   wins, any other indexed snapshot is still sound (files never change under a path);
 * **plan**: live files the index covers and names, plus every live file it does not cover (a
   commit made without the index: an outside writer, a published branch, a compaction): only
@@ -25,6 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_iceberg_provider.core import subject_index as si
@@ -72,7 +74,7 @@ def load(run: Any, head: int) -> dict[str, Any]:
     hasher, kid = KeyedHasher(run.salt), si.key_id(run.salt)
     ids = esc.field_ids(run)
     files = _stats_files(tbl)
-    ours = [sid for sid, f in files.items() if any(str(b.type()) == si.BLOB_TYPE for b in f.blobMetadata())]
+    ours = [sid for sid, f in files.items() if str(f.path()).endswith(si.FILE_SUFFIX)]
     order = [sid for sid in _ancestors(tbl, head) if sid in ours] + sorted(set(ours) - set(_ancestors(tbl, head)))
     found: dict[str, Any] = {"head": head, "indexes": {}, "snapshot_id": None}
     for sid in order:
@@ -147,9 +149,10 @@ def _values(run: Any, locations: list[str]) -> dict[str, dict[str, list[Any]]]:
     return out
 
 
-def update(run: Any, head: int | None, live: dict[str, str]) -> dict[str, Any]:
-    """Bring the index up to ``head`` (``live``: normalised path -> location of its data files) and
-    register it there; returns what it did (recorded under ``subject_index`` in the metrics)."""
+def update(run: Any, head: int | None, live: Mapping[str, Any], location: Callable[[Any], str] = str) -> dict[str, Any]:
+    """Bring the index up to ``head`` (``live``: normalised path -> its data file's location, or what
+    ``location`` turns into one: only the files to read are asked) and register it there; returns
+    what it did (recorded under ``subject_index`` in the metrics)."""
     on, fpp = enabled(run)
     if not on or head is None:
         return {"updated": False, "reason": "disabled" if not on else "no snapshot"}
@@ -169,7 +172,7 @@ def update(run: Any, head: int | None, live: dict[str, str]) -> dict[str, Any]:
     missing = sorted({p for idx in indexes.values() for p in set(live) - idx.covered()})
     if not missing and not dropped and not stale:  # an ancestor's index covers every live file
         return {"updated": False, "reason": "current", "snapshot_id": loaded["snapshot_id"], "files": len(live)}
-    values = _values(run, [live[p] for p in missing]) if missing else {}
+    values = _values(run, [location(live[p]) for p in missing]) if missing else {}
     added = 0
     for c, idx in indexes.items():
         added = max(added, idx.add({p: values.get(c, {}).get(p, []) for p in missing}, hasher))
@@ -189,11 +192,13 @@ def update(run: Any, head: int | None, live: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def keep_current(run: Any, head: int | None, live: dict[str, str]) -> dict[str, Any]:
+def keep_current(
+    run: Any, head: int | None, live: Mapping[str, Any], location: Callable[[Any], str] = str
+) -> dict[str, Any]:
     """:func:`update` after a verified erasure; a failure is reported, not raised: the erasure is
     proven without the index, and a later run probes the files the index does not cover."""
     try:
-        return update(run, head, live)
+        return update(run, head, live, location)
     except Exception as err:  # noqa: BLE001 - py4j wraps every JVM error; the erasure's proof does not depend on it
         _LOADED.pop(run, None)
         return {"updated": False, "reason": f"failed ({type(err).__name__}); the next erasure probes uncovered files"}
@@ -214,7 +219,7 @@ def _register(run: Any, head: int, indexes: dict[str, si.ColumnIndex], hasher: K
             return 0  # never replace statistics it cannot copy: the index stays on an older snapshot
     puffin = si.encode_puffin(blobs)
     root = str(tbl.location()).rstrip("/")
-    location = f"{root}/metadata/{head}-{uuid.uuid4().hex}.subject-index.puffin"
+    location = f"{root}/metadata/{head}-{uuid.uuid4().hex}{si.FILE_SUFFIX}"
     out = tbl.io().newOutputFile(location).createOrOverwrite()
     try:
         out.write(bytearray(puffin.data))
@@ -222,6 +227,8 @@ def _register(run: Any, head: int, indexes: dict[str, si.ColumnIndex], hasher: K
         out.close()
     metas = jvm.java.util.ArrayList()
     for m in puffin.blobs:
+        if m["type"] == si.BLOB_TYPE:  # named in the Puffin footer only (see :data:`si.FILE_SUFFIX`)
+            continue
         fields = jvm.java.util.ArrayList()
         for f in m["fields"]:
             fields.add(jvm.java.lang.Integer.valueOf(int(f)))

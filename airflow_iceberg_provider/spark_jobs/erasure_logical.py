@@ -163,8 +163,9 @@ def _keep_index_current(run: LogicalRun, tasks_by_head: dict[int, dict[str, Any]
     if run.snapshot_after is None or run.snapshot_after not in tasks_by_head:
         return
     with run.timed("subject_index"):
-        live = {p: str(t.file().location()) for p, t in tasks_by_head[run.snapshot_after].items()}
-        run.metrics["subject_index"] = ei.keep_current(run, run.snapshot_after, live)
+        run.metrics["subject_index"] = ei.keep_current(
+            run, run.snapshot_after, tasks_by_head[run.snapshot_after], lambda t: str(t.file().location())
+        )
 
 
 def run_sql(run: LogicalRun, started: datetime) -> dict[str, Any]:

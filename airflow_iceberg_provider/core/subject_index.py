@@ -429,3 +429,26 @@ def stale_columns(indexes: Mapping[str, ColumnIndex], columns: Sequence[str], li
         if covered * 2 < len(live) or idx.tombstones() > max(len(idx.covered()), 64):
             out.append(c)
     return out
+
+
+def index_lag(
+    snapshots: Mapping[int, tuple[int | None, int | None]], head: int | None, indexed: Iterable[int]
+) -> int | None:
+    """Data files committed on ``head``'s lineage since its nearest indexed ancestor (the sum of the
+    snapshots' ``added-data-files``; a snapshot without that count counts as one file); ``None`` when
+    no ancestor of ``head`` carries an index (the index is missing). ``0``: the index covers the head.
+
+    :param snapshots: snapshot id -> (parent id, added data files from its summary).
+    """
+    if head is None:
+        return 0
+    marked, lag, seen = set(indexed), 0, set()
+    sid: int | None = head
+    while sid is not None and sid in snapshots and sid not in seen:
+        if sid in marked:
+            return lag
+        seen.add(sid)
+        parent, added = snapshots[sid]
+        lag += 1 if added is None else int(added)
+        sid = parent
+    return None

@@ -94,6 +94,25 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
     }
 
 
+def prepare_index_refresh(hook: IcebergCatalogHook, args: ErasureArgs, log: _Log) -> dict[str, Any]:
+    """The job's parameters to bring the subject index up to ``main``'s head, no request erased
+    (the maintenance plan's refresh); the same refusals from metadata as an erasure."""
+    columns = validate_subject_columns(args.subject_columns)
+    _preflight(hook, args.table, columns, PHASE_LOGICAL, log)
+    log.info("Subject index of %s (columns %s): brought up to main's head", args.table, columns)
+    return {
+        "subject_columns": columns,
+        "source": {"kind": "none"},
+        "ref_policy": validate_ref_policy(args.ref_policy),
+        "salt": _salt(args.salt_conn_id),
+        "tables_in_scope": _scope(args),
+        "phase": PHASE_PURGE,
+        "index_only": True,
+        "redact_requests": False,
+        "properties_restored": {},
+    }
+
+
 def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log: _Log) -> dict[str, str | None]:
     """Put back the table properties a killed erasure left switched, in one commit; what was restored.
 

@@ -36,7 +36,14 @@ from airflow_iceberg_provider.core.erasure_lifecycle import (
     hmac_hex,
 )
 from airflow_iceberg_provider.core.subject_index import DEFAULT_FPP as DEFAULT_INDEX_FPP
-from airflow_iceberg_provider.core.subject_index import FPP_PROPERTY, INDEX_PROPERTY, check_fpp, index_settings
+from airflow_iceberg_provider.core.subject_index import (
+    FILE_SUFFIX,
+    FPP_PROPERTY,
+    INDEX_PROPERTY,
+    check_fpp,
+    index_lag,
+    index_settings,
+)
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
 
@@ -59,6 +66,7 @@ __all__ = [
     "SUBJECT_FILE_FORMATS",
     "overdue_requests",
     "subject_hash",
+    "subject_index_lag",
     "table_problems",
     "validate_ref_policy",
     "validate_request_ids",
@@ -474,6 +482,28 @@ def erasure_ready_properties(
         props[INDEX_PROPERTY] = "true"
         props[FPP_PROPERTY] = repr(index_fpp)
     return props
+
+
+def subject_index_lag(tbl: Any) -> int | None:
+    """Data files on ``main``'s lineage the subject index does not cover, from a loaded table's
+    metadata (``None``: the table has no index on that lineage; ``0``: current). Only tables with
+    ``airflow-iceberg.erasure.subject-index=true`` are asked; others answer ``0``.
+
+    :param tbl: a pyiceberg table as loaded by the catalog hook (only its metadata is read).
+    """
+    meta = tbl.metadata
+    try:
+        if not index_settings(meta.properties)[0]:
+            return 0
+    except ValueError as err:
+        raise IcebergValidationError(f"{err}; nothing was changed.") from None
+    snaps: dict[int, tuple[int | None, int | None]] = {}
+    for s in meta.snapshots:
+        added = (s.summary.additional_properties if s.summary else {}).get("added-data-files")
+        snaps[s.snapshot_id] = (s.parent_snapshot_id, int(added) if added is not None else None)
+    indexed = [f.snapshot_id for f in meta.statistics if f.statistics_path.endswith(FILE_SUFFIX)]
+    head = meta.current_snapshot_id
+    return index_lag(snaps, head, indexed)
 
 
 def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mapping[str, str]) -> list[str]:

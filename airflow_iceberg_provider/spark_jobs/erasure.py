@@ -354,6 +354,8 @@ class ErasureRun:
     def run(self) -> dict[str, Any]:
         started = datetime.now(UTC)
         try:
+            if self.spec.get("index_only"):
+                return self.run_index_only()
             stop = self._prepare()
             if stop is not None:
                 return stop
@@ -381,6 +383,23 @@ class ErasureRun:
         self.status = "noop"
         self.snapshot_before = self.snapshot_after = self.main_head()
         self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
+        return self.metrics
+
+    def run_index_only(self) -> dict[str, Any]:
+        """Bring the subject index up to ``main``'s head (the maintenance plan's refresh when no
+        request waits for a purge): preflight, then only the files the index does not cover are read."""
+        with self.timed("preflight"):
+            self.refresh()
+            reason = self.preflight()
+        if reason:
+            return self._refuse(reason)
+        self.status = "noop"
+        self.snapshot_before = self.snapshot_after = self.main_head()
+        if self.snapshot_after is not None and _fs.has_jvm(self.spark):
+            with self.timed("subject_index"):
+                live = {p: p for p in self.snapshot_files(self.snapshot_after)}
+                self.metrics["subject_index"] = erasure_index.keep_current(self, self.snapshot_after, live)
+        self.metrics.update(requests=0, rows_deleted=0, verification=None, timings_s=self.timings)
         return self.metrics
 
     # ------------------------------------------------------------------ physical phases

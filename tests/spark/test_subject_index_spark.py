@@ -164,3 +164,31 @@ def test_malformed_index_property_is_refused_before_any_job(lake, first):
     finally:
         with hook.load_table(TABLE).transaction() as tx:
             tx.set_properties({si.INDEX_PROPERTY: "true"})
+
+
+def test_maintenance_plan_brings_a_lagging_index_up_to_date(lake, first):
+    """Nothing waits for a purge, but an outside append left the index behind: the plan's purge
+    action runs as an index refresh (only the new file is read), and a current index plans nothing."""
+    from airflow_iceberg_provider.operators.maintenance import IcebergMaintenancePlanOperator
+    from airflow_iceberg_provider.rules.erasure import subject_index_lag
+
+    hook = lake
+    _append(hook, list(range(20_000, 20_030)), owner=9001)
+    assert subject_index_lag(hook.load_table(TABLE)) == 1
+
+    def plan(task_id: str) -> dict:
+        return IcebergMaintenancePlanOperator(
+            task_id=task_id,
+            table=TABLE,
+            actions=["rewrite_manifests"],
+            max_manifests=10_000,
+            erasure_purge={"requests_table": "db.requests_ix", "subject_columns": "customer_id"},
+        ).execute(fake_context(task_id=task_id))
+
+    out = plan("nightly")
+    purge = out["erasure_purge"]
+    assert purge["purged"] is False and purge["requests"] == 0 and purge["rows_deleted"] == 0, purge
+    assert purge["subject_index"]["updated"] is True and purge["subject_index"]["files_added"] == 1, purge
+    assert subject_index_lag(hook.load_table(TABLE)) == 0
+    again = plan("nightly2")
+    assert again["erasure_purge"] == {"purged": False} and again["spark_job"] is False

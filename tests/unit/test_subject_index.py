@@ -169,3 +169,35 @@ def test_malformed_index_property_is_a_table_problem() -> None:
     assert table_problems(properties={si.INDEX_PROPERTY: "true"}, **common) == []
     (problem,) = table_problems(properties={si.INDEX_PROPERTY: "on"}, **common)
     assert si.INDEX_PROPERTY in problem and "'true' or 'false'" in problem
+
+
+def test_index_lag_over_lineage() -> None:
+    # 1 <- 2 <- 3 <- 4 (head); 5 is on another branch
+    snaps = {1: (None, 4), 2: (1, 2), 3: (2, None), 4: (3, 5), 5: (1, 9)}
+    assert si.index_lag(snaps, 4, [4]) == 0
+    assert si.index_lag(snaps, 4, [2]) == 5 + 1  # snapshot 3 has no count: counted as one file
+    assert si.index_lag(snaps, 4, [5]) is None  # an index off the lineage: missing for this head
+    assert si.index_lag(snaps, 4, []) is None
+    assert si.index_lag(snaps, None, []) == 0
+
+
+def test_subject_index_lag_from_a_loaded_table(tmp_path) -> None:
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from airflow_iceberg_provider.exceptions import IcebergValidationError
+    from airflow_iceberg_provider.rules.erasure import subject_index_lag
+
+    cat = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    cat.create_namespace("db")
+    data = pa.table({"customer_id": pa.array(["a", "b"], pa.string())})
+    tbl = cat.create_table("db.t", schema=data.schema)
+    tbl.append(data)
+    assert subject_index_lag(cat.load_table("db.t")) == 0  # index off: never planned
+    with cat.load_table("db.t").transaction() as tx:
+        tx.set_properties({si.INDEX_PROPERTY: "true"})
+    assert subject_index_lag(cat.load_table("db.t")) is None  # on, never built
+    with cat.load_table("db.t").transaction() as tx:
+        tx.set_properties({si.INDEX_PROPERTY: "maybe"})
+    with pytest.raises(IcebergValidationError, match="'true' or 'false'"):
+        subject_index_lag(cat.load_table("db.t"))

@@ -49,15 +49,26 @@ def _read(tbl: Any, location: str) -> bytes:
         stream.close()
 
 
-def _ancestors(tbl: Any, snapshot_id: int) -> list[int]:
-    out: list[int] = []
-    sid: int | None = snapshot_id
-    while sid is not None:
-        out.append(int(sid))
+def _search_order(tbl: Any, head: int, indexed: set[int]) -> list[int]:
+    """Indexed snapshots to try: the nearest ancestor of ``head`` first (the walk stops there), then
+    the others, newest first."""
+    first: list[int] = []
+    sid: int | None = head
+    seen: set[int] = set()
+    while sid is not None and sid not in seen and indexed:
+        if sid in indexed:
+            first.append(sid)
+            break
+        seen.add(sid)
         snap = tbl.snapshot(int(sid))
         parent = snap.parentId() if snap is not None else None
         sid = int(parent) if parent is not None else None
-    return out
+
+    def when(s: int) -> int:
+        snap = tbl.snapshot(int(s))
+        return int(snap.timestampMillis()) if snap is not None else 0
+
+    return first + sorted(indexed - set(first), key=when, reverse=True)
 
 
 def _stats_files(tbl: Any) -> dict[int, Any]:
@@ -74,8 +85,8 @@ def load(run: Any, head: int) -> dict[str, Any]:
     hasher, kid = KeyedHasher(run.salt), si.key_id(run.salt)
     ids = esc.field_ids(run)
     files = _stats_files(tbl)
-    ours = [sid for sid, f in files.items() if str(f.path()).endswith(si.FILE_SUFFIX)]
-    order = [sid for sid in _ancestors(tbl, head) if sid in ours] + sorted(set(ours) - set(_ancestors(tbl, head)))
+    ours = {sid for sid, f in files.items() if str(f.path()).endswith(si.FILE_SUFFIX)}
+    order = _search_order(tbl, head, ours)
     found: dict[str, Any] = {"head": head, "indexes": {}, "snapshot_id": None}
     for sid in order:
         try:
@@ -173,6 +184,9 @@ def update(run: Any, head: int | None, live: Mapping[str, Any], location: Callab
     if not missing and not dropped and not stale:  # an ancestor's index covers every live file
         return {"updated": False, "reason": "current", "snapshot_id": loaded["snapshot_id"], "files": len(live)}
     values = _values(run, [location(live[p]) for p in missing]) if missing else {}
+    for c, by_path in values.items():  # a path read back in another spelling would index a file as empty
+        if not set(by_path) <= set(missing):
+            raise si.SubjectIndexError(f"the subject values of column {c!r} came back under unexpected file paths")
     added = 0
     for c, idx in indexes.items():
         added = max(added, idx.add({p: values.get(c, {}).get(p, []) for p in missing}, hasher))

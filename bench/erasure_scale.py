@@ -16,7 +16,9 @@ on generated tables (``spark.range``; no data is downloaded):
     ``--d-subjects`` subjects in the same ``--d-subject-files`` files (bloom filters, no bounds):
     logical time ratio 10N / N (target <= 1.3) and the files read vs the files holding subjects
     (target <= 2x plus the files no proof excludes), for the candidate-file strategy (position
-    deletes, the default) and the SQL DELETE, side by side on identical files;
+    deletes, the default), the SQL DELETE and the candidate path with the subject index (built
+    first; its size, build time and update after one more commit of ``--d-commit-files`` files are
+    printed), side by side on identical files;
 (c) ``--c-days`` daily batches of ``--c-batch`` requests: daily logical erasures + ONE purge vs
     one full erasure per day (target: >= 10x less total time).
 
@@ -30,7 +32,9 @@ met; the full erasure costs what rewriting costs, so the ratio grows with the by
 (c) one purge 14.5x (27.1x on a smaller table) faster than 30 full erasures (met).
 (d) candidate path 2.60 (earlier EPYC, loaded) and 1.83 (Zen 5 EPYC, idle) for 10x the files:
 the 1.3 target is not met (each file's proof opens its footer; Iceberg has no per-file
-membership index); files read: exactly the 50 holding subjects (met).
+membership index); files read: exactly the 50 holding subjects (met). With the subject index
+(third variant, same files): 1.19 (earlier EPYC, load 19-25; met), 50 files opened of 500 and of
+5,000, no false positive at rate 1e-6 (met); index 0.68 / 6.96 MB, one commit's update 1.9 / 7.1 s.
 """
 
 from __future__ import annotations

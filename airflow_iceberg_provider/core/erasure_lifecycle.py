@@ -58,9 +58,33 @@ def hmac_pads(salt: bytes) -> tuple[bytes, bytes]:
     return bytes(b ^ 0x36 for b in key), bytes(b ^ 0x5C for b in key)
 
 
+def hmac_digest(salt: bytes, value: str) -> bytes:
+    """HMAC-SHA256 of a subject key (or of a subject column's value, as text) under the erasure salt."""
+    return hmac.new(salt, value.encode("utf-8"), hashlib.sha256).digest()
+
+
 def hmac_hex(salt: bytes, value: str) -> str:
     """Reference HMAC-SHA256 (hex) of a subject key; equals the Spark computation."""
-    return hmac.new(salt, value.encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac_digest(salt, value).hex()
+
+
+class KeyedHasher:
+    """:func:`hmac_digest` of many values under one salt, the key schedule computed once
+    (the subject index hashes every value of a subject column)."""
+
+    def __init__(self, salt: bytes) -> None:
+        self._base = hmac.new(salt, digestmod=hashlib.sha256)
+
+    def digest(self, value: object) -> bytes:
+        h = self._base.copy()
+        h.update(str(value).encode("utf-8"))
+        return h.digest()
+
+    def mac(self, data: bytes) -> bytes:
+        """HMAC-SHA256 of raw bytes (the subject index seals its content with it)."""
+        h = self._base.copy()
+        h.update(data)
+        return h.digest()
 
 
 def evidence_id(request_id: str, table: str) -> str:

@@ -94,6 +94,25 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
     }
 
 
+def prepare_index_refresh(hook: IcebergCatalogHook, args: ErasureArgs, log: _Log) -> dict[str, Any]:
+    """The job's parameters to bring the subject index up to ``main``'s head, no request erased
+    (the maintenance plan's refresh); the same refusals from metadata as an erasure."""
+    columns = validate_subject_columns(args.subject_columns)
+    _preflight(hook, args.table, columns, PHASE_LOGICAL, log)
+    log.info("Subject index of %s (columns %s): brought up to main's head", args.table, columns)
+    return {
+        "subject_columns": columns,
+        "source": {"kind": "none"},
+        "ref_policy": validate_ref_policy(args.ref_policy),
+        "salt": _salt(args.salt_conn_id),
+        "tables_in_scope": _scope(args),
+        "phase": PHASE_PURGE,
+        "index_only": True,
+        "redact_requests": False,
+        "properties_restored": {},
+    }
+
+
 def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log: _Log) -> dict[str, str | None]:
     """Put back the table properties a killed erasure left switched, in one commit; what was restored.
 
@@ -293,6 +312,9 @@ def erasure_summary(
         "files_pruned_bloom": int(m.get("files_pruned_bloom", 0)),
         "files_pruned_dictionary": int(m.get("files_pruned_dictionary", 0)),
         "files_raw_read": int(m.get("files_raw_read", 0)),
+        "files_index_excluded": int(m.get("logical_files_index_excluded", 0)),
+        "files_unindexed": int(m.get("logical_files_unindexed", 0)),
+        "subject_index": dict(m.get("subject_index") or {}),
         "snapshots_kept": int(m.get("snapshots_retained", 0)),
         "requests_redacted": int(m.get("requests_redacted", 0)),
         "redaction_verification": m.get("redaction_verification"),

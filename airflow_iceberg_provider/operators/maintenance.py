@@ -30,6 +30,7 @@ from airflow_iceberg_provider.operators._erasure_job import (
     erasure_summary,
     nothing_to_purge,
     prepare_erasure,
+    prepare_index_refresh,
     verify_evidence,
 )
 from airflow_iceberg_provider.operators._maintenance_base import (
@@ -40,6 +41,7 @@ from airflow_iceberg_provider.operators._maintenance_base import (
     health_summary,
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH
+from airflow_iceberg_provider.rules.erasure import subject_index_lag
 from airflow_iceberg_provider.rules.expiry import ExpiryPreview, iso, validate_retain_last
 from airflow_iceberg_provider.rules.format_version import position_delete_rewrite_skip
 from airflow_iceberg_provider.rules.maintenance import (
@@ -596,7 +598,16 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
         args = ErasureArgs(table=self.ident, **opts)
         if nothing_to_purge(self.catalog_hook, args):
             self.log.info("erasure_purge: no logically erased request in %s, nothing to purge", args.requests_table)
-            return None, None
+            lag = subject_index_lag(self.catalog_hook.load_table(self.ident))
+            if lag == 0:
+                return None, None
+            spec = self.job_spec(context, "erasure", **prepare_index_refresh(self.catalog_hook, args, self.log))
+            reason = (
+                "the subject index is missing"
+                if lag is None
+                else f"the subject index does not cover {lag} data file(s) committed since it was updated"
+            )
+            return PlannedAction(ERASURE_PURGE, {}, reason), spec
         spec = self.job_spec(context, "erasure", **prepare_erasure(self.catalog_hook, args, PHASE_PURGE, self.log))
         reason = f"logically erased requests in {args.requests_table} wait for their purge"
         return PlannedAction(ERASURE_PURGE, {}, reason), spec
@@ -614,7 +625,7 @@ class IcebergMaintenancePlanOperator(_IcebergMaintenanceOperator):
             summary,
             log=self.log,
         )
-        return {"purged": True, **summary}
+        return {"purged": summary["requests"] > 0, **summary}
 
     def _record_healthy(self, context: Context, decision: MaintenanceDecision, health: TableHealth) -> None:
         """A healthy table: a ``noop`` ledger row, no Spark job."""

@@ -35,6 +35,15 @@ from airflow_iceberg_provider.core.erasure_lifecycle import (
     STATUSES,
     hmac_hex,
 )
+from airflow_iceberg_provider.core.subject_index import DEFAULT_FPP as DEFAULT_INDEX_FPP
+from airflow_iceberg_provider.core.subject_index import (
+    FILE_SUFFIX,
+    FPP_PROPERTY,
+    INDEX_PROPERTY,
+    check_fpp,
+    index_lag,
+    index_settings,
+)
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
 from airflow_iceberg_provider.rules.format_version import FORMAT_VERSIONS
@@ -58,6 +67,7 @@ __all__ = [
     "SUBJECT_FILE_FORMATS",
     "overdue_requests",
     "subject_hash",
+    "subject_index_lag",
     "table_problems",
     "validate_ref_policy",
     "validate_request_ids",
@@ -286,6 +296,10 @@ def table_problems(
             f"{table} has gc.enabled=false: expire_snapshots cannot delete the old files that still hold the "
             "subjects. Set gc.enabled=true (only if no other table shares its files)."
         )
+    try:
+        index_settings(properties)
+    except ValueError as err:
+        problems.append(f"{table}: {err}.")
     if equality_delete_files:
         problems.append(
             f"{table} has {equality_delete_files} equality-delete file(s) in its history; they contain the "
@@ -402,7 +416,14 @@ def deadline_report(
 
 # ------------------------------------------------------- erasure-ready tables
 def erasure_ready_properties(
-    columns: str | Sequence[str], *, fpp: float = 0.01, keep_bounds: bool = False, kind: str | None = None
+    columns: str | Sequence[str],
+    *,
+    fpp: float = 0.01,
+    keep_bounds: bool = False,
+    kind: str | None = None,
+    subject_index: bool = False,
+    index_fpp: float = DEFAULT_INDEX_FPP,
+    parquet_bloom_filters: bool = True,
 ) -> dict[str, str]:
     """Table properties that make erasure read only the files that can hold a subject.
 
@@ -416,6 +437,13 @@ def erasure_ready_properties(
     * ``write.metadata.metrics.column.<c>=none`` unless ``keep_bounds``: manifests then never
       carry personal values as column bounds (pruning relies on the bloom filters). Keep
       bounds (``full``, exact) for sorted numeric keys, where they prune for free.
+    * with ``subject_index``, the subject index (``airflow-iceberg.erasure.subject-index``): keyed
+      fingerprints of every data file's subject values under the erasure salt, kept beside the
+      table as a Puffin statistics file, so the logical phase opens only the files it names and
+      those written since it was updated. With the index, ``parquet_bloom_filters=False`` drops
+      the Parquet bloom filters: anyone who can read a data file can test a value against its
+      bloom filter, and nobody without the salt can test one against the index. Files the index
+      does not cover are then raw-read (a file is skipped only on a proof).
 
     Pass them to ``IcebergCreateTableOperator(properties=...)`` or ``ALTER TABLE ... SET TBLPROPERTIES``
     (files written before keep no filter until rewritten).
@@ -425,17 +453,58 @@ def erasure_ready_properties(
     :param keep_bounds: keep the columns' min/max bounds in the manifests (default ``False``).
     :param kind: the kind of subject key the columns hold (e.g. ``customer_id``), declared for a
         catalog-wide erasure; ``None`` declares nothing.
+    :param subject_index: keep the subject index (default ``False``).
+    :param index_fpp: the index's false-positive rate per key and data file (default one in a million).
+    :param parquet_bloom_filters: write Parquet bloom filters on the subject columns (default ``True``);
+        ``False`` needs ``subject_index=True``.
     :raises IcebergValidationError: a column name or ``fpp`` is invalid.
     """
     cols = validate_subject_columns(columns)
     if not 0 < float(fpp) < 1:
         raise IcebergValidationError(f"fpp={fpp!r} is invalid; pass a false-positive rate between 0 and 1, e.g. 0.01.")
+    if not parquet_bloom_filters and not subject_index:
+        raise IcebergValidationError(
+            "parquet_bloom_filters=False without subject_index=True leaves erasure no proof but raw reads of "
+            "every file; pass subject_index=True (the keyed index replaces the bloom filters) or keep the filters."
+        )
+    try:
+        index_fpp = check_fpp(index_fpp, "index_fpp")
+    except ValueError as err:
+        raise IcebergValidationError(str(err)) from None
     props = {subject_columns_property(kind): ",".join(cols)} if kind is not None else {}
     for c in cols:
-        props[f"write.parquet.bloom-filter-enabled.column.{c}"] = "true"
-        props[f"write.parquet.bloom-filter-fpp.column.{c}"] = str(float(fpp))
+        if parquet_bloom_filters:
+            props[f"write.parquet.bloom-filter-enabled.column.{c}"] = "true"
+            props[f"write.parquet.bloom-filter-fpp.column.{c}"] = str(float(fpp))
+        else:
+            props[f"write.parquet.bloom-filter-enabled.column.{c}"] = "false"
         props[f"write.metadata.metrics.column.{c}"] = "full" if keep_bounds else "none"
+    if subject_index:
+        props[INDEX_PROPERTY] = "true"
+        props[FPP_PROPERTY] = repr(index_fpp)
     return props
+
+
+def subject_index_lag(tbl: Any) -> int | None:
+    """Data files on ``main``'s lineage the subject index does not cover, from a loaded table's
+    metadata (``None``: the table has no index on that lineage; ``0``: current). Only tables with
+    ``airflow-iceberg.erasure.subject-index=true`` are asked; others answer ``0``.
+
+    :param tbl: a pyiceberg table as loaded by the catalog hook (only its metadata is read).
+    """
+    meta = tbl.metadata
+    try:
+        if not index_settings(meta.properties)[0]:
+            return 0
+    except ValueError as err:
+        raise IcebergValidationError(f"{err}; nothing was changed.") from None
+    snaps: dict[int, tuple[int | None, int | None]] = {}
+    for s in meta.snapshots:
+        added = (s.summary.additional_properties if s.summary else {}).get("added-data-files")
+        snaps[s.snapshot_id] = (s.parent_snapshot_id, int(added) if added is not None else None)
+    indexed = [f.snapshot_id for f in meta.statistics if f.statistics_path.endswith(FILE_SUFFIX)]
+    head = meta.current_snapshot_id
+    return index_lag(snaps, head, indexed)
 
 
 def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mapping[str, str]) -> list[str]:
@@ -448,6 +517,7 @@ def bloom_filter_warnings(table: str, columns: Sequence[str], properties: Mappin
         "dictionary-encoded) prove no subject is in it, and raw-read every other file"
         for c in columns
         if str(properties.get(f"write.parquet.bloom-filter-enabled.column.{c}", "false")).lower() != "true"
+        and str(properties.get(INDEX_PROPERTY, "false")) != "true"
     ]
 
 

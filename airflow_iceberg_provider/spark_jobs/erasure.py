@@ -42,7 +42,7 @@ from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types, subject_column_problems
-from airflow_iceberg_provider.spark_jobs import _fs, erasure_logical, erasure_redact
+from airflow_iceberg_provider.spark_jobs import _fs, erasure_index, erasure_logical, erasure_redact
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
@@ -354,6 +354,8 @@ class ErasureRun:
     def run(self) -> dict[str, Any]:
         started = datetime.now(UTC)
         try:
+            if self.spec.get("index_only"):
+                return self.run_index_only()
             stop = self._prepare()
             if stop is not None:
                 return stop
@@ -381,6 +383,23 @@ class ErasureRun:
         self.status = "noop"
         self.snapshot_before = self.snapshot_after = self.main_head()
         self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
+        return self.metrics
+
+    def run_index_only(self) -> dict[str, Any]:
+        """Bring the subject index up to ``main``'s head (the maintenance plan's refresh when no
+        request waits for a purge): preflight, then only the files the index does not cover are read."""
+        with self.timed("preflight"):
+            self.refresh()
+            reason = self.preflight()
+        if reason:
+            return self._refuse(reason)
+        self.status = "noop"
+        self.snapshot_before = self.snapshot_after = self.main_head()
+        if self.snapshot_after is not None and _fs.has_jvm(self.spark):
+            with self.timed("subject_index"):
+                live = {p: p for p in self.snapshot_files(self.snapshot_after)}
+                self.metrics["subject_index"] = erasure_index.keep_current(self, self.snapshot_after, live)
+        self.metrics.update(requests=0, rows_deleted=0, verification=None, timings_s=self.timings)
         return self.metrics
 
     # ------------------------------------------------------------------ physical phases
@@ -424,6 +443,10 @@ class ErasureRun:
             }
         )
         self.snapshot_after = self.main_head()
+        if outcome != lc.FAILED and self.snapshot_after is not None and _fs.has_jvm(self.spark):
+            with self.timed("subject_index"):  # the rewrite's new files added, the erased files' entries removed
+                live = {p: p for p in self.snapshot_files(self.snapshot_after)}
+                self.metrics["subject_index"] = erasure_index.keep_current(self, self.snapshot_after, live)
         self.metrics.update(
             rows_deleted=rows_deleted_total,
             rows_deleted_main=live.get("main", 0) if any(a["name"] == "main" for a in delete_refs) else 0,

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.spark_jobs import _fs
+from airflow_iceberg_provider.spark_jobs import erasure_index as ei
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
 
@@ -91,7 +92,7 @@ def run_targeted(run: LogicalRun, started: datetime) -> dict[str, Any]:
     with run.timed("candidates"):
         tasks_by_head = {sid: et.head_tasks(run, sid) for sid in {r["snapshot_id"] for r in refs}}
         every = {p: t for tasks in tasks_by_head.values() for p, t in tasks.items()}  # each file probed once
-        keep = et.candidate_paths(run, every, "logical")
+        keep = et.candidate_paths(run, every, "logical", main["snapshot_id"] if main else None)
         cands = {sid: {p: t for p, t in tasks.items() if p in keep} for sid, tasks in tasks_by_head.items()}
     per_request: list[tuple[str, int]] = []
     written = {"delete_files": 0, "positions": 0}
@@ -121,8 +122,9 @@ def run_targeted(run: LogicalRun, started: datetime) -> dict[str, Any]:
                 old_cands = cands.get(heads[name]["snapshot_id"], {}) if name in heads else {}
                 now = et.head_tasks(run, sid)
                 new_files = {p: t for p, t in now.items() if p not in old}
-                fresh = et.candidate_paths(run, new_files, "logical_new") if new_files else set()
+                fresh = et.candidate_paths(run, new_files, "logical_new", sid) if new_files else set()
                 cands[sid] = {p: t for p, t in now.items() if p in old_cands or p in fresh}
+                tasks_by_head[sid] = now
             visible[name] = et.visible_counts(run, cands[sid])
     branch_rows = sum(v for n, v in visible.items() if after[n]["type"] == "branch")
     tags_showing = sorted(n for n, v in visible.items() if v and after[n]["type"] == "tag")
@@ -144,6 +146,8 @@ def run_targeted(run: LogicalRun, started: datetime) -> dict[str, Any]:
         timings_s=run.timings,
     )
     run.details["tags_pending_purge"] = tags_showing
+    if outcome == lc.VERIFIED:
+        _keep_index_current(run, tasks_by_head)
     run.record(frame, started, outcome, [], [], {"rows_outside_holds": branch_rows, "held_rows": 0})
     if outcome == lc.FAILED:
         run.status = "failed"
@@ -152,6 +156,16 @@ def run_targeted(run: LogicalRun, started: datetime) -> dict[str, Any]:
             "candidate files of branch heads"
         )
     return run.metrics
+
+
+def _keep_index_current(run: LogicalRun, tasks_by_head: dict[int, dict[str, Any]]) -> None:
+    """The subject index brought up to main's new head (only files it does not cover are read)."""
+    if run.snapshot_after is None or run.snapshot_after not in tasks_by_head:
+        return
+    with run.timed("subject_index"):
+        run.metrics["subject_index"] = ei.keep_current(
+            run, run.snapshot_after, tasks_by_head[run.snapshot_after], lambda t: str(t.file().location())
+        )
 
 
 def run_sql(run: LogicalRun, started: datetime) -> dict[str, Any]:

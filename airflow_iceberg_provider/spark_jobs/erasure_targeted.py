@@ -29,6 +29,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from airflow_iceberg_provider.spark_jobs import erasure_index as ei
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
@@ -51,9 +52,13 @@ def head_tasks(run: Any, snapshot_id: int) -> dict[str, Any]:
     return out
 
 
-def candidate_paths(run: Any, tasks: dict[str, Any], prefix: str) -> set[str]:
+def candidate_paths(run: Any, tasks: dict[str, Any], prefix: str, head: int | None = None) -> set[str]:
     """The paths of ``tasks`` no proof excludes (each file probed once); counts recorded as
-    ``<prefix>_files_*`` and added to the ``files_*`` totals the evidence reports."""
+    ``<prefix>_files_*`` and added to the ``files_*`` totals the evidence reports. With ``head``,
+    the subject index (:mod:`erasure_index`) first drops the files it proves free of every key:
+    only the files it names and those it does not cover are probed."""
+    if head is not None:
+        tasks = ei.choose(run, tasks, head, prefix)
     locations = {p: str(t.file().location()) for p, t in tasks.items()}
     pr = esc.candidates(run, locations)
     for k in ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read"):

@@ -342,16 +342,48 @@ def bench_d(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
         out[f"{label}_rows"] = spark.table(t).count()
         out[f"{label}_files_holding"] = holding
         base = spark.sql(f"SELECT snapshot_id FROM {t}.refs WHERE name = 'main'").collect()[0][0]
-        for variant in ("positions", "sql"):
-            if variant == "sql":
+        for variant in ("positions", "sql", "index"):
+            if variant != "positions":
                 spark.sql(f"CALL `{cat}`.system.rollback_to_snapshot('{NS}.{label}', {int(base)})")
-            s, m = run(spark, spec, label, path, "logical", logical_delete=variant)
+            if variant == "index":
+                build_index(spark, spec, label, t, out)
+            s, m = run(spark, spec, label, path, "logical", logical_delete="sql" if variant == "sql" else "positions")
             key = f"{label}_{variant}"
             out[f"{key}_s"], out[f"{key}_timings"] = s, m.get("timings_s")
             out[f"{key}_verification"], out[f"{key}_rows_deleted"] = m.get("verification"), m.get("rows_deleted")
             for c in ("considered", "pruned_bounds", "pruned_bloom", "pruned_dictionary", "raw_read"):
                 out[f"{key}_{c}"] = m.get(f"logical_files_{c}")
+            for c in ("index_named", "unindexed", "index_excluded"):
+                out[f"{key}_{c}"] = m.get(f"logical_files_{c}")
+        commit_cost(spark, spec, label, t, out)
         spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
+
+
+def build_index(spark: Any, spec: dict[str, Any], label: str, t: str, out: dict[str, Any]) -> None:
+    """Turn the subject index on and build it: a logical erasure of a key no row holds probes every
+    file (nothing to commit) and then indexes every file (``subject_index`` in its metrics)."""
+    fpp = spec.get("d_index_fpp", 1e-6)
+    spark.sql(
+        f"ALTER TABLE {t} SET TBLPROPERTIES ('airflow-iceberg.erasure.subject-index'='true', "
+        f"'airflow-iceberg.erasure.subject-index.fpp'='{float(fpp)!r}')"
+    )
+    none = subjects(spark, spec["work_dir"], ["cust-nobody"], f"{label}_none")
+    s, m = run(spark, spec, label, none, "logical")
+    ix = m.get("subject_index") or {}
+    out[f"{label}_index_build_s"], out[f"{label}_index_bytes"] = ix.get("seconds"), ix.get("bytes")
+    out[f"{label}_index_files"] = ix.get("files_added")
+
+
+def commit_cost(spark: Any, spec: dict[str, Any], label: str, t: str, out: dict[str, Any]) -> None:
+    """The index's maintenance per commit: one append of ``d_commit_files`` files, then the update
+    (only the new files are read) the next erasure makes."""
+    k, per_file = spec.get("d_commit_files", 10), spec["d_rows_per_file"]
+    generate(spark, 50_000_000, k * per_file, 10_000_000, partitions=k).writeTo(t).append()
+    none = subjects(spark, spec["work_dir"], ["cust-nobody"], f"{label}_none2")
+    _s, m = run(spark, spec, label, none, "logical")
+    ix = m.get("subject_index") or {}
+    out[f"{label}_commit_files"], out[f"{label}_commit_index_s"] = ix.get("files_added"), ix.get("seconds")
+    out[f"{label}_commit_index_bytes"] = ix.get("bytes")
 
 
 def main() -> None:

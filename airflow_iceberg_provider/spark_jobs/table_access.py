@@ -352,6 +352,7 @@ class ConnectTableAccess:
         return _fs.table_location(self.spark, table)
 
     def properties(self, table: str) -> dict[str, str]:
+        """``SHOW TBLPROPERTIES`` without Iceberg's extras (Spark also hides its reserved ``owner``)."""
         return _fs.table_properties(self.spark, table)
 
     def schema_json(self, table: str, snapshot_id: int | None = None) -> str:

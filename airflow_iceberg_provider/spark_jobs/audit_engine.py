@@ -561,40 +561,23 @@ class AuditEngine:
         Iceberg's incremental append scan silently *skips* other operations (an overwrite
         between the two would go unaudited), so this is checked here, not assumed.
         """
-        jtable = self._jtable()
-        if jtable is None:  # Spark Connect: the snapshots metadata table
-            self._append_chain(base_snapshot_id, snapshot_id)
-            return
-        current = int(snapshot_id)
-        while current != int(base_snapshot_id):
-            snap = jtable.snapshot(current)
-            if snap is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            operation = str(snap.operation())
-            if operation != "append":
-                raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
-            parent = snap.parentId()
-            if parent is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            current = int(parent)
+        self._append_chain(base_snapshot_id, snapshot_id)
 
     def _append_chain(self, base_snapshot_id: int, snapshot_id: int) -> list[int]:
-        """The snapshots after ``base_snapshot_id`` up to ``snapshot_id`` (the snapshots metadata table),
-        checked as in :meth:`require_appends_only`."""
-        rows = self.spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {self.table}.snapshots").collect()
-        by_id = {int(r[0]): (None if r[1] is None else int(r[1]), str(r[2])) for r in rows}
-        chain, current = [], int(snapshot_id)
-        while current != int(base_snapshot_id):
-            if current not in by_id:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            parent, operation = by_id[current]
+        """The snapshots after ``base_snapshot_id`` up to ``snapshot_id``, walked from ``snapshot_id`` back
+        through its parents (:meth:`~.table_access.TableAccess.lineage`), checked as in
+        :meth:`require_appends_only`."""
+        self._jtable()  # the table as of this evaluation
+        chain: list[int] = []
+        if int(snapshot_id) == int(base_snapshot_id):
+            return chain
+        for current, operation, parent in self.access.lineage(self.table, int(snapshot_id)):
             if operation != "append":
                 raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
             chain.append(current)
-            if parent is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            current = parent
-        return chain
+            if parent == int(base_snapshot_id):  # the base itself may be expired meanwhile
+                return chain
+        raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
 
     def _appended_files_sql(self, base_snapshot_id: int, snapshot_id: int) -> Appended:
         """The appended data files from the ``all_entries`` metadata table (row counts and locations, no metrics)."""

@@ -82,6 +82,11 @@ class TableAccess(Protocol):
         """Snapshot id -> its data manifests; manifest -> locations of its live data files."""
         ...
 
+    def lineage(self, table: str, snapshot_id: int) -> Iterator[tuple[int, str, int | None]]:
+        """(snapshot id, operation, parent id) of ``snapshot_id``, then of each parent in turn; ends
+        after the first snapshot without a parent, or before one the table no longer has."""
+        ...
+
     def exists(self, table: str, location: str) -> bool:
         """Whether a file exists (through the table's file access)."""
         ...
@@ -216,6 +221,18 @@ class JvmTableAccess:
                     files[path] = _read_manifest(self._jvm, jtable, manifest)
             snaps[int(snap.snapshotId())] = paths
         return snaps, files
+
+    def lineage(self, table: str, snapshot_id: int) -> Iterator[tuple[int, str, int | None]]:
+        """Walked through the Java table, one snapshot at a time (only as far as the caller reads)."""
+        jtable = self.java_table(table)
+        current: int | None = int(snapshot_id)
+        while current is not None:
+            snap = jtable.snapshot(current)
+            if snap is None:
+                return
+            parent = snap.parentId()
+            yield current, str(snap.operation()), None if parent is None else int(parent)
+            current = None if parent is None else int(parent)
 
     def exists(self, table: str, location: str) -> bool:
         return bool(self.java_table(table).io().newInputFile(location).exists())
@@ -385,6 +402,16 @@ class ConnectTableAccess:
             files[live] = set(_fs.snapshot_data_files(self.spark, table, sid))
             snaps.setdefault(sid, []).append(live)
         return snaps, files
+
+    def lineage(self, table: str, snapshot_id: int) -> Iterator[tuple[int, str, int | None]]:
+        """From one query of the ``snapshots`` metadata table."""
+        rows = self.spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {table}.snapshots").collect()
+        by_id = {int(r[0]): (None if r[1] is None else int(r[1]), str(r[2])) for r in rows}
+        current: int | None = int(snapshot_id)
+        while current is not None and current in by_id:
+            parent, operation = by_id[current]
+            yield current, operation, parent
+            current = parent
 
     def exists(self, table: str, location: str) -> bool:
         return _fs.exists(self.spark, location)

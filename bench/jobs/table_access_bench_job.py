@@ -4,9 +4,8 @@ Builds ``db.access`` with ``snapshots`` appends of ``files`` data files each, th
 operation of :class:`~airflow_iceberg_provider.spark_jobs.table_access.TableAccess` through
 :class:`JvmTableAccess` (Iceberg's Java API, Hadoop's FileSystem) and through
 :class:`ConnectTableAccess` (metadata tables, the metadata file, pyarrow), which also runs in a
-classic session, medians of ``repeat`` after one warm-up, and compares their answers. The
-audit engine's append-chain check is timed both ways too (the Java walk vs the ``snapshots``
-metadata table). Results go to ``spec["result_path"]`` as JSON.
+classic session, medians of ``repeat`` after one warm-up, and compares their answers. Results
+go to ``spec["result_path"]`` as JSON.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
 
 def bench(ctx: JobContext) -> dict[str, Any]:
     from airflow_iceberg_provider.spark_jobs import _fs
-    from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine
     from airflow_iceberg_provider.spark_jobs.erasure_scan import norm_path
     from airflow_iceberg_provider.spark_jobs.table_access import ConnectTableAccess, JvmTableAccess
 
@@ -62,6 +60,14 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         snaps, manifests = access.manifest_index(t)
         return {s: {norm_path(p) for m in ms for p in manifests.get(m, ())} for s, ms in snaps.items()}
 
+    def lineage(access: Any) -> list[int]:  # what the audit's append-chain check reads
+        chain = []
+        for sid, _operation, parent in access.lineage(t, head):
+            chain.append(sid)
+            if parent == base:
+                break
+        return chain
+
     def listing(access: Any) -> set[str]:
         root = access.location(t).rstrip("/") + "/data"
         return {norm_path(loc) for loc, _ in access.list_files(t, root)}
@@ -73,6 +79,7 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         "schema_json (a snapshot)": lambda a: field_ids(a, middle),
         "snapshot_files (head)": lambda a: sorted(norm_path(p) for p in a.snapshot_files(t, head)),
         "manifest_index": index,
+        "lineage (head to first)": lineage,
         "exists": lambda a: a.exists(t, one),
         "file_sizes (20 files)": lambda a: a.file_sizes(some),
         "list_files (data dir)": listing,
@@ -94,12 +101,6 @@ def bench(ctx: JobContext) -> dict[str, Any]:
         start = time.perf_counter()
         access.append_empty(t, branch, {"bench.append": label})
         results.setdefault("append_empty (once)", {})[label] = time.perf_counter() - start
-    engine = AuditEngine(spark, t, access=accesses["jvm"])
-    engine._jtable_stale = True
-    results["append chain (audit)"] = {
-        "jvm": timed(lambda: engine.require_appends_only(base, head), repeat)[1],
-        "sql": timed(lambda: engine._append_chain(base, head), repeat)[1],
-    }
     out = {
         "snapshots": len(sids),
         "data_files": len(spark.sql(f"SELECT 1 FROM {t}.data_files").collect()),

@@ -38,6 +38,8 @@ def answers(access: Any, t: str, snapshots: list[int], files: dict[str, int], mi
         "reachable": {
             str(s): sorted({norm_path(p) for m in ms for p in manifests.get(m, ())}) for s, ms in sorted(snaps.items())
         },
+        "lineage": [list(step) for step in access.lineage(t, snapshots[-1])],
+        "lineage_missing": list(access.lineage(t, 1)),
         "exists": [access.exists(t, one), access.exists(t, missing)],
         "sizes": {norm_path(k): v for k, v in access.file_sizes([one, missing]).items()},
         # the Parquet files (what the jobs look for: a local file system also holds Hadoop's .crc files)
@@ -77,6 +79,7 @@ def equivalence(ctx: JobContext) -> dict[str, Any]:
         "jvm": answers(jvm, t, snapshots, files, missing),
         "sql": answers(sql, t, snapshots, files, missing),
         "head": str(snapshots[-1]),
+        "snapshots": snapshots,
         "live_files": sorted(norm_path(p) for p in files),
     }
     appended = {}

@@ -47,6 +47,11 @@ def test_the_answers_are_the_tables_facts(result):
     assert all(set(sql["snapshot_files"][s]) <= set(sql["reachable"][s]) for s in sql["snapshot_files"])
     assert set(result["live_files"]) <= set(sql["listed"])
     assert sql["footer"] == "PAR1"
+    # from the head back through its parents: the delete, then the three appends; nothing for a missing id
+    assert [sid for sid, _, _ in sql["lineage"]] == result["snapshots"][::-1]
+    assert [op for _, op, _ in sql["lineage"]][1:] == ["append"] * 3
+    assert sql["lineage"][-1][2] is None
+    assert sql["lineage_missing"] == []
 
 
 def test_a_missing_file_or_directory_is_an_answer_not_a_crash(result):

@@ -1,8 +1,5 @@
-"""Driver-side table and file access without the driver's JVM, for both execution modes.
-
-A job runs either inside spark-submit's driver (a JVM next to the Python process) or as a
-Spark Connect client (no JVM: every Spark call is a request to the server). What the jobs
-need beside Spark SQL is answered here the same way in both modes:
+"""Driver-side table and file access without the driver's JVM: the SQL and pyarrow forms behind
+:class:`~.table_access.ConnectTableAccess` (they work in both execution modes):
 
 * table facts through SQL: the location (``DESCRIBE TABLE EXTENDED``), the table's own
   properties, the live data files of a snapshot (the ``data_files`` metadata table with
@@ -20,7 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from airflow_iceberg_provider.spark_jobs import _compat
 from airflow_iceberg_provider.spark_jobs.audit_files import S3_SCHEMES, s3_options
 
 #: Keys SHOW TBLPROPERTIES adds that are not the table's own properties.
@@ -35,22 +31,6 @@ RESERVED_PROPERTIES = frozenset(
         "identifier-fields",
     }
 )
-
-
-def has_jvm(spark: Any) -> bool:
-    """Whether the session has a driver JVM here (spark-submit), not a Spark Connect client."""
-    return _compat.has_jvm(spark)
-
-
-def default_parallelism(spark: Any) -> int:
-    """The cluster's default parallelism (Connect: ``spark.default.parallelism`` when the server sets it, else 2)."""
-    if has_jvm(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    try:
-        value = spark.conf.get("spark.default.parallelism", None)
-    except Exception:  # noqa: BLE001 - a server refusing to read core conf
-        value = None
-    return int(value) if value and str(value).isdigit() else 2
 
 
 # ------------------------------------------------------------------------------ table facts
@@ -176,18 +156,3 @@ def open_ranged(spark: Any, location: str) -> Any:
     """A random-access input file (``seek``/``read``, ``close``)."""
     filesys, path = filesystem(spark, location)
     return filesys.open_input_file(path)
-
-
-def materialize(df: Any) -> Any:
-    """``df`` with its rows materialised and no lineage (later commits or expiry do not change it).
-
-    spark-submit: ``localCheckpoint(eager=True)``. Spark Connect (no checkpoint before Spark 4):
-    the rows travel to the client and back as a cached local relation; meant for small results
-    (matched subject rows), as the checkpoint is.
-    """
-    if _compat.is_classic_dataframe(df):
-        return df.localCheckpoint(eager=True)
-    session = df.sparkSession
-    local = session.createDataFrame(df.toPandas(), schema=df.schema).cache()
-    local.count()
-    return local

@@ -48,13 +48,8 @@ from typing import Any
 
 from airflow_iceberg_provider.core import audit_checks as ck
 from airflow_iceberg_provider.core.spark_types import spark_type_family
-from airflow_iceberg_provider.spark_jobs import _fs, arrow_sql
-from airflow_iceberg_provider.spark_jobs._compat import (
-    collect_arrow_batches,
-    driver_jvm,
-    java_spark_session,
-    physical_plan,
-)
+from airflow_iceberg_provider.spark_jobs import arrow_sql
+from airflow_iceberg_provider.spark_jobs._compat import collect_arrow_batches, driver_jvm, physical_plan
 from airflow_iceberg_provider.spark_jobs.audit_files import (
     _BOUND_LITERALS,
     Bounds,
@@ -64,6 +59,7 @@ from airflow_iceberg_provider.spark_jobs.audit_files import (
     s3_options,
     schema_fields,
 )
+from airflow_iceberg_provider.spark_jobs.table_access import TableAccess, for_session
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +162,7 @@ class AuditEngine:
         buckets: int | None = None,
         driver_rows: int = 1_000_000,
         driver_read: bool = True,
+        access: TableAccess | None = None,
     ) -> None:
         """
         :param driver_rows: up to this many appended rows, aggregate them on the driver
@@ -173,14 +170,16 @@ class AuditEngine:
         :param driver_read: let the driver read those rows from the appended Parquet files
             itself when it can evaluate every check exactly (:mod:`arrow_sql`); otherwise
             (or ``False``) a shuffle-free Spark projection is collected as Arrow.
+        :param access: the job's table access (:func:`~.table_access.for_session` of ``spark`` when not given).
         """
         self.spark = spark
         self.table = table
-        parallelism = _fs.default_parallelism(spark)
+        self.access = access if access is not None else for_session(spark)
+        parallelism = self.access.default_parallelism()
         self.bucket_expr = "pmod(hash({v}), " + f"{buckets or max(8, 4 * parallelism)})"
         self.driver_rows = driver_rows
         self.driver_read = driver_read
-        self._jtable_cache: Any = None
+        self._jtable_stale = False
         self._types_cache: dict[str, str] | None = None
         self._fields_cache: dict[str, Field] | None = None
         self._snapshot_id = 0
@@ -219,7 +218,7 @@ class AuditEngine:
         from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 
         source = self.source(snapshot_id)
-        self._jtable_cache = None
+        self._jtable_stale = True
         self._types_cache = None
         self._fields_cache = schema_fields(snapshot_schema) if snapshot_schema else None
         self._snapshot_id = int(snapshot_id)
@@ -487,22 +486,16 @@ class AuditEngine:
 
     def _snapshot_fields(self, snapshot_id: int) -> dict[str, Field]:
         """Top-level fields of the schema ``VERSION AS OF snapshot_id`` reads, by lower-case name (one py4j call)."""
-        if self._fields_cache is None and not _fs.has_jvm(self.spark):  # Spark Connect: the metadata file
-            metadata = _fs.current_metadata(self.spark, self.table)
-            self._fields_cache = schema_fields(_fs.schema_json(metadata, snapshot_id))
         if self._fields_cache is None:
-            jvm = driver_jvm(self.spark)
-            schema = jvm.org.apache.iceberg.util.SnapshotUtil.schemaFor(self._jtable(), int(snapshot_id))
-            self._fields_cache = schema_fields(str(jvm.org.apache.iceberg.SchemaParser.toJson(schema)))
+            self._jtable()  # refreshed once per evaluation
+            self._fields_cache = schema_fields(self.access.schema_json(self.table, snapshot_id))
         return self._fields_cache
 
     def _jtable(self) -> Any:
-        """The Iceberg Java table (through the session's catalog, so cached); refreshed once per evaluation."""
-        if self._jtable_cache is None:
-            self._jtable_cache = driver_jvm(self.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                java_spark_session(self.spark), self.table
-            )
-        return self._jtable_cache
+        """The Iceberg Java table (``None`` under Spark Connect); refreshed once per evaluation."""
+        jtable = self.access.java_table(self.table, refresh=self._jtable_stale)
+        self._jtable_stale = False
+        return jtable
 
     def appended_files(
         self, base_snapshot_id: int, snapshot_id: int, checks: list, *, metrics: bool = True
@@ -517,11 +510,11 @@ class AuditEngine:
         and the appended rows' value of every check the metrics answer exactly
         (:func:`_metric_value`).
         """
-        if not _fs.has_jvm(self.spark):
+        jtable = self._jtable()
+        if jtable is None:
             # Spark Connect: the entries metadata table; no metrics, so Spark computes every check
             # over the appended rows and the overlap joins read the base without a pruning range.
             return self._appended_files_sql(base_snapshot_id, snapshot_id)
-        jtable = self._jtable()
         fields = _metric_fields(jtable.schema(), checks) if metrics else {}
         stats = {col: _ColumnStats() for col in fields}
         records = files = 0
@@ -568,40 +561,23 @@ class AuditEngine:
         Iceberg's incremental append scan silently *skips* other operations (an overwrite
         between the two would go unaudited), so this is checked here, not assumed.
         """
-        if not _fs.has_jvm(self.spark):
-            self._append_chain(base_snapshot_id, snapshot_id)
-            return
-        jtable = self._jtable()
-        current = int(snapshot_id)
-        while current != int(base_snapshot_id):
-            snap = jtable.snapshot(current)
-            if snap is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            operation = str(snap.operation())
-            if operation != "append":
-                raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
-            parent = snap.parentId()
-            if parent is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            current = int(parent)
+        self._append_chain(base_snapshot_id, snapshot_id)
 
     def _append_chain(self, base_snapshot_id: int, snapshot_id: int) -> list[int]:
-        """The snapshots after ``base_snapshot_id`` up to ``snapshot_id`` (the snapshots metadata table),
-        checked as in :meth:`require_appends_only`."""
-        rows = self.spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {self.table}.snapshots").collect()
-        by_id = {int(r[0]): (None if r[1] is None else int(r[1]), str(r[2])) for r in rows}
-        chain, current = [], int(snapshot_id)
-        while current != int(base_snapshot_id):
-            if current not in by_id:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            parent, operation = by_id[current]
+        """The snapshots after ``base_snapshot_id`` up to ``snapshot_id``, walked from ``snapshot_id`` back
+        through its parents (:meth:`~.table_access.TableAccess.lineage`), checked as in
+        :meth:`require_appends_only`."""
+        self._jtable()  # the table as of this evaluation
+        chain: list[int] = []
+        if int(snapshot_id) == int(base_snapshot_id):
+            return chain
+        for current, operation, parent in self.access.lineage(self.table, int(snapshot_id)):
             if operation != "append":
                 raise ValueError(f"snapshot {current} is an {operation!r}, not an append")
             chain.append(current)
-            if parent is None:
-                raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
-            current = parent
-        return chain
+            if parent == int(base_snapshot_id):  # the base itself may be expired meanwhile
+                return chain
+        raise ValueError(f"snapshot {base_snapshot_id} is not an ancestor of {snapshot_id}")
 
     def _appended_files_sql(self, base_snapshot_id: int, snapshot_id: int) -> Appended:
         """The appended data files from the ``all_entries`` metadata table (row counts and locations, no metrics)."""
@@ -620,13 +596,14 @@ class AuditEngine:
 
     def base_files_in_range(self, base_snapshot_id: int, column: str, bounds: Bounds) -> bool:
         """Whether any data file of the base snapshot may hold a value in ``bounds`` (Iceberg's metrics pruning)."""
-        if not _fs.has_jvm(self.spark):  # Spark Connect: no pruning by the Java expression; the overlap query runs
+        jtable = self._jtable()
+        if jtable is None:  # Spark Connect: no pruning by the Java expression; the overlap query runs
             return True
         exprs = driver_jvm(self.spark).org.apache.iceberg.expressions.Expressions
         where = getattr(exprs, "and")(
             exprs.greaterThanOrEqual(bounds.field, bounds.jlo), exprs.lessThanOrEqual(bounds.field, bounds.jhi)
         )
-        tasks = self._jtable().newScan().useSnapshot(base_snapshot_id).filter(where).planFiles()
+        tasks = jtable.newScan().useSnapshot(base_snapshot_id).filter(where).planFiles()
         try:
             return bool(tasks.iterator().hasNext())
         finally:

@@ -47,7 +47,7 @@ from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_record as er
 from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
-from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, java_spark_session
+from airflow_iceberg_provider.spark_jobs.table_access import TableAccess, for_session
 
 norm_path = esc.norm_path
 
@@ -62,8 +62,12 @@ def subject_problems(table: str, columns: list[str], metadata: dict[str, Any]) -
 class ErasureRun:
     """All phases of one table's erasure, on one Spark session (also used by bench/)."""
 
-    def __init__(self, spark: Any, spec: dict[str, Any]) -> None:
+    def __init__(self, spark: Any, spec: dict[str, Any], access: TableAccess | None = None) -> None:
+        """
+        :param access: the job's table access (:func:`~.table_access.for_session` of ``spark`` when not given).
+        """
         self.spark = spark
+        self.access = access if access is not None else for_session(spark)
         self.spec = spec
         self.catalog: str = spec["catalog_name"]
         self.table: str = spec["table"]
@@ -80,7 +84,6 @@ class ErasureRun:
         self._cached: list[Any] = []
         self.details: dict[str, Any] = {}
         self.status = "succeeded"
-        self._jtable: Any = None
         self.extra_secrets: list[str] = []  # keys read besides the subjects (redaction): never printed
 
     # ------------------------------------------------------------------ helpers
@@ -101,44 +104,21 @@ class ErasureRun:
         return _T()
 
     def jtable(self, refresh: bool = True) -> Any:
-        jvm = driver_jvm(self.spark)
-        if self._jtable is None:
-            self._jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                java_spark_session(self.spark), f"{self.catalog}.{self.table}"
-            )
-        elif refresh:
-            self._jtable.refresh()
-        return self._jtable
+        """The Iceberg Java table (spark-submit only: the position-delete path of :mod:`erasure_targeted`)."""
+        jtable = self.access.java_table(self.t, refresh=refresh)
+        if jtable is None:
+            raise RuntimeError("the Iceberg Java API needs a driver JVM; this session is a Spark Connect client")
+        return jtable
 
     def snapshot_files(self, snapshot_id: int) -> set[str]:
-        """Live data files of one snapshot (read from its manifests through the Iceberg API)."""
-        if not _fs.has_jvm(self.spark):  # Spark Connect: the data_files metadata table
-            return {norm_path(p) for p in _fs.snapshot_data_files(self.spark, self.t, snapshot_id)}
-        jvm = driver_jvm(self.spark)
-        tbl = self.jtable(refresh=False)
-        snap = tbl.snapshot(int(snapshot_id))
-        if snap is None:
-            return set()
-        io, out = tbl.io(), set()
-        for manifest in snap.dataManifests(io):
-            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, tbl.specs())
-            try:
-                it = reader.iterator()
-                while it.hasNext():
-                    out.add(norm_path(it.next().location()))
-            finally:
-                reader.close()
-        return out
+        """Live data files of one snapshot (normalised paths)."""
+        return {norm_path(p) for p in self.access.snapshot_files(self.t, snapshot_id)}
 
     def exists(self, path: str) -> bool:
-        if not _fs.has_jvm(self.spark):
-            return _fs.exists(self.spark, path)
-        return bool(self.jtable(refresh=False).io().newInputFile(path).exists())
+        return self.access.exists(self.t, path)
 
     def refresh(self) -> None:
-        self.sql(f"REFRESH TABLE {self.t}")
-        if _fs.has_jvm(self.spark):
-            self.jtable(refresh=True)
+        self.access.refresh(self.t)
 
     def main_head(self) -> int | None:
         rows = self.sql(f"SELECT snapshot_id FROM {self.t}.refs WHERE name = 'main'").collect()
@@ -225,10 +205,7 @@ class ErasureRun:
 
     def table_properties(self) -> dict[str, str]:
         """The table's own properties, read from its metadata (not Spark's SHOW TBLPROPERTIES extras)."""
-        if not _fs.has_jvm(self.spark):
-            return _fs.table_properties(self.spark, self.t)
-        props = self.jtable(refresh=True).properties()
-        return {str(k): str(props.get(k)) for k in props.keySet()}
+        return self.access.properties(self.t)
 
     def pruned_hits(self, locations: dict[str, str], prefix: str) -> dict[str, int]:
         """Raw hits over the files pruning cannot exclude; counts recorded as ``<prefix>_*`` and totals."""
@@ -395,7 +372,7 @@ class ErasureRun:
             return self._refuse(reason)
         self.status = "noop"
         self.snapshot_before = self.snapshot_after = self.main_head()
-        if self.snapshot_after is not None and _fs.has_jvm(self.spark):
+        if self.snapshot_after is not None and self.access.java_table(self.t) is not None:
             with self.timed("subject_index"):
                 live = {p: p for p in self.snapshot_files(self.snapshot_after)}
                 self.metrics["subject_index"] = erasure_index.keep_current(self, self.snapshot_after, live)
@@ -443,7 +420,7 @@ class ErasureRun:
             }
         )
         self.snapshot_after = self.main_head()
-        if outcome != lc.FAILED and self.snapshot_after is not None and _fs.has_jvm(self.spark):
+        if outcome != lc.FAILED and self.snapshot_after is not None and self.access.java_table(self.t) is not None:
             with self.timed("subject_index"):  # the rewrite's new files added, the erased files' entries removed
                 live = {p: p for p in self.snapshot_files(self.snapshot_after)}
                 self.metrics["subject_index"] = erasure_index.keep_current(self, self.snapshot_after, live)
@@ -604,7 +581,7 @@ class ErasureRun:
             for sid in sids
         )
         # materialised now: the snapshots it reads may be expired by this run
-        _fs.materialize(self.sql(union)).createOrReplaceTempView("erasure_matched")
+        self.access.materialize(self.sql(union)).createOrReplaceTempView("erasure_matched")
         rows = {
             int(r.ref): int(r.n)
             for r in self.sql("SELECT ref, count_if(NOT hidden) AS n FROM erasure_matched GROUP BY ref").collect()
@@ -649,15 +626,8 @@ class ErasureRun:
                 }
             )
             self.refresh()
-            if not _fs.has_jvm(self.spark):  # Spark Connect: an empty append through the DataFrame API
-                for b in branches:
-                    empty = self.spark.table(self.t).where("false")
-                    writer = empty.writeTo(f"{self.t}.`branch_{b}`")
-                    writer.option("snapshot-property.erasure.manifest-merge", "true").append()
-                return
-            tbl = self.jtable(refresh=True)
             for b in branches:
-                tbl.newAppend().toBranch(b).set("erasure.manifest-merge", "true").commit()
+                self.access.append_empty(self.t, b, {"erasure.manifest-merge": "true"})
         finally:
             self.restore_properties()
 
@@ -744,14 +714,9 @@ class ErasureRun:
         partial = [loc for p, loc in found if not esc.is_readable_parquet(p)]
         readable = {p: loc for p, loc in found if esc.is_readable_parquet(p)}
         holding = list(self.raw_hits(list(readable.values()))) if readable else []
-        delete = (
-            self.jtable(refresh=False).io().deleteFile
-            if _fs.has_jvm(self.spark)
-            else lambda loc: _fs.delete(self.spark, loc)
-        )
         removed = 0
         for loc in partial + [readable[p] for p in holding]:
-            delete(loc)
+            self.access.delete(self.t, loc)
             removed += 1
         self.metrics.update(leftovers_found=len(found), leftovers_removed=removed, leftovers_partial=len(partial))
 
@@ -782,12 +747,14 @@ class ErasureRun:
         return out
 
 
-def run_erasure(spark: Any, spec: dict[str, Any]) -> tuple[ErasureRun, dict[str, Any]]:
+def run_erasure(
+    spark: Any, spec: dict[str, Any], access: TableAccess | None = None
+) -> tuple[ErasureRun, dict[str, Any]]:
     """Run one erasure in this Spark session: the ``erasure`` job, or a maintenance job's purge action.
 
     A failure is raised with a redacted message (never a subject key or the salt).
     """
-    run = ErasureRun(spark, spec)
+    run = ErasureRun(spark, spec, access)
     try:
         metrics = run.run()
     except Exception as err:  # py4j wraps every JVM error: all are redacted before they leave the job
@@ -807,7 +774,7 @@ def run_erasure(spark: Any, spec: dict[str, Any]) -> tuple[ErasureRun, dict[str,
 
 def erase(ctx: Any) -> dict[str, Any]:
     """Job entry point under :func:`iceberg_job_runtime.run_job`."""
-    run, metrics = run_erasure(ctx.spark, {**ctx.spec, "catalog_name": ctx.catalog})
+    run, metrics = run_erasure(ctx.spark, {**ctx.spec, "catalog_name": ctx.catalog}, ctx.access)
     ctx.status = run.status
     ctx.details.update(run.details)
     ctx.snapshot_before = getattr(run, "snapshot_before", None)

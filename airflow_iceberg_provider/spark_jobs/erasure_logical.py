@@ -15,16 +15,18 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
-from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_index as ei
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
+from airflow_iceberg_provider.spark_jobs.table_access import TableAccess
 
 
 class LogicalRun(Protocol):
     """What the logical phase reads and calls on its erasure run (``erasure.ErasureRun`` provides it)."""
 
     spark: Any
+    #: the job's table access
+    access: TableAccess
     spec: dict[str, Any]
     catalog: str
     table: str
@@ -74,9 +76,9 @@ def shows_subjects(run: LogicalRun, snapshot_id: int) -> bool:
 
 
 def run_logical(run: LogicalRun, started: datetime) -> dict[str, Any]:
-    """The logical phase: on candidate files only (:func:`run_targeted`) when the session has a
-    driver JVM and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
-    if _fs.has_jvm(run.spark) and run.spec.get("logical_delete", "positions") != "sql":
+    """The logical phase: on candidate files only (:func:`run_targeted`) when the table access offers
+    Iceberg's Java API (a driver JVM: position-delete files have no SQL form) and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
+    if run.access.java_table(run.t) is not None and run.spec.get("logical_delete", "positions") != "sql":
         return run_targeted(run, started)
     return run_sql(run, started)
 

@@ -15,7 +15,6 @@ from typing import Any
 from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import erasure_sql as es
-from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, hadoop_configuration
 
 
 def norm_path(path: str) -> str:
@@ -67,12 +66,8 @@ def file_metrics(run: Any, locations: dict[str, str]) -> list[dict[str, Any]]:
 
 def field_ids(run: Any) -> dict[str, int]:
     """Iceberg field id of each subject column (Parquet columns are matched by id, not name)."""
-    if not _fs.has_jvm(run.spark):  # Spark Connect: the current schema from the metadata file
-        ids = _fs.top_level_field_ids(_fs.schema_json(_fs.current_metadata(run.spark, run.t)))
-        return {c: ids[c] for c in run.columns if c in ids}
-    schema = run.jtable(refresh=False).schema()
-    fields = {c: schema.findField(c) for c in run.columns}
-    return {c: int(f.fieldId()) for c, f in fields.items() if f is not None}
+    ids = _fs.top_level_field_ids(run.access.schema_json(run.t))
+    return {c: ids[c] for c in run.columns if c in ids}
 
 
 def _probe_local(path: str, probes: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
@@ -84,37 +79,16 @@ def _probe_local(path: str, probes: dict[str, Any], ids: dict[str, int]) -> dict
             return ep.file_proofs(lambda o, n: mm[o : o + n], size, probes, ids)
 
 
-def _probe_hadoop(run: Any, f: dict[str, Any], probes: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
-    """Object storage: ranged reads (footer, bloom blocks, dictionary pages) through Hadoop's
-    FileSystem (S3A for ``s3://``); any failure proves nothing (the file stays a candidate)."""
-    from py4j.protocol import Py4JError
-
+def _probe_remote(run: Any, f: dict[str, Any], probes: dict[str, Any], ids: dict[str, int]) -> dict[str, Any]:
+    """Object storage: ranged reads (footer, bloom blocks, dictionary pages) through the job's table
+    access (Hadoop's FileSystem, S3A for ``s3://``; pyarrow's under Spark Connect); any failure
+    proves nothing (the file stays a candidate)."""
     if not f.get("size"):
         return {}
-    if not _fs.has_jvm(run.spark):  # Spark Connect: pyarrow's file system (S3 with the session's S3A settings)
-        try:
-            with _fs.open_ranged(run.spark, f["location"]) as fh:
-
-                def read_arrow(offset: int, length: int) -> bytes:
-                    fh.seek(offset)
-                    return bytes(fh.read(length))
-
-                return ep.file_proofs(read_arrow, int(f["size"]), probes, ids)
-        except (OSError, ValueError):
-            return {}
     try:
-        path = driver_jvm(run.spark).org.apache.hadoop.fs.Path(f["location"])
-        stream = path.getFileSystem(hadoop_configuration(run.spark)).open(path)
-        try:
-
-            def read(offset: int, length: int) -> bytes:
-                stream.seek(offset)
-                return bytes(stream.readNBytes(length))
-
+        with run.access.open_ranged(f["location"]) as read:
             return ep.file_proofs(read, int(f["size"]), probes, ids)
-        finally:
-            stream.close()
-    except Py4JError:
+    except OSError:
         return {}
 
 
@@ -125,7 +99,7 @@ def _file_check(run: Any, probes: dict[str, Any], ids: dict[str, int]) -> Any:
         path = f["path"]
         if path.startswith("/"):
             return _probe_local(path, probes, ids) if os.path.isfile(path) else {}
-        return _probe_hadoop(run, f, probes, ids)
+        return _probe_remote(run, f, probes, ids)
 
     return check
 
@@ -147,50 +121,8 @@ def candidates(run: Any, locations: dict[str, str]) -> dict[str, Any]:
 
 def manifest_index(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]:
     """Snapshot id -> its data manifests; manifest -> live data files (each manifest read once)."""
-    if not _fs.has_jvm(run.spark):
-        return _manifest_index_sql(run)
-    jvm = driver_jvm(run.spark)
-    tbl = run.jtable(refresh=True)
-    io = tbl.io()
-    snaps: dict[int, list[str]] = {}
-    files: dict[str, set[str]] = {}
-    for snap in tbl.snapshots():
-        paths = []
-        for manifest in snap.dataManifests(io):
-            path = str(manifest.path())
-            paths.append(path)
-            if path in files:
-                continue
-            live: set[str] = set()
-            reader = jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, tbl.specs())
-            try:
-                it = reader.iterator()
-                while it.hasNext():
-                    live.add(norm_path(it.next().location()))
-            finally:
-                reader.close()
-            files[path] = live
-        snaps[int(snap.snapshotId())] = paths
-    return snaps, files
-
-
-def _manifest_index_sql(run: Any) -> tuple[dict[int, list[str]], dict[str, set[str]]]:
-    """:func:`manifest_index` from metadata tables (Spark Connect): each snapshot's data manifests
-    (``all_manifests``), plus one pseudo-manifest per snapshot holding its live data files
-    (``data_files VERSION AS OF``), so "a manifest lists a subject file" reads "the snapshot does"."""
-    run.refresh()
-    snaps: dict[int, list[str]] = {}
-    for r in run.sql(
-        f"SELECT DISTINCT reference_snapshot_id, path FROM {run.t}.all_manifests WHERE content = 0"
-    ).collect():
-        snaps.setdefault(int(r[0]), []).append(str(r[1]))
-    files: dict[str, set[str]] = {}
-    for r in run.sql(f"SELECT snapshot_id FROM {run.t}.snapshots").collect():
-        sid = int(r[0])
-        live = f"live-files-of-snapshot:{sid}"
-        files[live] = {norm_path(p) for p in _fs.snapshot_data_files(run.spark, run.t, sid)}
-        snaps.setdefault(sid, []).append(live)
-    return snaps, files
+    snaps, files = run.access.manifest_index(run.t)
+    return snaps, {manifest: {norm_path(p) for p in live} for manifest, live in files.items()}
 
 
 def exposing_manifests(run: Any, subject_files: set[str]) -> set[str]:
@@ -217,11 +149,8 @@ def referenced_files(run: Any) -> set[str]:
 def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> list[tuple[str, str]]:
     """(normalised path, location) of Parquet files under the table's data location that no
     snapshot references and that were last modified before ``older_than_ms`` (an object store is
-    listed through the table's FileIO, else Hadoop's FileSystem)."""
-    location = (
-        str(run.jtable(refresh=False).location()) if _fs.has_jvm(run.spark) else _fs.table_location(run.spark, run.t)
-    )
-    root = location.rstrip("/") + "/data"
+    listed through the job's table access)."""
+    root = run.access.location(run.t).rstrip("/") + "/data"
     local = _local_dir(root)
     if local is not None:  # a local warehouse: listed in Python (the py4j listing costs ~1 ms a file)
         return [
@@ -229,53 +158,11 @@ def unreferenced_parquet(run: Any, referenced: set[str], older_than_ms: int) -> 
             for p, loc, mtime_ms in _walk_local(local)
             if p.endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
         ]
-    if not _fs.has_jvm(run.spark):  # Spark Connect: pyarrow's listing
-        return [
-            (p, loc)
-            for loc, mtime_ms, _size in _fs.list_files(run.spark, root)
-            if (p := norm_path(loc)).endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
-        ]
-    listed = _list_with_table_io(run, root)
-    if listed is None:
-        listed = _list_with_hadoop(run, root)
     return [
         (p, loc)
-        for loc, mtime_ms in listed
+        for loc, mtime_ms in run.access.list_files(run.t, root)
         if (p := norm_path(loc)).endswith(".parquet") and p not in referenced and mtime_ms < older_than_ms
     ]
-
-
-def _list_with_table_io(run: Any, root: str) -> list[tuple[str, int]] | None:
-    """(location, modified ms) of every object under ``root`` through the table's own FileIO
-    (``listPrefix``), which holds the credentials the catalog vends (a REST catalog's S3FileIO);
-    None when that FileIO cannot list prefixes."""
-    try:
-        it = run.jtable(refresh=False).io().listPrefix(root.rstrip("/") + "/").iterator()
-    except Exception as err:  # noqa: BLE001 - py4j: no listPrefix on this FileIO
-        text = str(getattr(err, "java_exception", err))
-        if "UnsupportedOperation" in text or "listPrefix" in text or "does not exist" in text:
-            return None
-        raise
-    out = []
-    while it.hasNext():
-        info = it.next()
-        out.append((str(info.location()), int(info.createdAtMillis())))
-    return out
-
-
-def _list_with_hadoop(run: Any, root: str) -> list[tuple[str, int]]:
-    """(location, modified ms) of every file under ``root`` through Hadoop's FileSystem."""
-    jvm = driver_jvm(run.spark)
-    path = jvm.org.apache.hadoop.fs.Path(root)
-    fs = path.getFileSystem(hadoop_configuration(run.spark))
-    if not fs.exists(path):
-        return []
-    out = []
-    it = fs.listFiles(path, True)
-    while it.hasNext():
-        st = it.next()
-        out.append((str(st.getPath().toString()), int(st.getModificationTime())))
-    return out
 
 
 def _local_dir(location: str) -> str | None:

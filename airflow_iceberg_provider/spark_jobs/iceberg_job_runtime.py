@@ -68,6 +68,17 @@ class JobContext:
         #: what the completion line says instead of the status (e.g. "audit completed: 2 of 11 checks failed")
         self.outcome: str | None = None
         self.details: dict[str, Any] = {}
+        self._access: Any = None
+
+    @property
+    def access(self) -> Any:
+        """The job's :class:`~airflow_iceberg_provider.spark_jobs.table_access.TableAccess`, chosen once
+        from the session (driver JVM or Spark Connect client) on first use."""
+        if self._access is None:
+            from airflow_iceberg_provider.spark_jobs.table_access import for_session
+
+            self._access = for_session(self.spark)
+        return self._access
 
     def table(self, dotted: str | None = None) -> str:
         """Quoted ``catalog.namespace.table`` for SQL."""

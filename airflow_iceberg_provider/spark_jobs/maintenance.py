@@ -26,8 +26,6 @@ from typing import Any
 
 from airflow_iceberg_provider.core.governance import LEGAL_HOLD_PREFIX
 from airflow_iceberg_provider.core.maintenance_actions import ERASURE_PURGE
-from airflow_iceberg_provider.spark_jobs import _fs
-from airflow_iceberg_provider.spark_jobs._compat import driver_jvm, hadoop_configuration, java_spark_session
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
     PROCEDURE_OUTPUTS,
     action_sql,
@@ -37,22 +35,6 @@ from airflow_iceberg_provider.spark_jobs.maintenance_sql import (
 )
 
 DEFAULT_ORPHAN_PATHS_LIMIT = 10_000
-
-
-def _file_sizes(spark: Any, paths: list[str]) -> dict[str, int]:
-    """Sizes of files through Hadoop's FileSystem (works for file://, s3a://, hdfs://); pyarrow's under Spark Connect."""
-    if not _fs.has_jvm(spark):
-        return {p: _fs.file_size(spark, p) for p in paths}
-    jvm = driver_jvm(spark)
-    conf = hadoop_configuration(spark)
-    sizes: dict[str, int] = {}
-    for p in paths:
-        try:
-            path = jvm.org.apache.hadoop.fs.Path(p)
-            sizes[p] = int(path.getFileSystem(conf).getFileStatus(path).getLen())
-        except Exception:  # vanished meanwhile
-            sizes[p] = 0
-    return sizes
 
 
 def run_procedure(ctx: Any, action: str, table: str, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -127,14 +109,8 @@ def rewrite_position_delete_files(ctx: Any, table: str, args: dict[str, Any]) ->
 def orphan_scheme_args(ctx: Any, table: str) -> dict[str, Any]:
     """``equal_schemes`` / ``prefix_mismatch_mode`` / ``prefix_listing`` for the table's location and the
     FileIO the catalog really uses (:func:`maintenance_sql.orphan_location_args`)."""
-    if _fs.has_jvm(ctx.spark):
-        jtable = driver_jvm(ctx.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            java_spark_session(ctx.spark), f"{ctx.catalog}.{table}"
-        )
-        location, io_impl = str(jtable.location()), str(jtable.io().getClass().getName())
-    else:  # Spark Connect: the location from SQL, the FileIO the catalog conf names
-        location = _fs.table_location(ctx.spark, quote_table(ctx.catalog, table))
-        io_impl = ctx.spark.conf.get(f"spark.sql.catalog.{ctx.catalog}.io-impl", "") or ""
+    t = quote_table(ctx.catalog, table)
+    location, io_impl = ctx.access.location(t), ctx.access.io_impl(t)
     out = orphan_location_args(location, io_impl)
     print(f"[maintenance] orphan listing of {location.split('://', 1)[0]}:// location through {io_impl}: {out}")
     return out
@@ -151,7 +127,7 @@ def remove_orphan_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str,
     args = {**scheme_args, **args}
     listing = run_procedure(ctx, "remove_orphan_files", table, {**args, "dry_run": True})
     paths = [r["orphan_file_location"] for r in listing]
-    sizes = _file_sizes(ctx.spark, paths)
+    sizes = ctx.access.file_sizes(paths)
     if not args.get("dry_run", True) and paths:
         removed_rows = run_procedure(ctx, "remove_orphan_files", table, {**args, "dry_run": False})
         paths = [r["orphan_file_location"] for r in removed_rows]
@@ -184,7 +160,7 @@ def erasure_purge(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
         "job_run_id": ctx.spec["job_run_id"],
         "catalog_name": ctx.catalog,
     }
-    run, metrics = run_erasure(ctx.spark, spec)
+    run, metrics = run_erasure(ctx.spark, spec, ctx.access)
     if run.status == "refused":
         ctx.details["refused"] = run.details.get("refused")
     return {**metrics, "status": run.status}

@@ -42,7 +42,7 @@ def audit(ctx: JobContext) -> dict[str, Any]:
     spark.sql(f"REFRESH TABLE {ctx.table()}")
     observed: dict[str, float | None] = {k: v for k, v in (spec.get("change_values") or {}).items()}
     t0 = time.monotonic()
-    engine = AuditEngine(spark, ctx.table(), driver_read=bool(spec.get("driver_read", True)))
+    engine = AuditEngine(spark, ctx.table(), driver_read=bool(spec.get("driver_read", True)), access=ctx.access)
     ev, checks, modes = engine.evaluate(
         checks,
         snapshot_id,

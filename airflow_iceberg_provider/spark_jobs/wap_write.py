@@ -19,15 +19,10 @@ INSERT, INSERT OVERWRITE, MERGE INTO, UPDATE and DELETE all commit to the branch
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
-
-#: Iceberg's per-thread commit properties (what ``CommitMetadata.withCommitProperties`` sets):
-#: every Spark SQL commit of the thread copies them into its snapshot summary.
-COMMIT_METADATA_CLASS = "org.apache.iceberg.spark.CommitMetadata"
+from airflow_iceberg_provider.spark_jobs.table_access import TableAccess
 
 
 class ReplaceRefused(RuntimeError):
@@ -61,38 +56,11 @@ def replace_verdict(matched: int, outside: int | None, expected: int, where: str
     return None
 
 
-@contextlib.contextmanager
-def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
-    """Stamp ``properties`` on every Iceberg commit this thread makes inside the block.
-
-    Sets the thread-local that Iceberg's public ``CommitMetadata.withCommitProperties``
-    sets (PySpark pins each Python thread to one JVM thread, and a SQL write commits on
-    the calling thread), and clears it afterwards.
-    """
-    if not properties:
-        yield
-        return
-    if not hasattr(spark, "_jvm"):  # Spark Connect: the statement runs on a server thread this client cannot reach
-        print("[wap_write] Spark Connect: SQL statements commit without the run's snapshot summary properties")
-        yield
-        return
-    jvm = driver_jvm(spark)
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    field = jvm.java.lang.Class.forName(COMMIT_METADATA_CLASS, True, loader).getDeclaredField("COMMIT_PROPERTIES")
-    field.setAccessible(True)
-    local = field.get(None)
-    values = jvm.java.util.HashMap()
-    for key, value in properties.items():
-        values.put(str(key), str(value))
-    local.set(values)
-    try:
-        yield
-    finally:
-        local.remove()
-
-
-def replace_by_predicate(spark: Any, table: str, replace: Mapping[str, Any], base_props: Mapping[str, str]) -> dict:
+def replace_by_predicate(
+    access: TableAccess, table: str, replace: Mapping[str, Any], base_props: Mapping[str, str]
+) -> dict:
     """Check, then delete the earlier publish's rows on the branch (``spark.wap.branch`` is set)."""
+    spark = access.spark
     where, files = replace["where"], list(replace.get("files") or [])
     query, params = replace_check_sql(table, where, len(files))
     row = spark.sql(query, args={name: files[i] for i, name in enumerate(params)}).collect()[0]
@@ -100,7 +68,7 @@ def replace_by_predicate(spark: Any, table: str, replace: Mapping[str, Any], bas
     why = replace_verdict(matched, None if outside is None else int(outside), int(replace["expected_rows"]), where)
     if why:
         raise ReplaceRefused(why)
-    with commit_properties(spark, {**base_props, **(replace.get("properties") or {})}):
+    with access.commit_properties({**base_props, **(replace.get("properties") or {})}):
         spark.sql(f"DELETE FROM {table} WHERE ({where})").collect()
     return {"replaced_rows": matched, "replace_method": "predicate"}
 
@@ -130,8 +98,8 @@ def write(ctx: Any) -> dict[str, Any]:
     props = spec.get("commit_properties") or {}
     out: dict[str, Any] = {"statements": len(spec["statements"])}
     if spec.get("replace"):
-        out.update(replace_by_predicate(spark, table, spec["replace"], props))
-    with commit_properties(spark, props):
+        out.update(replace_by_predicate(ctx.access, table, spec["replace"], props))
+    with ctx.access.commit_properties(props):
         run_statements(spark, table, spec["statements"], spec.get("sql_args") or None)
     ctx.snapshot_after = ctx.ref_snapshot(ref=branch)
     return out

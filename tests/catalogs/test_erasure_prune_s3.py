@@ -25,17 +25,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, os, sys
 from pyspark.sql import SparkSession
-from airflow_iceberg_provider.spark_jobs import erasure_prune as ep, erasure_scan as esc
+from airflow_iceberg_provider.spark_jobs import erasure_prune as ep, erasure_scan as esc, table_access
 c = json.loads(os.environ.pop("AIP_PROBE"))
 b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config("spark.jars", c["jars"])
 for k, v in c["hadoop"].items():
     b = b.config("spark.hadoop." + k, v)
 spark = b.getOrCreate()
-run = type("Run", (), {"spark": spark})()
+run = type("Run", (), {"spark": spark, "access": table_access.for_session(spark)})()
 out = {}
 for name, f in c["files"].items():
     for label, keys in c["keys"].items():
-        got = esc._probe_hadoop(run, f, {"c": ep.key_probes(keys)}, {"c": 1})
+        got = esc._probe_remote(run, f, {"c": ep.key_probes(keys)}, {"c": 1})
         out[f"{name}/{label}"] = got.get("c", "no-answer")
 spark.stop()
 print("PROBE " + json.dumps(out))

@@ -1,6 +1,6 @@
 """Listing leftover candidates of a local warehouse (no Spark): the purge's first step for
 files a killed rewrite left behind. Only unreferenced Parquet files older than the in-flight
-guard are candidates; object stores go through Hadoop's FileSystem instead."""
+guard are candidates; object stores go through the job's table access instead."""
 
 from __future__ import annotations
 
@@ -28,10 +28,9 @@ def test_local_dir_only_for_local_locations(location, expected):
 
 
 def _fake_run(table_dir):
-    table = SimpleNamespace(location=lambda: "file:" + str(table_dir))
-    # a session with a driver JVM (``_jsparkSession``), never called for a local directory
-    spark = SimpleNamespace(_jsparkSession=None)
-    return SimpleNamespace(jtable=lambda refresh=False: table, spark=spark)
+    # the job's table access answers the location only: a local directory is listed in Python
+    access = SimpleNamespace(location=lambda table: "file:" + str(table_dir))
+    return SimpleNamespace(access=access, t="`lake`.`db`.`t`")
 
 
 def test_unreferenced_parquet_lists_only_old_unreferenced_parquet_files(tmp_path):

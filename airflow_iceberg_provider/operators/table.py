@@ -9,7 +9,7 @@ from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergBaseOperator
 from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
-from airflow_iceberg_provider.rules.table_evolution import build_request, describe
+from airflow_iceberg_provider.rules.table_evolution import build_request, check_property_values, describe
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -69,7 +69,9 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
             raise IcebergValidationError(
                 f"properties={params.describe(given)} is not a mapping; pass e.g. {{'write.format.default': 'parquet'}}."
             )
-        return {"format-version": "2", **{str(k): str(v) for k, v in given.items()}}
+        props = {"format-version": "2", **{str(k): str(v) for k, v in given.items()}}
+        check_property_values(props)
+        return props
 
     def execute(self, context: Context) -> dict[str, Any]:
         params.resolve_flags(self)  # strict flags first, before any I/O

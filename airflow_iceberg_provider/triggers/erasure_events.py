@@ -265,12 +265,11 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 location, fresh = known, None
             if fresh is not None:
                 rows, known = fresh, location
-                kw = {"deadlines": self._deadlines, "margins": self._margins, "copy_retention": retention}
                 # every pair that is or will be due; copies outliving a deadline are due while they exist
                 due = {
                     fired_key(i)
                     for when in (datetime.max.replace(tzinfo=UTC), datetime.now(UTC))
-                    for i in approaching(rows, now=when, **kw)
+                    for i in self._approaching(rows, when, retention)
                 }
                 stale = [k for k in fired if k not in due]  # met (or gone): forget it
                 if stale:
@@ -278,9 +277,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                         fired.pop(k)
                     await store.save(key, {"fired": dict(fired)})
             now = datetime.now(UTC)
-            for item in approaching(
-                rows, now=now, deadlines=self._deadlines, margins=self._margins, copy_retention=retention
-            ):
+            for item in self._approaching(rows, now, retention):
                 k = fired_key(item)
                 if k in fired:
                     continue
@@ -288,6 +285,9 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 fired[k] = item["due_at"].isoformat()
                 await self.save_delivered(store, key, {"fired": dict(fired)})
             await asyncio.sleep(self.poll_interval)
+
+    def _approaching(self, rows: list[dict[str, Any]], now: datetime, retention: timedelta) -> list[dict[str, Any]]:
+        return approaching(rows, now=now, deadlines=self._deadlines, margins=self._margins, copy_retention=retention)
 
     def _event(self, item: Mapping[str, Any]) -> dict[str, Any]:
         return {

@@ -68,7 +68,9 @@ def redact_requests(run: Any) -> dict[str, Any]:
         .collect()
     )
     plan = lc.redaction_plan(
-        [r.asDict() for r in statuses], [e.asDict() for e in evidence], erased_before=grace_end(run.spec)
+        [_aware(r.asDict()) for r in statuses],
+        [_aware(e.asDict()) for e in evidence],
+        erased_before=grace_end(run.spec),
     )
     out: dict[str, Any] = {
         "requests_redaction_unresolved": plan["unresolved"],
@@ -122,6 +124,11 @@ def grace_end(spec: dict[str, Any]) -> datetime | None:
     if not seconds:
         return None
     return datetime.now(UTC) - timedelta(seconds=float(seconds))
+
+
+def _aware(row: dict[str, Any]) -> dict[str, Any]:
+    """Spark hands timestamps back as naive datetimes in the driver's local time: make them aware (UTC)."""
+    return {k: v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo is None else v for k, v in row.items()}
 
 
 def _in_list(values: tuple[str, ...]) -> str:

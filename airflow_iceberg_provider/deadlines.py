@@ -31,17 +31,34 @@ log = logging.getLogger(__name__)
 MISSED_OPERATION = "erasure.deadline_missed"
 
 
-def erasure_run_budget(deadline: timedelta, cadence: timedelta, margin: timedelta = timedelta(0)) -> timedelta:
-    """How long one run may take so that every request meets ``deadline`` (``deadline - cadence - margin``)."""
+def erasure_run_budget(
+    deadline: timedelta,
+    cadence: timedelta,
+    margin: timedelta = timedelta(0),
+    copy_retention: timedelta = timedelta(0),
+) -> timedelta:
+    """How long one run may take so that every request meets ``deadline`` on every copy
+    (``deadline - copy_retention - cadence - margin``).
+
+    ``copy_retention`` is how long object-store versions and backups keep what a purge deleted
+    (``IcebergCatalogHook.copy_retention().longest``): a purge at T leaves copies until T + retention,
+    and the legal deadline applies to them too.
+    """
     for name, value in (("deadline", deadline), ("cadence", cadence), ("margin", margin)):
         if not isinstance(value, timedelta) or value < timedelta(0):
             raise IcebergValidationError(f"{name}={value!r} must be a non-negative datetime.timedelta.")
-    budget = deadline - cadence - margin
+    if not isinstance(copy_retention, timedelta) or copy_retention < timedelta(0):
+        raise IcebergValidationError(
+            f"copy_retention={copy_retention!r} must be a non-negative datetime.timedelta (how long object-store "
+            "versions and backups keep erased bytes, e.g. timedelta(days=7))."
+        )
+    budget = deadline - copy_retention - cadence - margin
     if budget <= timedelta(0):
         raise IcebergValidationError(
-            f"deadline={deadline} leaves no time for a run that starts every cadence={cadence} (margin={margin}): "
-            "a request received just after a run starts waits a whole cadence. Run the erasure more often, or "
-            "lower the margin."
+            f"deadline={deadline} leaves no time for a run that starts every cadence={cadence} (margin={margin}, "
+            f"copy_retention={copy_retention}): a request received just after a run starts waits a whole cadence, "
+            "and its copies outlive the purge by the retention. Run the erasure more often, lower the margin, or "
+            "shorten the retention of object-store versions and backups."
         )
     return budget
 
@@ -54,8 +71,10 @@ def erasure_deadline_alert(
     callback: Any = None,
     iceberg_catalog_conn_id: str | None = "iceberg_catalog_default",
     name: str = "statutory erasure deadline",
+    copy_retention: timedelta = timedelta(0),
 ) -> Any:
-    """A ``DeadlineAlert`` on the run's queued time with ``deadline - cadence - margin`` as interval.
+    """A ``DeadlineAlert`` on the run's queued time with ``deadline - copy_retention - cadence - margin``
+    as interval.
 
     :param deadline: the statutory (physical) deadline of a request, e.g. ``timedelta(days=30)``; for
         the logical deadline pass that one (e.g. ``timedelta(hours=72)``).
@@ -64,17 +83,21 @@ def erasure_deadline_alert(
     :param callback: an ``AsyncCallback``/``SyncCallback``; default :func:`erasure_deadline_missed`.
     :param iceberg_catalog_conn_id: where the default callback writes its ledger row (``None``: log only).
     :param name: the alert's name, as Airflow shows it (default ``statutory erasure deadline``).
+    :param copy_retention: how long object-store versions and backups keep erased bytes (the longest of
+        the retentions the connection and tables declare); the deadline applies to every copy, so the
+        run must finish that much earlier.
     """
     from airflow.sdk.definitions.callback import AsyncCallback
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
-    budget = erasure_run_budget(deadline, cadence, margin)
+    budget = erasure_run_budget(deadline, cadence, margin, copy_retention)
     if callback is None:
         callback = AsyncCallback(
             erasure_deadline_missed,
             kwargs={
                 "statutory_deadline_hours": deadline.total_seconds() / 3600,
                 "run_budget_hours": budget.total_seconds() / 3600,
+                "copy_retention_hours": copy_retention.total_seconds() / 3600,
                 "iceberg_catalog_conn_id": iceberg_catalog_conn_id,
             },
         )
@@ -101,11 +124,15 @@ async def erasure_deadline_missed(
     statutory_deadline_hours: float | None = None,
     run_budget_hours: float | None = None,
     iceberg_catalog_conn_id: str | None = "iceberg_catalog_default",
+    copy_retention_hours: float | None = None,
     **_: Any,
 ) -> dict[str, Any]:
     """Deadline callback (triggerer): log the miss at ERROR and record it in the ledger."""
     details = missed_details(
-        context, statutory_deadline_hours=statutory_deadline_hours, run_budget_hours=run_budget_hours
+        context,
+        statutory_deadline_hours=statutory_deadline_hours,
+        run_budget_hours=run_budget_hours,
+        copy_retention_hours=copy_retention_hours,
     )
     log.error(
         "Erasure run %s of %s did not finish within %s h of being queued (deadline %s): requests received just "

@@ -12,7 +12,10 @@
    so in the evidence);
 4. the evidence is printed — salted HMAC hashes only, never a subject — and the demo
    time-travels: the pre-erasure snapshot is gone and no retained snapshot or ref
-   returns the subjects; requests are ``erased`` and the deadline check passes.
+   returns the subjects; the deadline check passes.
+5. the last erasure of the scope also redacts the requests table (the default): each erased
+   request's key becomes its salted hash (status ``redacted``) and the requests table's history
+   is purged, so no file of it still holds a key.
 
 The second demo run names a subject column that does not exist: the erasure is
 refused before any Spark job and nothing is changed.
@@ -210,7 +213,8 @@ DEMO = {
     "order": 60,
     "runs": [
         {
-            "label": "requests land; erase 2 tables (tag dropped); hashed evidence; time travel finds nothing",
+            "label": "requests land; erase 2 tables (tag dropped); hashed evidence; time travel finds nothing; "
+            "requests redacted",
             "expect": "success",
         },
         {

@@ -5,8 +5,9 @@ every ``logically_erased`` request of the table in ONE job (skipped when there i
 it rewrites only the data files that carry deletes or hold the subjects, expires only the
 snapshots that reach such a file (history without subjects stays: the evidence records
 how much was kept), rewrites manifests, verifies by reading the raw files that bloom
-filters and exact bounds could not exclude, and moves the requests to ``erased``. Then the
-usual health-driven maintenance plan runs. The deadline sensor, waiting for completion,
+filters and exact bounds could not exclude, moves the requests to ``erased`` and redacts them
+in the requests table (the default: keys replaced by their salted hashes, its history purged).
+Then the usual health-driven maintenance plan runs. The deadline sensor, waiting for completion,
 passes once every request is erased.
 
 Run ``iceberg_erasure_daily`` first (it creates the table and the logical erasure).
@@ -68,6 +69,8 @@ def summarize(hook) -> list[str]:
 #: How ``scripts/demo.py`` runs this DAG.
 DEMO = {
     "order": 62,
-    "runs": [{"label": "nightly: maintenance plan purges every logically erased request in one job; all erased"}],
+    "runs": [
+        {"label": "nightly: maintenance plan purges every logically erased request in one job; all erased and redacted"}
+    ],
     "tables": [ORDERS, REQUESTS],
 }

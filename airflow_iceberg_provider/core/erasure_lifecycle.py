@@ -306,8 +306,22 @@ def redacted_key(subject_hash: str) -> str:
     return REDACTED_PREFIX + h
 
 
+def erased_moment(request: Mapping[str, Any], evidence: Iterable[Mapping[str, Any]]) -> Any:
+    """When a request was erased: its ``completed_at``, else the latest ``purged_at`` (or ``finished_at``)
+    of its evidence rows; ``None`` when neither is known."""
+    if request.get("completed_at") is not None:
+        return request["completed_at"]
+    moments = [e.get("purged_at") or e.get("finished_at") for e in evidence]
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
+
+
 def redaction_plan(
-    requests: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]], scope: Sequence[str] | None = None
+    requests: Iterable[Mapping[str, Any]],
+    evidence: Iterable[Mapping[str, Any]],
+    scope: Sequence[str] | None = None,
+    *,
+    erased_before: Any = None,
 ) -> dict[str, Any]:
     """Which requests' keys to redact, from their statuses and their evidence rows (no key read).
 
@@ -315,22 +329,31 @@ def redaction_plan(
     physically) and the evidence holds ONE salted hash for it; with ``scope``, every table
     of it must have a physical, verified evidence row too (a defence against a status written by
     another scope). Requests with several hashes (the salt changed between runs) or none are left
-    as they are and listed under ``unresolved``.
+    as they are and listed under ``unresolved``. With ``erased_before`` (the end of a grace period:
+    now minus ``redact_after``), a request erased after it (:func:`erased_moment`) keeps its key for
+    now and is listed under ``waiting``; one whose erasure moment is unknown is redacted.
 
-    :param requests: ``request_id``, ``status``.
-    :param evidence: ``request_id``, ``table_name``, ``subject_hash``, ``phase``, ``verification``.
-    :return: ``{"redact": {request_id: subject_hash}, "unresolved": [request_id]}``.
+    :param requests: ``request_id``, ``status`` (and ``completed_at`` when the table has it).
+    :param evidence: ``request_id``, ``table_name``, ``subject_hash``, ``phase``, ``verification``
+        (and ``purged_at`` / ``finished_at`` for the grace period).
+    :param erased_before: a timezone-aware datetime, or ``None`` (no grace period).
+    :return: ``{"redact": {request_id: subject_hash}, "unresolved": [request_id], "waiting": [request_id]}``.
     """
     by_request: dict[str, list[Mapping[str, Any]]] = {}
     for e in evidence:
         by_request.setdefault(str(e["request_id"]), []).append(e)
     redact: dict[str, str] = {}
     unresolved = []
+    waiting = []
     for r in requests:
         rid = str(r["request_id"])
         if r.get("status") not in REDACTABLE_STATUSES:
             continue
         rows = by_request.get(rid, [])
+        erased_at = erased_moment(r, rows) if erased_before is not None else None
+        if erased_at is not None and erased_at > erased_before:
+            waiting.append(rid)
+            continue
         hashes = {str(e["subject_hash"]) for e in rows if e.get("subject_hash")}
         verified = {
             str(e["table_name"])
@@ -341,7 +364,7 @@ def redaction_plan(
             unresolved.append(rid)
             continue
         redact[rid] = hashes.pop()
-    return {"redact": redact, "unresolved": sorted(unresolved)}
+    return {"redact": redact, "unresolved": sorted(unresolved), "waiting": sorted(waiting)}
 
 
 def merged_phase(old: str | None, new: str) -> str:

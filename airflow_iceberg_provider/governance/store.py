@@ -473,13 +473,17 @@ class GovernanceStore:
     def erasure_request_states(
         self, table: str | TableIdent | Table, *, statuses: list[str] | None = None
     ) -> list[dict[str, Any]]:
-        """``request_id``, ``received_at``, ``status`` of erasure requests — never ``subject_key``."""
+        """``request_id``, ``received_at``, ``status`` (and ``completed_at``, when the table has it: when the
+        request was erased) of erasure requests — never ``subject_key``."""
         from pyiceberg.expressions import AlwaysTrue, In
 
         tbl = self.hook._table(table)
         expr: Any = In("status", statuses) if statuses else AlwaysTrue()  # type: ignore[call-arg,arg-type]
+        fields = ["request_id", "received_at", "status"]
+        if "completed_at" in tbl.schema().column_names:
+            fields.append("completed_at")
         with self.hook.translate_errors(".".join(tbl.name()[-2:])):
-            table_rows = tbl.scan(row_filter=expr, selected_fields=("request_id", "received_at", "status")).to_arrow()
+            table_rows = tbl.scan(row_filter=expr, selected_fields=tuple(fields)).to_arrow()
         rows: list[dict[str, Any]] = table_rows.to_pylist()
         return rows
 

@@ -50,6 +50,7 @@ from airflow_iceberg_provider.params import (
     validate_snapshot_id,
     validate_table,
 )
+from airflow_iceberg_provider.rules.erasure_retention import CopyRetention, copy_retention
 from airflow_iceberg_provider.rules.format_version import (
     CommitRoute,
     commit_problem,
@@ -132,6 +133,16 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
         conn = self.get_connection(self.iceberg_catalog_conn_id)
         value = conn.extra_dejson.get("ledger_signing_conn_id") or LEDGER_SIGNING_CONN_ID
         return validate_name(value, "ledger_signing_conn_id")
+
+    def copy_retention(self, table: str | TableIdent | Table | None = None) -> CopyRetention:
+        """How long copies outside the table (object-store versions, backups) keep erased bytes: the
+        table's ``erasure.copies.*-retention-days`` properties, else the connection's extras of the same
+        names (``table=None``: the connection's only). A malformed value raises, naming where it is."""
+        extras = self.get_connection(self.iceberg_catalog_conn_id).extra_dejson
+        if table is None:
+            return copy_retention(extras, conn_id=self.iceberg_catalog_conn_id)
+        tbl = self._table(table)
+        return copy_retention(extras, tbl.metadata.properties, table=_name(tbl), conn_id=self.iceberg_catalog_conn_id)
 
     @cached_property
     def governance(self) -> GovernanceStore:

@@ -26,7 +26,11 @@ extra         ``catalog_type`` (sql | rest | glue | hive), ``catalog_name``,
               ``spark_properties`` (dict of Spark-only catalog properties),
               ``hold_release_requires_approval`` (``true``/``false``: every
               legal-hold release on this connection needs an approved
-              ``IcebergRefApprovalOperator`` decision)
+              ``IcebergRefApprovalOperator`` decision),
+              ``erasure.copies.versioning-retention-days`` and
+              ``erasure.copies.backup-retention-days`` (days copies outside
+              the tables keep erased bytes; read by
+              ``IcebergCatalogHook.copy_retention``)
 ============  =================================================================
 """
 

@@ -40,6 +40,7 @@ from airflow_iceberg_provider.rules.erasure import (
     validate_subject_columns,
     validate_subjects_file,
 )
+from airflow_iceberg_provider.rules.erasure_retention import CopyRetention, redact_after
 from airflow_iceberg_provider.rules.maintenance import preview_table_expiry
 
 DEFAULT_SALT_CONN_ID = "erasure_salt"
@@ -66,16 +67,18 @@ class ErasureArgs:
     ref_policy: str = "fail"
     tables_in_scope: Sequence[str] | None = None
     salt_conn_id: str = DEFAULT_SALT_CONN_ID
-    redact_erased_requests: bool = False
+    redact_erased_requests: bool = True
+    redact_after: Any = None
 
 
 def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log: _Log) -> dict[str, Any]:
     """Resolve the arguments, refuse from metadata (nothing changed); the job's parameters."""
     columns = validate_subject_columns(args.subject_columns)
     policy = validate_ref_policy(args.ref_policy)
+    grace = redact_after(args.redact_after)
     scope = _scope(args)
     source = _source(hook, args, phase)
-    _preflight(hook, args.table, columns, phase, log)
+    retention = _preflight(hook, args.table, columns, phase, log)
     salt = _salt(args.salt_conn_id)
     hook.governance.table("erasure_evidence")
     restored = restore_switched_properties(hook, args.table, log)
@@ -90,6 +93,8 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
         "tables_in_scope": scope,
         "phase": phase,
         "redact_requests": bool(args.redact_erased_requests),
+        "redact_after_seconds": grace.total_seconds() if grace is not None else None,
+        "copy_retention": retention.to_dict(),
         "properties_restored": restored,
     }
 
@@ -211,9 +216,10 @@ def _scope(args: ErasureArgs) -> list[str]:
     return scope
 
 
-def _preflight(hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], phase: str, log: _Log) -> None:
-    """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters)."""
+def _preflight(hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], phase: str, log: _Log) -> CopyRetention:
+    """Refusals from metadata (nothing changed) and warnings (bounds, bloom filters); the table's copy retention."""
     tbl = hook.load_table(ident)
+    retention = hook.copy_retention(tbl)  # a malformed declaration refuses here, before anything changes
     facts = erasure_table_facts(tbl, hook.data_files(tbl, all_snapshots=True, deletes_only=True))
     problems = table_problems(table=ident.dotted, columns=columns, **facts)
     if phase == PHASE_LOGICAL and facts["format_version"] < 2:
@@ -235,6 +241,7 @@ def _preflight(hook: IcebergCatalogHook, ident: TableIdent, columns: list[str], 
             )
     for warning in bloom_filter_warnings(ident.dotted, columns, facts["properties"]):
         log.warning("%s", warning)
+    return retention
 
 
 def verify_evidence(
@@ -317,6 +324,7 @@ def erasure_summary(
         "subject_index": dict(m.get("subject_index") or {}),
         "snapshots_kept": int(m.get("snapshots_retained", 0)),
         "requests_redacted": int(m.get("requests_redacted", 0)),
+        "requests_redaction_waiting": len(m.get("requests_redaction_waiting") or []),
         "redaction_verification": m.get("redaction_verification"),
         "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
         "properties_restored_after_kill": dict(m.get("properties_restored_after_kill") or {}),

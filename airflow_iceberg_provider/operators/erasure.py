@@ -93,8 +93,13 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
     :param redact_erased_requests: physical phases (``purge``, ``full``) with a ``requests_table``:
         once a request is ``erased`` on every table in scope, replace its ``subject_key`` by the
         salted hash of its evidence, purge the requests table's history, verify, and record it
-        (status ``redacted``, evidence ``subject_redacted_at``). Default False: turn it on in the
-        nightly purge once no downstream system reconciles against the keys.
+        (status ``redacted``, evidence ``subject_redacted_at``). Default True: after an erasure no
+        table, the requests table included, holds the key in plain text. ``False`` keeps the keys.
+    :param redact_after: grace period before an erased request's key is redacted (templated): a
+        ``timedelta``, ``'72h'``, ``'7d'``, ``'P7D'`` or a number of hours; default ``None`` (at once).
+        For teams that reconcile erased requests against a ticketing system: the key stays readable
+        that long after the request was erased, then the next physical run (or a ``phase='full'``
+        run with nothing to erase) redacts it. At most 365 days.
     :return: evidence summary: counts, snapshot ids, refs, verification (no request id, no hash).
     """
 
@@ -108,6 +113,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         "ref_policy",
         "tables_in_scope",
         "salt_conn_id",
+        "redact_after",
     )
     ui_color = "#f6d5d5"
     supports_durable_jobs = True
@@ -125,7 +131,8 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         ref_policy: str = "fail",
         tables_in_scope: Sequence[str] | None = None,
         salt_conn_id: str = DEFAULT_SALT_CONN_ID,
-        redact_erased_requests: bool = False,
+        redact_erased_requests: bool = True,
+        redact_after: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -139,6 +146,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
         self.tables_in_scope = tables_in_scope
         self.salt_conn_id = salt_conn_id
         self.redact_erased_requests = redact_erased_requests
+        self.redact_after = redact_after
         self.check_arguments()
 
     def check_arguments(self) -> None:
@@ -162,6 +170,7 @@ class IcebergErasureOperator(IcebergSparkBaseOperator):
             tables_in_scope=self.tables_in_scope,
             salt_conn_id=self.salt_conn_id,
             redact_erased_requests=self.redact_erased_requests,
+            redact_after=self.redact_after,
         )
 
     # ----------------------------------------------------------------- execute

@@ -14,7 +14,7 @@ from airflow_iceberg_provider.rules.format_version import (
     requested_format_version,
 )
 from airflow_iceberg_provider.rules.schema import parse_columns, parse_partition_spec
-from airflow_iceberg_provider.rules.table_evolution import build_request, describe
+from airflow_iceberg_provider.rules.table_evolution import build_request, check_property_values, describe
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -78,6 +78,7 @@ class IcebergCreateTableOperator(IcebergBaseOperator):
             )
         properties = {"format-version": str(DEFAULT_FORMAT_VERSION), **{str(k): str(v) for k, v in given.items()}}
         properties["format-version"] = str(requested_format_version(properties))
+        check_property_values(properties)
         return properties
 
     def execute(self, context: Context) -> dict[str, Any]:

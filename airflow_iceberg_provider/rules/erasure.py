@@ -390,25 +390,45 @@ def deadline_report(
     logical: timedelta,
     physical: timedelta,
     warn_fraction: float = 0.8,
+    copy_retention: timedelta = timedelta(0),
 ) -> dict[str, list[dict[str, Any]]]:
     """Requests past (``*_overdue``) or near (``*_at_risk``: more than ``warn_fraction`` of the
-    time used) their logical deadline (not yet logically erased) or physical deadline (not erased)."""
+    time used) their logical deadline (not yet logically erased) or physical deadline (not erased).
+
+    The physical deadline applies to every copy. With ``copy_retention`` (how long object-store
+    versions and backups keep erased bytes, :mod:`~airflow_iceberg_provider.rules.erasure_retention`),
+    a request must be unreachable from its tables by ``received_at + physical - copy_retention``:
+    that is its ``due_at``. An erased request whose copies outlive the legal deadline (erased at
+    ``completed_at`` = T, ``T + copy_retention > received_at + physical``) is ``physical_overdue``
+    with ``copies_late`` until its copies are gone (``gone_from_copies_by``).
+    """
     out: dict[str, list[dict[str, Any]]] = {k: [] for k in ("logical_overdue", "logical_at_risk")}
     out.update({k: [] for k in ("physical_overdue", "physical_at_risk")})
+    unreachable_by = physical - copy_retention
     for r in rows:
         status, received = r.get("status"), r.get("received_at")
-        if received is None or status in FINAL_STATUSES:
+        if received is None:
             continue
         item = {"request_id": r["request_id"], "received_at": received, "status": status}
+        if status in FINAL_STATUSES:
+            erased = r.get("completed_at")
+            gone = erased + copy_retention if erased is not None and copy_retention else None
+            if gone is not None and gone > received + physical and now < gone:
+                due = received + physical
+                out["physical_overdue"].append(
+                    {**item, "due_at": due, "copies_late": True, "gone_from_copies_by": gone}
+                )
+            continue
         age = now - received
-        checks = [("physical", physical)]
+        checks = [("physical", unreachable_by)]
         if status in (STATUS_PENDING, STATUS_BLOCKED) or status not in STATUSES:
             checks.append(("logical", logical))
         for name, limit in checks:
+            due_item = {**item, "due_at": received + limit}
             if age > limit:
-                out[f"{name}_overdue"].append(item)
+                out[f"{name}_overdue"].append(due_item)
             elif age > limit * warn_fraction:
-                out[f"{name}_at_risk"].append(item)
+                out[f"{name}_at_risk"].append(due_item)
     for v in out.values():
         v.sort(key=lambda r: r["received_at"])
     return out

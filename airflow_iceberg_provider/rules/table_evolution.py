@@ -29,6 +29,7 @@ from typing import Any
 from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.params import validate_name
+from airflow_iceberg_provider.rules.erasure_retention import COPY_RETENTION_KEYS, copy_retention_problem
 from airflow_iceberg_provider.rules.schema import (
     BARE_COLUMN,
     TRANSFORM_HELP,
@@ -213,7 +214,7 @@ def build_request(
         if (problem := metrics_mode_problem(mode)) is not None:
             raise IcebergValidationError(f"metrics_modes[{col!r}]={mode!r} {problem}.")
         props[METRICS_PREFIX + col], origins[METRICS_PREFIX + col] = mode.strip().lower(), f"metrics_modes[{col!r}]"
-    _check_property_values(props)
+    check_property_values(props)
     return TableChangeRequest(
         add_columns=adds,
         rename_columns=renames,
@@ -276,7 +277,7 @@ def _bloom_properties(value: object) -> dict[str, str]:
     return out
 
 
-def _check_property_values(props: Mapping[str, str]) -> None:
+def check_property_values(props: Mapping[str, str]) -> None:
     """Values of well-known properties passed through ``properties`` (the other arguments check their own)."""
     for key, value in props.items():
         if key.startswith(METRICS_PREFIX) or key == METRICS_DEFAULT:
@@ -287,6 +288,11 @@ def _check_property_values(props: Mapping[str, str]) -> None:
         elif key == DISTRIBUTION_MODE and value not in ("none", "hash", "range"):
             raise IcebergValidationError(
                 f"properties[{key!r}]={value!r} is not a distribution mode; use none, hash or range."
+            )
+        elif key in COPY_RETENTION_KEYS and (problem := copy_retention_problem(key, value)) is not None:
+            raise IcebergValidationError(
+                f"properties[{key!r}]={value!r} {problem}; set the days object-store versions or backups keep "
+                "erased bytes, e.g. '30' (0 when there are none)."
             )
         elif key.startswith(BLOOM_FPP_PREFIX):
             try:

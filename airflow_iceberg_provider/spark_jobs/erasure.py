@@ -355,11 +355,20 @@ class ErasureRun:
         with self.timed("load_subjects"):
             n_requests = self.load_subjects()
         self.metrics["requests"] = n_requests
+        if self.phase_name in lc.PHYSICAL_PHASES and self.spec.get("copy_retention"):
+            # the retention of copies outside the table declared at the purge: evidence reports add it to T
+            self.metrics["copy_retention"] = self.spec["copy_retention"]
         if n_requests:
             return None
         self.status = "noop"
         self.snapshot_before = self.snapshot_after = self.main_head()
         self.metrics.update(rows_deleted=0, verification=None, timings_s=self.timings)
+        if erasure_redact.wanted(self) and self.spec.get("write_evidence", True):
+            # nothing to erase, but erased requests whose grace period ended are redacted now
+            self.metrics.update(erasure_redact.redact_requests(self))
+            if self.metrics.get("redaction_verification") == lc.FAILED:
+                self.status = "failed"
+                self.details["error"] = f"redaction of the requests table {self.spec['source']['table']} failed"
         return self.metrics
 
     def run_index_only(self) -> dict[str, Any]:

@@ -5,7 +5,8 @@ the last place holding its subject key in clear. This step, run by the purge (``
 ``full`` phases) right after the request statuses are written:
 
 1. picks every erased, not yet redacted request of the requests table whose evidence rows
-   carry one salted hash (:func:`erasure_sql.redaction_plan`; no key is read for that);
+   carry one salted hash (:func:`core.erasure_lifecycle.redaction_plan`; no key is read for that)
+   and whose grace period (``redact_after``) is over;
 2. MERGEs ``subject_key = 'hmac-sha256:<hash>'``, ``status = 'redacted'`` into it (requests
    not yet erased keep their keys, so later phases still find their subjects);
 3. purges the requests table's own history as the purge does for a data table: rewrite of
@@ -23,6 +24,7 @@ and never printed; errors go through the job's redaction of secrets.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
@@ -41,7 +43,7 @@ def wanted(run: Any) -> bool:
     return (
         run.phase_name in lc.PHYSICAL_PHASES
         and src.get("kind") == "requests_table"
-        and bool(run.spec.get("redact_requests", False))
+        and bool(run.spec.get("redact_requests", True))
     )
 
 
@@ -52,8 +54,9 @@ def redact_requests(run: Any) -> dict[str, Any]:
     ev_name = er.evidence_name(run)
     run.sql(f"REFRESH TABLE {req}")
     run.sql(f"REFRESH TABLE {ev_name}")
+    completed = ", completed_at" if "completed_at" in {f.name for f in run.spark.table(req).schema.fields} else ""
     statuses = run.sql(
-        f"SELECT request_id, status FROM {req} WHERE status IN ({_in_list(lc.REDACTABLE_STATUSES)})"
+        f"SELECT request_id, status{completed} FROM {req} WHERE status IN ({_in_list(lc.REDACTABLE_STATUSES)})"
     ).collect()
     if not statuses:
         return {"requests_redacted": 0, "redaction_verification": None}
@@ -61,11 +64,18 @@ def redact_requests(run: Any) -> dict[str, Any]:
     evidence = (
         run.spark.table(ev_name)
         .join(ids, "request_id", "left_semi")
-        .select("request_id", "table_name", "subject_hash", "phase", "verification")
+        .select("request_id", "table_name", "subject_hash", "phase", "verification", "purged_at", "finished_at")
         .collect()
     )
-    plan = lc.redaction_plan([r.asDict() for r in statuses], [e.asDict() for e in evidence])
-    out: dict[str, Any] = {"requests_redaction_unresolved": plan["unresolved"]}
+    plan = lc.redaction_plan(
+        [_aware(r.asDict()) for r in statuses],
+        [_aware(e.asDict()) for e in evidence],
+        erased_before=grace_end(run.spec),
+    )
+    out: dict[str, Any] = {
+        "requests_redaction_unresolved": plan["unresolved"],
+        "requests_redaction_waiting": plan["waiting"],
+    }
     if not plan["redact"]:
         out.update(requests_redacted=0, redaction_verification=None)
         return out
@@ -106,6 +116,19 @@ def redact_requests(run: Any) -> dict[str, Any]:
         **{f"redaction_{k}": v for k, v in verify.items()},
     )
     return out
+
+
+def grace_end(spec: dict[str, Any]) -> datetime | None:
+    """Requests erased after this moment keep their keys for now (``redact_after``); ``None``: no grace."""
+    seconds = spec.get("redact_after_seconds")
+    if not seconds:
+        return None
+    return datetime.now(UTC) - timedelta(seconds=float(seconds))
+
+
+def _aware(row: dict[str, Any]) -> dict[str, Any]:
+    """Spark hands timestamps back as naive datetimes in the driver's local time: make them aware (UTC)."""
+    return {k: v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo is None else v for k, v in row.items()}
 
 
 def _in_list(values: tuple[str, ...]) -> str:

@@ -93,37 +93,49 @@ def _human(td: timedelta) -> str:
     return f"{secs / 86400:g}d" if secs >= 86400 else f"{secs / 3600:g}h"
 
 
+def _aware(value: Any) -> Any:
+    return value.replace(tzinfo=UTC) if isinstance(value, datetime) and value.tzinfo is None else value
+
+
 def approaching(
     rows: Iterable[Mapping[str, Any]],
     *,
     now: datetime,
     deadlines: Mapping[str, timedelta],
     margins: Mapping[str, timedelta],
+    copy_retention: timedelta = timedelta(0),
 ) -> list[dict[str, Any]]:
     """Requests that still owe a deadline and are within its margin (or past it), one item per request and kind.
 
     ``rules.erasure.deadline_report`` decides what is owed and what is late; "near" is its
-    ``at_risk`` with ``warn_fraction = (deadline - margin) / deadline``.
+    ``at_risk`` with ``warn_fraction = (deadline - margin) / deadline``. The physical deadline
+    counts ``copy_retention``: a request is due to be unreachable at ``received_at + physical -
+    copy_retention`` (its ``due_at``), and an erased request whose copies outlive the deadline is
+    reported (``copies_late``) until they are gone.
     """
     rows = [
-        {**r, "received_at": r["received_at"] if r["received_at"].tzinfo else r["received_at"].replace(tzinfo=UTC)}
+        {**r, "received_at": _aware(r["received_at"]), "completed_at": _aware(r.get("completed_at"))}
         for r in rows
         if r.get("received_at") is not None
     ]
     out = []
     for kind, limit in deadlines.items():
-        fraction = (limit - margins[kind]) / limit
-        report = deadline_report(rows, now=now, logical=limit, physical=limit, warn_fraction=fraction)
+        retention = copy_retention if kind == "physical" else timedelta(0)
+        fraction = (limit - retention - margins[kind]) / (limit - retention)
+        report = deadline_report(
+            rows, now=now, logical=limit, physical=limit, warn_fraction=fraction, copy_retention=retention
+        )
         for group in (f"{kind}_overdue", f"{kind}_at_risk"):
             for item in report[group]:
                 out.append(
                     {
                         "request_id": item["request_id"],
                         "deadline": kind,
-                        "due_at": item["received_at"] + limit,
+                        "due_at": item["due_at"],
                         "received_at": item["received_at"],
                         "status": item["status"],
                         "overdue": group.endswith("_overdue"),
+                        "copies_late": bool(item.get("copies_late")),
                     }
                 )
     return sorted(out, key=lambda r: (r["due_at"], r["request_id"], r["deadline"]))
@@ -151,7 +163,8 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
 
     Event payload: ``kind="erasure_deadline"``, ``requests_table``, ``deadline`` (kind), ``due_at``,
     ``received_at`` (ISO-8601), ``status``, ``overdue`` (already past the deadline when reported),
-    ``margin_seconds``. No request id: asset events are visible to every user who can see the
+    ``copies_late`` (erased, but copies outlive the deadline), ``margin_seconds``. No request id:
+    asset events are visible to every user who can see the
     asset; the request is found by ``received_at`` in the requests table or on the governance
     view's restricted erasure page.
 
@@ -161,6 +174,11 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         (default 10 % of each deadline; must be shorter than it).
     :param iceberg_catalog_conn_id: the ``iceberg_catalog`` connection.
     :param poll_interval: seconds between polls.
+    :param copy_retention: how long object-store versions and backups keep erased bytes (a duration);
+        default ``None``: what the connection declares (``erasure.copies.versioning-retention-days``,
+        ``erasure.copies.backup-retention-days``), read when the trigger starts. The physical
+        deadline counts it (see :func:`approaching`); the event says ``copies_late`` for an erased
+        request whose copies outlive its deadline.
     """
 
     state_kind = "erasure_deadline"
@@ -173,6 +191,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         margin: Any = None,
         iceberg_catalog_conn_id: str = "iceberg_catalog_default",
         poll_interval: float = 300.0,
+        copy_retention: Any = None,
     ) -> None:
         super().__init__()
         self.requests_table = validate_table(requests_table, "requests_table").dotted
@@ -181,6 +200,24 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
         )
         self.iceberg_catalog_conn_id = iceberg_catalog_conn_id
         self.poll_interval = validate_poll_interval(poll_interval)
+        self._copy_retention: timedelta | None = None
+        if copy_retention is not None:
+            self._copy_retention = self._check_retention(to_duration(copy_retention, "copy_retention"))
+
+    def _check_retention(self, retention: timedelta) -> timedelta:
+        """``retention`` if it leaves time before the physical deadline and its margin, else a clear refusal."""
+        if retention < timedelta(0):
+            raise IcebergValidationError(
+                f"copy_retention={retention} is negative; pass how long versions and backups keep bytes, e.g. '7d'."
+            )
+        physical = self._deadlines.get("physical")
+        if physical is not None and retention + self._margins["physical"] >= physical:
+            raise IcebergValidationError(
+                f"copy_retention={_human(retention)} plus the margin {_human(self._margins['physical'])} is not "
+                f"shorter than the physical deadline of {_human(physical)}: no erasure can be gone from every copy "
+                "in time. Shorten the retention of object-store versions and backups, or the margin."
+            )
+        return retention
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -191,6 +228,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 "margin": {k: v.total_seconds() for k, v in self._margins.items()},
                 "iceberg_catalog_conn_id": self.iceberg_catalog_conn_id,
                 "poll_interval": self.poll_interval,
+                "copy_retention": None if self._copy_retention is None else self._copy_retention.total_seconds(),
             },
         )
 
@@ -209,6 +247,9 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         store = self.resolve_store()
         hook = await asyncio.to_thread(self.hook)  # importing the hook module must not block the loop
+        retention = self._copy_retention
+        if retention is None:  # what the connection declares, once per start
+            retention = self._check_retention((await asyncio.to_thread(hook.copy_retention)).longest)
         key = self.state_key
         fired: dict[str, str] = {}
         for value in (await store.load(key)).values():  # union: never report a pair twice
@@ -224,11 +265,11 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 location, fresh = known, None
             if fresh is not None:
                 rows, known = fresh, location
+                # every pair that is or will be due; copies outliving a deadline are due while they exist
                 due = {
                     fired_key(i)
-                    for i in approaching(
-                        rows, now=datetime.max.replace(tzinfo=UTC), deadlines=self._deadlines, margins=self._margins
-                    )
+                    for when in (datetime.max.replace(tzinfo=UTC), datetime.now(UTC))
+                    for i in self._approaching(rows, when, retention)
                 }
                 stale = [k for k in fired if k not in due]  # met (or gone): forget it
                 if stale:
@@ -236,7 +277,7 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                         fired.pop(k)
                     await store.save(key, {"fired": dict(fired)})
             now = datetime.now(UTC)
-            for item in approaching(rows, now=now, deadlines=self._deadlines, margins=self._margins):
+            for item in self._approaching(rows, now, retention):
                 k = fired_key(item)
                 if k in fired:
                     continue
@@ -244,6 +285,9 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
                 fired[k] = item["due_at"].isoformat()
                 await self.save_delivered(store, key, {"fired": dict(fired)})
             await asyncio.sleep(self.poll_interval)
+
+    def _approaching(self, rows: list[dict[str, Any]], now: datetime, retention: timedelta) -> list[dict[str, Any]]:
+        return approaching(rows, now=now, deadlines=self._deadlines, margins=self._margins, copy_retention=retention)
 
     def _event(self, item: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -254,5 +298,6 @@ class IcebergErasureDeadlineEventTrigger(IcebergEventTriggerBase):
             "received_at": item["received_at"].isoformat(),
             "status": item["status"],
             "overdue": bool(item["overdue"]),
+            "copies_late": bool(item.get("copies_late")),
             "margin_seconds": self._margins[item["deadline"]].total_seconds(),
         }

@@ -428,11 +428,14 @@ def erasure_map_data(reader: ScopedReader, namespaces: list[str] | None = None) 
 
 
 def report_data(reader: ScopedReader, request_id: str) -> dict[str, Any]:
+    evidence = reader.governance_rows("erasure_evidence")
+    tables = {e["table_name"] for e in evidence if e.get("request_id") == request_id and e.get("table_name")}
     report = views.evidence_report(
         request_id,
         reader.erasure_requests(),
-        reader.governance_rows("erasure_evidence"),
+        evidence,
         _ledger(reader, True),
+        retentions={t: reader.copy_retention(t) for t in sorted(tables)},
     )
     if report is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"No erasure request or evidence with id {request_id!r}.")

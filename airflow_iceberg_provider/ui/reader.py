@@ -330,6 +330,18 @@ class GovernanceReader:
                 rows.append({**row, "requests_table": name})
         return rows
 
+    def copy_retention(self, table: str) -> dict[str, Any]:
+        """The retention of copies outside ``table`` that the table and the connection declare
+        (:meth:`IcebergCatalogHook.copy_retention`, as ``CopyRetention.to_dict()``); ``{"error": ...}``
+        when a declaration is malformed; the connection's alone when the table is gone."""
+        from airflow_iceberg_provider.exceptions import IcebergValidationError
+
+        try:
+            got = self._cached("retention", table, lambda tbl: self.hook.copy_retention(tbl).to_dict())
+            return got if got is not None else self.hook.copy_retention().to_dict()
+        except IcebergValidationError as err:
+            return {"error": str(err)}
+
     # ------------------------------------------------------------ erasure map
     def subject_column_map(self, namespaces: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """:func:`~airflow_iceberg_provider.rules.erasure.subject_column_map` over the catalog (or
@@ -416,6 +428,9 @@ class ScopedReader:
 
     def requests_tables(self) -> list[str]:
         return self.base.requests_tables()
+
+    def copy_retention(self, table: str) -> dict[str, Any]:
+        return self.base.copy_retention(table)
 
     def erasure_requests(self) -> list[dict[str, Any]]:
         return self.base.erasure_requests()

@@ -807,6 +807,7 @@ def _run_view(row: Mapping[str, Any], role: str) -> dict[str, Any]:
         "files_rewritten": m.get("files_rewritten"),
         "files_removed": m.get("files_removed"),
         "snapshots_expired": m.get("snapshots_expired"),
+        "copy_retention": m.get("copy_retention"),
     }
 
 
@@ -864,6 +865,46 @@ def _phase_runs(tables: Sequence[Mapping[str, Any]], role: str) -> list[dict[str
     return [{**run, "table": t["table"]} for t in tables for run in t["batch"]["runs"] if run["role"] == role]
 
 
+def _completion(
+    purged_at: datetime | None, runs: Sequence[Mapping[str, Any]], declared: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """One table's two dates: unreachable from the table at T (the purge) and gone from every copy by
+    T + the retention of object-store versions and backups (recorded by the purge run, else declared now)."""
+    recorded = next(
+        (r["copy_retention"] for r in reversed(runs) if r["role"] == "purge" and r.get("copy_retention")), None
+    )
+    retention, source = (recorded, "recorded by the purge run") if recorded else (declared, "declared now")
+    if not retention or retention.get("error"):
+        return {
+            "unreachable_at": purged_at,
+            "gone_from_copies_by": None,
+            "retention_days": None,
+            "versioning_retention_days": None,
+            "backup_retention_days": None,
+            "retention_source": (retention or {}).get("error") or "no retention declared",
+        }
+    days = float(retention.get("retention_days") or 0)
+    return {
+        "unreachable_at": purged_at,
+        "gone_from_copies_by": purged_at + timedelta(days=days) if purged_at else None,
+        "retention_days": days,
+        "versioning_retention_days": retention.get("versioning_retention_days"),
+        "backup_retention_days": retention.get("backup_retention_days"),
+        "retention_source": source if retention.get("declared_by") else f"{source}: none declared (0 days)",
+    }
+
+
+def _overall_completion(tables: Sequence[Mapping[str, Any]], deadlines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The request's two dates (the latest over its tables) and the deadlines the second one misses."""
+    done = [t["completion"] for t in tables]
+    unreachable = [c["unreachable_at"] for c in done]
+    gone = [c["gone_from_copies_by"] for c in done]
+    at = max(unreachable) if done and all(unreachable) else None
+    by = max(gone) if done and all(gone) else None
+    late = [d["label"] for d in deadlines if by is not None and by > d["due"]]
+    return {"unreachable_at": at, "gone_from_copies_by": by, "copies_late_for": late}
+
+
 def evidence_report(
     request_id: str,
     requests: Iterable[Mapping[str, Any]],
@@ -871,13 +912,18 @@ def evidence_report(
     ledger: Iterable[Mapping[str, Any]] = (),
     *,
     now: datetime | None = None,
+    retentions: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """Everything a compliance officer hands over for one request; ``None`` when nothing is known.
 
     Each table's figures come in two groups: ``request`` holds what is true of *this* request (its
     rows found and removed, the verification of its subject), ``batch`` what the erasure runs did to
     the table for every request they processed together (files rewritten and removed, snapshots
-    expired, refs), with the runs and Airflow tasks that did it.
+    expired, refs), with the runs and Airflow tasks that did it. ``completion`` holds its two dates:
+    unreachable from the table at T (the purge), gone from every copy by T + the retention of
+    object-store versions and backups (the one the purge run recorded, else ``retentions[table]``,
+    what is declared now: ``CopyRetention.to_dict()``). The report's ``completion`` is the latest of
+    each over the tables, with the statutory deadlines the second date misses.
     """
     request = next((r for r in requests if r.get("request_id") == request_id), None)
     rows = sorted((e for e in evidence if e.get("request_id") == request_id), key=lambda e: e.get("table_name") or "")
@@ -925,6 +971,7 @@ def evidence_report(
                     "started_at": e.get("started_at"),
                     "finished_at": e.get("finished_at"),
                 },
+                "completion": _completion(e.get("purged_at"), runs, (retentions or {}).get(e.get("table_name") or "")),
                 # flat aliases of the per-request figures (JSON readers of earlier reports)
                 "rows_deleted": deleted,
                 "verification": e.get("verification"),
@@ -933,8 +980,10 @@ def evidence_report(
     hashes = sorted({str(e["subject_hash"]) for e in rows if e.get("subject_hash")})
     finished = [e["finished_at"] for e in rows if e.get("finished_at")]
     shaped = erasure_requests([request], rows, now=now or datetime.now(UTC))[0] if request else None
+    deadlines = shaped["deadlines"] if shaped else []
     return {
-        "deadlines": shaped["deadlines"] if shaped else [],
+        "completion": _overall_completion(tables, deadlines),
+        "deadlines": deadlines,
         "overdue": bool(shaped and shaped["overdue"]),
         "open": bool(shaped and shaped["open"]),
         "logical_runs": _phase_runs(tables, "logical"),

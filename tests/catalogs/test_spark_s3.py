@@ -349,9 +349,9 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
     STATE["xcom"].append(result)
     assert result["verification"] == "verified"
     assert len(rows_of(hook, PEOPLE)) == len(kept)
-    assert {r["status"] for r in rows_of(hook, REQUESTS)} == {"erased"}
+    assert {r["status"] for r in rows_of(hook, REQUESTS)} == {"redacted"}  # erased, then redacted (the default)
     # every object in the bucket, through the S3 API: no Parquet file holds a subject (the erased
-    # table, the governance tables: evidence, ledger) except the user's requests table, the input
+    # table, the governance tables: evidence, ledger, and the requests table, redacted)
     fs_ = s3fs(STATE["server"])
     parquet = [p for p in objects() if p.endswith(".parquet")]
     assert any("/wh/db/people/data/" in p for p in parquet) and any("/wh/governance/" in p for p in parquet)
@@ -361,7 +361,7 @@ def test_erasure_on_s3_leaves_no_subject_in_any_object(s3lake):
         for column in table.column_names:
             if table.schema.field(column).type == "string" and set(table.column(column).to_pylist()) & ERASED:
                 holding.add(path.split("/wh/", 1)[1].split("/data/", 1)[0] + f".{column}")
-    assert holding == {"db/requests.subject_key"}, holding
+    assert holding == set(), holding
     # and no object of the erased table (parquet, manifests, metadata) holds a subject's raw bytes
     for path in objects("db/people"):
         with fs_.open_input_file(path) as f:

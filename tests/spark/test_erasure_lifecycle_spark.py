@@ -308,3 +308,29 @@ def test_full_erasure_of_files_added_without_field_ids_reads_them_by_name(lake13
     assert person(7) not in strings_on_disk(hook, table)
     assert not os.path.exists(path) or person(7) not in pq.read_table(path).column("customer_id").to_pylist()
     assert person(1) in strings_on_disk(hook, table)
+
+
+def test_a_grace_period_keeps_the_key_until_a_run_with_nothing_to_erase_redacts_it(lake13):
+    """``redact_after``: the erasing run leaves the erased request's key in the requests table (listed
+    as waiting); a later ``full`` run with no request left to erase redacts it once the grace period
+    is over, and purges the requests table's history."""
+    hook, _ = lake13
+    table, requests = "db.grace", "db.requests_grace"
+    create_people_table(hook, table, partition_by=())
+    hook.load_table(table).append(people_batch(0, 40))
+    add_requests(hook, requests, {"G-1": person(3)}, received_days_ago=1)
+    args = {"table": table, "subject_columns": "customer_id", "requests_table": requests}
+    first = IcebergErasureOperator(task_id="g_full", phase="full", redact_after="1h", **args).execute(fake_context())
+    assert first["verification"] == "verified" and first["rows_deleted"] > 0, first
+    assert first["requests_redacted"] == 0 and first["requests_redaction_waiting"] == 1, first
+    assert {r["status"] for r in rows_of(hook, requests)} == {"erased"}
+    assert person(3) in strings_on_disk(hook, requests) and person(3) not in strings_on_disk(hook, table)
+    before = hook.metadata_location(table)
+    again = IcebergErasureOperator(task_id="g_again", phase="full", **args).execute(fake_context())
+    assert again["status"] == "noop" and again["requests_redacted"] == 1, again
+    assert again["redaction_verification"] == "verified"
+    assert hook.metadata_location(table) == before  # nothing to erase: the data table is not touched
+    (row,) = rows_of(hook, requests)
+    assert row["status"] == "redacted" and row["subject_key"] == "hmac-sha256:" + subject_hash(SALT, person(3))
+    assert person(3) not in strings_on_disk(hook, requests)
+    assert metadata_hits(hook, requests, [person(3)]) == []

@@ -108,7 +108,9 @@ def test_drop_policy_erases_physically_and_records_evidence(env, capfd):
     assert by_req["R-3"]["rows_deleted"] == 0 and by_req["R-1"]["rows_deleted"] > 0
     assert json.loads(by_req["R-1"]["refs_dropped"]) == ["release-1"]
     statuses = {r["request_id"]: r["status"] for r in rows_of(env, "db.requests")}
-    assert statuses == {"R-1": "erased", "R-2": "erased", "R-3": "erased"}
+    # erased on every table in scope, then redacted (the default): the keys became their salted hashes
+    assert statuses == {"R-1": "redacted", "R-2": "redacted", "R-3": "redacted"}
+    assert result["requests_redacted"] == 3 and result["redaction_verification"] == "verified", result
 
     # no subject value (nor the salt) in XCom, evidence, ledger, or any log line
     ledger = env.governance.read("ledger", event_id=result["job_run_id"])

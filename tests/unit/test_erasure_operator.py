@@ -117,7 +117,7 @@ def test_hook_facts_and_request_states_never_expose_subjects(erasure_lake):
     assert ("order_ts", "day") in facts["partition_fields"]
     assert facts["equality_delete_files"] == 0 and facts["format_version"] == 2
     states = erasure_lake.governance.erasure_request_states("db.requests")
-    assert states and set(states[0]) == {"request_id", "received_at", "status"}
+    assert states and set(states[0]) == {"request_id", "received_at", "status", "completed_at"}
     assert person(3) not in json.dumps(states, default=str)
 
 
@@ -275,3 +275,15 @@ def test_a_refusal_before_spark_is_recorded_with_its_reason_for_the_governance_l
     assert "email" in refusal["reason"] and "do not exist" in refusal["reason"]
     assert refusal["table"] == "db.people" and done["request_ids"] == []
     assert views.public_ledger(views.ledger_views(rows)) == []  # erasure rows stay on the restricted side
+
+
+# ------------------------------------------------ grace period and retention of copies
+def test_bad_grace_period_is_refused_naming_the_parameter_and_changes_nothing(erasure_lake):
+    for bad, match in (("soon", "redact_after='soon' is not a duration"), ("400d", "longer than 365 days")):
+        _refused(erasure_lake, _op(redact_after=bad), IcebergValidationError, match)
+
+
+def test_malformed_retention_of_copies_is_refused_before_spark_and_changes_nothing(erasure_lake):
+    key = "erasure.copies.backup-retention-days"
+    erasure_lake.update_table_properties("db.people", updates={key: "two weeks"})
+    _refused(erasure_lake, _op(), IcebergValidationError, rf"table db.people property: {key}='two weeks' is not")

@@ -34,14 +34,14 @@ def test_redaction_takes_erased_requests_with_one_hash_only():
     evidence = [_ev("R-1", "db.a"), _ev("R-1", "db.b"), _ev("R-2", "db.a", H2), _ev("R-3", "db.a", phase="logical")]
     evidence += [_ev("R-4", "db.a"), _ev("R-4", "db.b", H2), _ev("R-6", "db.a")]
     plan = lc.redaction_plan(requests, evidence)
-    assert plan == {"redact": {"R-1": H1, "R-2": H2}, "unresolved": ["R-4", "R-5"]}
+    assert plan == {"redact": {"R-1": H1, "R-2": H2}, "unresolved": ["R-4", "R-5"], "waiting": []}
 
 
 def test_redaction_with_a_scope_needs_physical_verified_evidence_on_every_table():
     requests = [{"request_id": "R-1", "status": "erased"}, {"request_id": "R-2", "status": "erased"}]
     evidence = [_ev("R-1", "db.a"), _ev("R-1", "db.b"), _ev("R-2", "db.a"), _ev("R-2", "db.b", phase="logical")]
     plan = lc.redaction_plan(requests, evidence, scope=["db.a", "db.b"])
-    assert plan == {"redact": {"R-1": H1}, "unresolved": ["R-2"]}
+    assert plan == {"redact": {"R-1": H1}, "unresolved": ["R-2"], "waiting": []}
 
 
 def test_redacted_key_is_the_prefixed_evidence_hash():

@@ -355,6 +355,20 @@ def test_erasure_page_deadlines_and_evidence_report(ui):
     assert "Ref policy" not in html and "refuse when a tag or branch keeps the subject" in html
 
 
+def test_evidence_report_states_when_the_subject_is_unreachable_and_gone_from_every_copy(ui):
+    """The connection declares no retention of copies: both dates are the purge's moment, and the page
+    says where the retention comes from."""
+    report = get(ui, "/governance/api/erasure/R-100", user="admin").json()
+    (t,) = report["tables"]
+    assert t["completion"]["unreachable_at"] is not None
+    assert t["completion"]["gone_from_copies_by"] == t["completion"]["unreachable_at"]
+    assert t["completion"]["retention_source"] == "declared now: none declared (0 days)"
+    assert report["completion"]["copies_late_for"] == []
+    html = get(ui, "/governance/erasure/R-100/report", user="admin").text
+    assert 'id="unreachable-at"' in html and 'id="gone-from-copies"' in html and 'data-late="false"' in html
+    assert "Gone from every copy (object-store versions, backups) by" in html and "none declared (0 days)" in html
+
+
 def test_evidence_report_is_true_per_request_and_names_every_task(ui):
     """R-400 matched nothing: its report says 0 rows, and the batch figures are labelled as the batch's,
     naming the logical run's task and the purge's task."""

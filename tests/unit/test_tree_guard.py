@@ -25,8 +25,8 @@ def _git(repo: Path, *args: str) -> None:
 def repo(tmp_path):
     """A clone-like checkout: one tracked image, one tracked text file, ``.work/`` ignored."""
     repo = tmp_path / "repo"
-    (repo / "docs" / "images").mkdir(parents=True)
-    (repo / "docs" / "images" / "view.png").write_bytes(b"\x89PNG old")
+    (repo / "docs/images").mkdir(parents=True)
+    (repo / "docs/images/view.png").write_bytes(b"\x89PNG old")
     (repo / "README.md").write_text("readme\n")
     (repo / ".gitignore").write_text(".work/\n")
     _git(repo, "init", "-q")
@@ -52,7 +52,7 @@ def test_a_clean_run_passes_and_ignored_output_is_not_a_change(repo):
 
 def test_a_rewritten_tracked_file_and_a_new_unignored_file_fail_with_their_paths(repo):
     def change():
-        (repo / "docs" / "images" / "view.png").write_bytes(b"\x89PNG new")
+        (repo / "docs/images/view.png").write_bytes(b"\x89PNG new")
         (repo / "tests-output").mkdir()
         (repo / "tests-output" / "report.txt").write_text("x")
 
@@ -75,7 +75,7 @@ def test_a_deleted_tracked_file_fails(repo):
 
 
 def test_an_allowed_prefix_is_left_out(repo):
-    rc, out = _around(repo, lambda: (repo / "docs" / "images" / "view.png").write_bytes(b"new"), "docs/images/")
+    rc, out = _around(repo, lambda: (repo / "docs/images/view.png").write_bytes(b"new"), "docs/images/")
     assert (rc, out) == (0, "")
 
 
@@ -94,7 +94,7 @@ def test_the_command_line_fails_with_the_header_and_the_list(repo, tmp_path):
     assert guard("record", str(state)).returncode == 0
     ok = guard("check", str(state))
     assert ok.returncode == 0, ok.stderr
-    (repo / "docs" / "images" / "view.png").write_bytes(b"\x89PNG rewritten")
+    (repo / "docs/images/view.png").write_bytes(b"\x89PNG rewritten")
     bad = guard("check", str(state))
     assert bad.returncode == 1
     assert bad.stderr.splitlines() == [tree_guard.HEADER, "  modified  docs/images/view.png"]

@@ -119,7 +119,6 @@ def server(tmp_path_factory):
     from tests.support.dag_limited_auth import LIMITS_ENV
 
     env[LIMITS_ENV] = "limited=iceberg_multi_publish"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT / "tests")) if p)
     port = free_port_range(3)
     env.update(
         AIP_WORK=str(work),

@@ -141,9 +141,18 @@ with DAG(
 # [END howto_partitioned_consumer]
 
 
-#: How ``scripts/demo.py`` runs this DAG.
+#: How ``scripts/demo.py`` runs this DAG: first a day with too few US rows, whose steward gate is left
+#: waiting (its form stays under Required actions after the demo), then a clean day that publishes.
 DEMO = {
     "order": 25,
-    "runs": [{"expect": "success", "label": "both audits pass: no question asked, both tables published at once"}],
+    "runs": [
+        {
+            "conf": {"us_rows": 3},
+            "expect": "awaiting_input",
+            "task_id": "steward",
+            "label": "3 US rows: the warn-level check table.enough_rows fails, the steward gate waits for a decision",
+        },
+        {"expect": "success", "label": "both audits pass: no question asked, both tables published at once"},
+    ],
     "tables": [EU, US],
 }

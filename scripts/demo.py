@@ -1,9 +1,11 @@
 """Run every example DAG end to end with ``airflow dags test`` and summarise the tables.
 
 Each ``example_dags/example_*.py`` declares a module-level ``DEMO`` dict:
-``{"order": int, "runs": [{"conf": {...}, "expect": "success"|"failed"}], "tables": [...]}``
+``{"order": int, "runs": [{"conf": {...}, "expect": "success"|"failed"|"awaiting_input"}], "tables": [...]}``
 and optionally ``summarize(hook) -> list[str]``. A run whose outcome differs from
-``expect`` fails the demo. A run that is *meant* to fail gets an Airflow 3 DAG-run note
+``expect`` fails the demo. A run expected ``awaiting_input`` names its approval gate (``task_id``):
+the demo stops it once the gate waits for a person, and leaves it waiting, with a note, so the
+gate's form can be seen in Airflow and the governance view. A run that is *meant* to fail gets an Airflow 3 DAG-run note
 (``note``, else built from ``label``) saying what was expected and why, so the red run in the
 UI reads as the demonstration it is, not as an incident.
 """
@@ -48,6 +50,81 @@ def run_dag(dag_id: str, conf: dict, date: str) -> tuple[str, float, str]:
     return state, time.monotonic() - t0, out
 
 
+#: The line ``airflow dags test`` logs while a human-in-the-loop task waits for its answer.
+_WAITING = re.compile(r"Waiting for Human-in-the-loop input for tasks: \[(.*)\]")
+
+
+def run_dag_until_waiting(
+    dag_id: str, conf: dict, date: str, task_id: str, timeout: float = 900
+) -> tuple[str, float, str]:
+    """``airflow dags test`` of a run that must stop at an approval gate: started as :func:`run_dag`, it
+    is stopped once ``task_id`` waits for a person (``awaiting_input``). ``dags test`` waits for an
+    answer for ever; stopping it leaves the run *running* and the gate *awaiting input* in the metadata
+    DB, with its form in Airflow's *Required actions*. Returns ``("awaiting_input", seconds, output)``,
+    or ``run_dag``'s outcome when the run ended without waiting there."""
+    import tempfile
+
+    cmd = [sys.executable, str(ROOT / "scripts" / "dag_test.py"), dag_id, date]
+    if conf:
+        cmd += ["-c", json.dumps(conf)]
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+") as sink:
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+        state = None
+        while state is None:
+            time.sleep(1)
+            sink.seek(0)
+            out = sink.read()
+            waiting = [m.group(1) for m in _WAITING.finditer(out)]
+            if waiting and repr(task_id) in waiting[-1]:
+                state = "awaiting_input"
+            elif proc.poll() is not None:
+                finished = [line for line in out.splitlines() if "DagRun Finished:" in line]
+                ok = proc.returncode == 0 and finished and "state=success" in finished[-1]
+                state = "success" if ok else "failed"
+            elif time.monotonic() - t0 > timeout:
+                state = "timed out"
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        sink.seek(0)
+        out = sink.read()
+    return state, time.monotonic() - t0, out
+
+
+def waiting_run_id(dag_id: str, task_id: str) -> str | None:
+    """The newest run of ``dag_id`` whose ``task_id`` is awaiting input (the metadata DB)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        found = session.scalars(
+            select(TaskInstance.run_id)
+            .where(
+                TaskInstance.dag_id == dag_id,
+                TaskInstance.task_id == task_id,
+                TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+            )
+            .order_by(TaskInstance.queued_dttm.desc())
+        ).first()
+    return found
+
+
+def waiting_note(run: dict) -> str:
+    """The note of a run left waiting at an approval gate on purpose."""
+    why = run.get("note") or run.get("label") or "an approval gate waits for a person"
+    return (
+        f"Left waiting on purpose (demo): {why}. Its form is under Required actions (and on the task "
+        "instance); the Governance view lists it under Approvals."
+    )
+
+
 def expected_failure_note(run: dict) -> str:
     """The note of a run meant to fail: what was expected, why, and that nothing is wrong."""
     why = run.get("note") or run.get("label") or "this run demonstrates a refusal"
@@ -57,13 +134,15 @@ def expected_failure_note(run: dict) -> str:
     )
 
 
-def set_run_note(dag_id: str, out: str, note: str) -> str | None:
+def set_run_note(dag_id: str, out: str, note: str, run_id: str | None = None) -> str | None:
     """Attach ``note`` to the DAG run ``airflow dags test`` just finished (Airflow 3 DAG-run notes).
 
-    The run id comes from Airflow's ``DagRun Finished: ... run_id=...`` line; the note is written
-    through Airflow's own model (the same row the UI's "Add note" edits). Returns the run id.
+    The run id comes from Airflow's ``DagRun Finished: ... run_id=...`` line (or ``run_id``); the note
+    is written through Airflow's own model (the same row the UI's "Add note" edits). Returns the run id.
     """
-    found = re.findall(r"DagRun Finished: dag_id=[^,]*, logical_date=[^,]*, run_id=([^,]+),", out)
+    found = (
+        [run_id] if run_id else re.findall(r"DagRun Finished: dag_id=[^,]*, logical_date=[^,]*, run_id=([^,]+),", out)
+    )
     if not found:
         return None
     from airflow.models.dagrun import DagRun
@@ -133,9 +212,9 @@ def write_task_logs(dag_id: str, run_id: str, out: str) -> int:
     return written
 
 
-def keep_task_logs(dag_id: str, out: str) -> None:
-    """:func:`write_task_logs` of the run in ``out``; a failure is printed, never fatal."""
-    run_id = run_id_of(out)
+def keep_task_logs(dag_id: str, out: str, run_id: str | None = None) -> None:
+    """:func:`write_task_logs` of the run in ``out`` (or ``run_id``); a failure is printed, never fatal."""
+    run_id = run_id or run_id_of(out)
     if not run_id:
         return
     try:
@@ -188,6 +267,45 @@ def unpause_consumers(dag_id: str) -> None:
         print(f"    {consumer} {state}: the publish's asset event queues its run, a scheduler runs it", flush=True)
 
 
+def run_one(dag_id: str, i: int, run: dict, log_dir: Path) -> bool:
+    """One demo run of ``dag_id`` (its ``DEMO["runs"][i]``): run, keep its logs and note, print; whether
+    it ended as expected."""
+    # The logical date is the moment the run starts, so the UI's run durations are the real ones
+    # (a back-dated logical date would read as a run of weeks).
+    date = run.get("date") or datetime.now(UTC).replace(microsecond=0).isoformat()
+    expect = run.get("expect", "success")
+    with demo_connect.dag_mode(dag_id) as mode:
+        if expect == "awaiting_input":
+            state, seconds, out = run_dag_until_waiting(dag_id, run.get("conf", {}), date, run["task_id"])
+        else:
+            state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
+    (log_dir / f"{dag_id}-{i}.log").write_text(out)
+    ok = state == expect
+    if state == "awaiting_input":  # the run never finishes here: its id comes from the metadata DB
+        waiting = waiting_run_id(dag_id, run["task_id"])
+        if waiting:
+            keep_task_logs(dag_id, out, waiting)
+            try:
+                set_run_note(dag_id, out, waiting_note(run), run_id=waiting)
+            except Exception as err:  # a note is a courtesy; never let it break the demo
+                print(f"    DAG-run note not set: {err}", flush=True)
+        print(f"    {run['task_id']} of {waiting} awaits input: {waiting_note(run)}", flush=True)
+    else:
+        keep_task_logs(dag_id, out)
+    if expect == "failed":  # the UI shows the run as failed: say it was meant to
+        try:
+            noted = set_run_note(dag_id, out, expected_failure_note(run))
+        except Exception as err:  # a note is a courtesy; never let it break the demo
+            noted = f"not set: {err}"
+        print(f"    DAG-run note ({noted}): {expected_failure_note(run)}", flush=True)
+    print(
+        f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
+        f"(expected {expect}) in {seconds:.1f}s via {mode}  log: {log_dir / f'{dag_id}-{i}.log'}",
+        flush=True,
+    )
+    return ok
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
     modes = contextlib.ExitStack()  # the Spark Connect server (scripts/demo_connect.py), stopped at the end
@@ -208,27 +326,7 @@ def main(argv: list[str]) -> int:
         dag_id = module.dag.dag_id
         unpause_consumers(dag_id)
         for i, run in enumerate(module.DEMO.get("runs", [{}])):
-            # The logical date is the moment the run starts, so the UI's run durations are the real ones
-            # (a back-dated logical date would read as a run of weeks).
-            date = run.get("date") or datetime.now(UTC).replace(microsecond=0).isoformat()
-            with demo_connect.dag_mode(dag_id) as mode:
-                state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
-            (log_dir / f"{dag_id}-{i}.log").write_text(out)
-            keep_task_logs(dag_id, out)
-            expect = run.get("expect", "success")
-            ok = state == expect
-            failures += not ok
-            if expect == "failed":  # the UI shows the run as failed: say it was meant to
-                try:
-                    noted = set_run_note(dag_id, out, expected_failure_note(run))
-                except Exception as err:  # a note is a courtesy; never let it break the demo
-                    noted = f"not set: {err}"
-                print(f"    DAG-run note ({noted}): {expected_failure_note(run)}", flush=True)
-            print(
-                f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
-                f"(expected {expect}) in {seconds:.1f}s via {mode}  log: {log_dir / f'{dag_id}-{i}.log'}",
-                flush=True,
-            )
+            failures += not run_one(dag_id, i, run, log_dir)
         if module.DEMO.get("driver"):  # needs long-running Airflow processes (e.g. a triggerer)
             failures += subprocess.call([sys.executable, str(ROOT / module.DEMO["driver"])]) != 0
         hook = IcebergCatalogHook()

@@ -23,10 +23,20 @@ workers="${AIP_TEST_WORKERS:-2}"
 if [ "$workers" != "0" ]; then
   set -- -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
 fi
+# The working tree before the run: a test that rewrites a tracked file or leaves a file git does not
+# ignore fails the run (scripts/tree_guard.py), so `git status` stays clean after `make test`.
+tree_before="$AIP_WORK/tree-before.json"
+python scripts/tree_guard.py record "$tree_before"
 # --durations: the slowest tests, beside the slowest modules that tests/conftest.py prints.
 python -m pytest --durations=30 "$@"
 rc=$?
+# shellcheck disable=SC2086 # AIP_TREE_ALLOW: path prefixes a target may change (make docs-images: docs/images/)
+python scripts/tree_guard.py check "$tree_before" ${AIP_TREE_ALLOW:-}
+tree_rc=$?
 set -e
+if [ "$tree_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then
+  rc=1
+fi
 # pytest exit code 5 = no tests collected: that must not pass silently.
 if [ "$rc" -eq 5 ]; then
   echo "ERROR: pytest collected no tests" >&2

@@ -169,6 +169,7 @@ def spark_on_connect(request: pytest.FixtureRequest):
 MODULE_SECONDS = {
     "tests/airflow/test_erasure_demo_keys.py": 900,
     "tests/airflow/test_reruns_dag.py": 640,
+    "tests/airflow/test_ui_browser.py": 600,
     "tests/spark/test_cluster.py": 490,
     "tests/catalogs/test_spark_rest.py": 380,
     "tests/faults/test_faults_spark.py": 320,
@@ -176,7 +177,6 @@ MODULE_SECONDS = {
     "tests/connect/test_spark_connect.py": 260,
     "tests/spark/test_erasure_lifecycle_spark.py": 250,
     "tests/catalogs/test_spark_s3.py": 180,
-    "tests/airflow/test_ui_browser.py": 150,
     "tests/airflow/test_make_ui.py": 120,
     "tests/airflow/test_readme_dag.py": 90,
     "tests/spark/test_format_v3_spark.py": 150,

@@ -46,6 +46,7 @@ from airflow_iceberg_provider.ui.reader import (
     ScopedReader,
     catalog_connections,
     reader_for,
+    waiting_gates,
 )
 
 log = logging.getLogger(__name__)
@@ -459,7 +460,10 @@ def _evidence_proofs(reader: ScopedReader | GovernanceReader, request_id: str) -
 
 
 def approvals_data(reader: ScopedReader) -> dict[str, Any]:
-    return {"approvals": views.approvals(_ledger(reader, True))}
+    """The decisions in the ledger, and the gates of the connection still waiting for one (of DAGs the
+    user may read)."""
+    waiting = [w for w in waiting_gates(reader.conn_id) if reader.access.may_read_dag(w["dag_id"])]
+    return {"approvals": views.approvals(_ledger(reader, True)), "waiting": waiting}
 
 
 def _restricted(request: Request) -> bool:

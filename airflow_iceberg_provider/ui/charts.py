@@ -147,12 +147,15 @@ def _plan_text(r: Mapping[str, Any]) -> str:
     )
 
 
-def _moment_rows(rows: list[str], moments: Mapping[str, Any], y: int, row_h: int, label_x: int, x: int) -> int:
-    """One text row per moment an action reported (a date is text, never a bar); returns the new ``y``."""
-    for key, when in moments.items():
+def _moment_rows(rows: list[str], run: Mapping[str, Any], y: int, row_h: int, label_x: int, x: int) -> int:
+    """One text row per moment an action reported (a date) and per length of time (in words): text, never
+    a bar; returns the new ``y``."""
+    texts = [(k, "moment", f"{when:%Y-%m-%d %H:%M:%S UTC}") for k, when in (run.get("moments") or {}).items()]
+    texts += [(k, "duration", str(text)) for k, text in (run.get("durations") or {}).items()]
+    for key, kind, text in texts:
         y += row_h
         rows.append(f'<text x="{label_x}" y="{y - 5}">{escape(_label(key))}</text>')
-        rows.append(f'<text class="moment" x="{x}" y="{y - 5}">{when:%Y-%m-%d %H:%M:%S UTC}</text>')
+        rows.append(f'<text class="{kind}" x="{x}" y="{y - 5}">{escape(text)}</text>')
     return y
 
 
@@ -195,9 +198,9 @@ def health_svg(runs: Sequence[Mapping[str, Any]], *, max_jobs: int = 3, width: i
                 f'<text class="action" x="{left_pad}" y="{y - 4}" font-weight="bold">{escape(str(r.get("action")))}{escape(status)}</text>'
             )
             out = r.get("output") or {}
-            y = _moment_rows(rows, r.get("moments") or {}, y, row_h, left_pad + 14, plot_x0)
+            y = _moment_rows(rows, r, y, row_h, left_pad + 14, plot_x0)
             if not out:
-                if not r.get("moments"):
+                if not (r.get("moments") or r.get("durations")):
                     rows.append(f'<text x="{plot_x0}" y="{y - 4}" class="muted">no figures reported</text>')
                 continue
             counts = {k: v for k, v in out.items() if "bytes" not in k}

@@ -86,6 +86,79 @@ def _list_connections() -> dict[str, str | None]:
     return dict(sorted(ids.items()))
 
 
+#: The approval gates of this provider (``TaskInstance.operator``): their waiting forms are listed.
+GATE_OPERATORS = ("IcebergWapApprovalOperator", "IcebergRefApprovalOperator")
+
+
+def waiting_gates(conn_id: str) -> list[dict[str, Any]]:
+    """The approval gates of ``conn_id`` waiting for a person, oldest first, from Airflow's metadata DB:
+    task instances of :data:`GATE_OPERATORS` awaiting input whose form has no answer yet.
+
+    Each is ``{dag_id, run_id, task_id, map_index, subject, options, asked_at, table, ref}``; the
+    table, the ref and the connection come from the gate's rendered fields (a gate rendered for another
+    connection is left out). No metadata DB (a bare process): none.
+    """
+    try:
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+        from sqlalchemy import and_, select
+
+        query = (
+            select(
+                TaskInstance.dag_id,
+                TaskInstance.run_id,
+                TaskInstance.task_id,
+                TaskInstance.map_index,
+                HITLDetail.subject,
+                HITLDetail.options,
+                HITLDetail.created_at,
+                Rendered.rendered_fields,
+            )
+            .join(HITLDetail, HITLDetail.ti_id == TaskInstance.id)
+            .outerjoin(
+                Rendered,
+                and_(
+                    Rendered.dag_id == TaskInstance.dag_id,
+                    Rendered.run_id == TaskInstance.run_id,
+                    Rendered.task_id == TaskInstance.task_id,
+                    Rendered.map_index == TaskInstance.map_index,
+                ),
+            )
+            .where(
+                TaskInstance.state == TaskInstanceState.AWAITING_INPUT,
+                TaskInstance.operator.in_(GATE_OPERATORS),
+                HITLDetail.responded_at.is_(None),
+            )
+            .order_by(HITLDetail.created_at)
+        )
+        with create_session() as session:
+            rows = session.execute(query).all()
+    except Exception:  # no metadata DB, or an Airflow without human-in-the-loop tasks
+        return []
+    out = []
+    for dag_id, run_id, task_id, map_index, subject, options, created_at, rendered in rows:
+        fields = rendered if isinstance(rendered, dict) else {}
+        if (fields.get("iceberg_catalog_conn_id") or IcebergCatalogHook.default_conn_name) != conn_id:
+            continue
+        out.append(
+            {
+                "dag_id": dag_id,
+                "run_id": run_id,
+                "task_id": task_id,
+                "map_index": map_index,
+                "subject": subject,
+                "options": list(options or ()),
+                "asked_at": created_at,
+                "table": fields.get("table"),
+                "ref": fields.get("branch") or fields.get("ref"),
+            }
+        )
+    return out
+
+
 def _is_catalog_conn(value: str) -> bool:
     text = value.strip()
     if text.startswith("{"):

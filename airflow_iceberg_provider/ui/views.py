@@ -395,9 +395,28 @@ _NOT_OUTPUT = {"health_before", "health_after", "seconds", "dry_run"}
 MOMENT_KEY_ENDINGS = ("_ms", "_at", "_time", "timestamp", "_floor", "_floor_before", "_floor_after")
 
 
+#: Words of a millisecond metric that is a length of time, not a moment (``time_travel_lost_ms``).
+DURATION_KEY_WORDS = ("lost", "duration", "elapsed", "age", "wait", "delay", "retention")
+
+
+def is_duration_key(key: str) -> bool:
+    """Whether a metric is a length of time in milliseconds (shown as ``2 d 3 h``), not a moment."""
+    return key.endswith("_ms") and any(word in key.removesuffix("_ms").split("_") for word in DURATION_KEY_WORDS)
+
+
 def is_moment_key(key: str) -> bool:
-    """Whether a metric is a moment (shown as a date), not a quantity (drawn as a bar)."""
-    return key.endswith(MOMENT_KEY_ENDINGS) and not key.endswith(("_bytes", "_count"))
+    """Whether a metric is a moment (shown as a date), not a quantity (drawn as a bar) nor a length of time."""
+    return key.endswith(MOMENT_KEY_ENDINGS) and not key.endswith(("_bytes", "_count")) and not is_duration_key(key)
+
+
+def action_durations(metrics: Mapping[str, Any]) -> dict[str, str]:
+    """The lengths of time one maintenance action reported (e.g. how much time travel an erasure purge
+    removed), in words: ``0 h 0 min`` for none, ``27 d 14 h``."""
+    return {
+        k.removesuffix("_ms"): duration_text(v / 1000)
+        for k, v in metrics.items()
+        if is_duration_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def action_moments(metrics: Mapping[str, Any]) -> dict[str, datetime]:
@@ -424,10 +443,11 @@ def action_moments(metrics: Mapping[str, Any]) -> dict[str, datetime]:
 
 def action_output(metrics: Mapping[str, Any]) -> dict[str, float]:
     """What one maintenance action did: the numeric figures of its procedure's output (counts, bytes).
-    Moments (:func:`is_moment_key`) are not figures: :func:`action_moments` gives them as dates."""
+    Moments (:func:`is_moment_key`) and lengths of time (:func:`is_duration_key`) are not figures:
+    :func:`action_moments` and :func:`action_durations` give them as dates and in words."""
     out: dict[str, float] = {}
     for k, v in metrics.items():
-        if k in _NOT_OUTPUT or isinstance(v, bool) or is_moment_key(k):
+        if k in _NOT_OUTPUT or isinstance(v, bool) or is_moment_key(k) or is_duration_key(k):
             continue
         if isinstance(v, (int, float)):
             out[k] = v
@@ -450,6 +470,7 @@ def maintenance_runs(ledger: Iterable[Mapping[str, Any]], table: str) -> list[di
         row["seconds"] = m.get("seconds")
         row["output"] = action_output(m)
         row["moments"] = action_moments(m)
+        row["durations"] = action_durations(m)
         row["job_run_id"] = row["details"].get("job_run_id") or (row["event_id"] or "").rsplit("-", 1)[0]
         out.append(row)
     return out
@@ -1069,8 +1090,17 @@ def task_erasure(
     return {"request_ids": sorted(ids), "refusals": refusals, "runs": [_run_view(r, "task") for r in runs]}
 
 
+#: How a refusal's recorded message may begin; the page already says that it was refused and changed nothing.
+_REFUSAL_PREAMBLES = ("Erasure refused, nothing was changed: ", "Erasure refused: ", "refused: ")
+
+
 def _refusal_reason(details: Mapping[str, Any]) -> Any:
-    return details.get("refused") or details.get("reason") or details.get("error")
+    """Why a run was refused, as recorded (without a preamble that repeats "refused, nothing was changed")."""
+    reason = details.get("refused") or details.get("reason") or details.get("error")
+    if isinstance(reason, str):
+        for preamble in _REFUSAL_PREAMBLES:
+            reason = reason.removeprefix(preamble)
+    return reason
 
 
 def requests_of_task(evidence: Iterable[Mapping[str, Any]], task: Mapping[str, str], table: str | None) -> list[str]:

@@ -23,30 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.lake import ROOT, catalog_conn_json, pristine_airflow_db
-from tests.support.servers import free_ports
+from tests.support.servers import free_port_range
 
 pytestmark = pytest.mark.airflow
-
-
-def _port_range() -> int:
-    """A base port whose two successors are free too (the log servers' ports)."""
-    for _ in range(50):
-        (base,) = free_ports(1)
-        if base + 2 > 65535:
-            continue
-        try:
-            socks = []
-            for port in (base, base + 1, base + 2):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no three consecutive free ports on 127.0.0.1")
 
 
 def session_processes(mark: str) -> dict[int, str]:
@@ -135,7 +114,7 @@ def test_make_ui_moves_every_server_fits_the_machine_and_stops_clean(tmp_path: P
 
     assert sqlite3.connect(lake / "catalog.db").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     before = sorted(p.name for p in lake.iterdir())
-    port, mark = _port_range(), uuid.uuid4().hex[:16]
+    port, mark = free_port_range(3), uuid.uuid4().hex[:16]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__LOGGING__") and k != "PYTHONWARNINGS"}
     env.update(
         AIP_WORK=str(work),
@@ -203,7 +182,7 @@ def test_make_ui_moves_every_server_fits_the_machine_and_stops_clean(tmp_path: P
 
 
 def test_a_busy_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    port = _port_range()
+    port = free_port_range(3)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", port + 2))
         busy.listen()

@@ -1,15 +1,19 @@
-"""Governance view in a real browser: Debian's Chromium (headless, via chromedriver and selenium) against
-the Airflow UI that ``make ui`` starts (``scripts/ui.sh``: API server, scheduler, DAG processor and
-triggerer on 127.0.0.1) with three logins of a real auth manager (``tests.support.dag_limited_auth``: the
-SimpleAuthManager plus per-DAG limits): ``admin``; ``auditor``, who may read every DAG but lacks the
-erasure permission; ``limited``, who may read only ``orders_wap``.
+"""Governance view in a real browser, over what ``make demo`` leaves: Debian's Chromium (headless, via
+chromedriver and selenium) against the Airflow UI that ``make ui`` starts (``scripts/ui.sh``: API server,
+scheduler, DAG processor and triggerer on 127.0.0.1) with three logins of a real auth manager
+(``tests.support.dag_limited_auth``: the SimpleAuthManager plus per-DAG limits): ``admin``; ``auditor``,
+who may read every DAG but lacks the erasure permission; ``limited``, who may read only
+``iceberg_multi_publish``.
 
-One ``scripts/ui.sh`` per module, over an Airflow home and a catalog laid out as ``make demo`` leaves
-them (``$AIP_WORK/lake/catalog.db``, task logs written by the demo's own ``write_task_logs``); the
-governance rows are written with pyiceberg (``tests.support.ui.fill_lake``), no Spark. The test logs in
-through Airflow's login form like a person, opens the pages, asserts what a person looks for, and saves
-screenshots under ``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to
-``docs/images/`` instead).
+The lake and the Airflow home are built by the demo itself: ``scripts/demo.py`` (what ``make demo``
+runs) over :data:`DEMO_DAGS`, the example DAGs whose runs the view's promises are about, with their
+``DEMO`` runs (the waiting steward gate, the refused erasure), the overdue request and the task logs
+the demo writes. One demo and one ``scripts/ui.sh`` per module. The test logs in through Airflow's
+login form like a person, opens the pages, checks what a person looks for after the demo (dates, not
+bars; calibrated verdicts in words; a multi-table publish on each table; both runs of an erasure; the
+overdue deadlines; tables holding evidence without declared subject columns; task context in every
+extra link; a refusal's reason; the approval form waiting), and saves screenshots under
+``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to ``docs/images/`` instead).
 """
 
 from __future__ import annotations
@@ -20,21 +24,20 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from tests.support.lake import ROOT, catalog_conn_json, pristine_airflow_db
-from tests.support.servers import _wait, free_ports, skip_or_fail
-from tests.support.ui import ROLES, SUBJECTS, auth_env, fill_lake
+from tests.support.lake import ROOT, pristine_airflow_db
+from tests.support.servers import _wait, free_port_range, free_ports, skip_or_fail
+from tests.support.ui import ROLES, auth_env
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.spark]  # the demo runs Spark jobs (one Spark Connect server)
 
 #: Where screenshots go: an ignored folder, unless ``make docs-images`` points ``AIP_SCREENSHOTS`` at docs/images.
 IMAGES = Path(os.environ.get("AIP_SCREENSHOTS") or ROOT / ".work" / "screenshots")
@@ -50,19 +53,13 @@ CHROME_FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1400,1000",
 )
-DAG = """
-from datetime import datetime
-from airflow.sdk import DAG
-from airflow_iceberg_provider.operators.refs import IcebergCreateTagOperator
-from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
-
-with DAG("ui_xcom", start_date=datetime(2026, 1, 1), schedule=None, catchup=False):
-    tag = IcebergCreateTagOperator(task_id="tag", table="db.orders", tag="xcom-check")
-    # already published by fill_lake: a no-op publish whose extra link Airflow computes on the worker (no audit
-    # of this run to bind: the no-op says so deliberately)
-    tag >> IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok", require_audit=False)
-"""
-#: Names the test process may carry that would point ``make ui`` elsewhere than the module's demo layout.
+#: The example DAGs the demo runs for this module (``scripts/demo.py`` with these ids): the multi-table
+#: publish with its waiting steward gate, the erasure with its refused run and the overdue request, and
+#: the daily logical erasure followed by the nightly purge of the same requests.
+DEMO_DAGS = ("iceberg_multi_publish", "iceberg_erasure", "iceberg_erasure_daily", "iceberg_erasure_nightly")
+#: The demo's subjects (``DEMO_SUBJECTS`` of the erasure examples): never on a page.
+SUBJECTS = ("cust-0003", "cust-0017", "cust-0042", "cust-0007", "cust-0031", "cust-9999")
+#: Names the test process may carry that would point the demo or ``make ui`` elsewhere than the module's layout.
 _FOREIGN = ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", "AIRFLOW__API__BASE_URL", "AIRFLOW__API_AUTH__JWT_SECRET")
 
 
@@ -78,73 +75,58 @@ def _stop_group(proc: subprocess.Popen, grace: float = 40.0) -> None:
         proc.wait(timeout=5)
 
 
+def run_demo(work: Path, home: Path, env: dict[str, str], log: Path) -> str:
+    """``make demo``'s runs of :data:`DEMO_DAGS` into ``work`` (lake) and ``home`` (Airflow): the demo's own
+    driver with the environment ``scripts/demo.sh`` gives it; returns its output."""
+    (connect_port,) = free_ports(1)
+    demo_env = {
+        **env,
+        "AIP_WORK": str(work),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "example_dags"),
+        "AIP_DEMO_CONNECT_PORT": str(connect_port),
+    }
+    proc = subprocess.run(
+        ["bash", "-c", 'source scripts/env.sh && exec python scripts/demo.py "$@"', "demo", *DEMO_DAGS],
+        env=demo_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
+    out = proc.stdout + proc.stderr
+    log.write_text(out)
+    assert proc.returncode == 0 and "demo: all runs as expected" in out, out[-4000:]
+    return out
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     chromium, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver_bin):
         skip_or_fail("chromium / chromium-driver are not installed (scripts/bootstrap.sh installs them)")
-    from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
-    from airflow_iceberg_provider.ui.reader import clear_caches
-
     tmp = tmp_path_factory.mktemp("ui_browser")
-    work, home, dags = tmp / "work", tmp / "work" / "airflow", tmp / "dags"
-    lake = work / "lake"
-    for d in (home, dags, lake / "warehouse"):
-        d.mkdir(parents=True)
+    work = tmp / "work"
+    home = work / "airflow"
+    home.mkdir(parents=True)
     shutil.copy(pristine_airflow_db(), home / "airflow.db")
-    (dags / "ui_xcom.py").write_text(DAG)
-    conn = catalog_conn_json(lake / "catalog.db", lake / "warehouse")
-    old = os.environ.get("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT")
-    os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = conn
-    clear_caches()
-    try:
-        ids = fill_lake(IcebergCatalogHook())
-    finally:
-        if old is None:
-            os.environ.pop("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", None)
-        else:
-            os.environ["AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT"] = old
-    env = {k: v for k, v in os.environ.items() if k not in _FOREIGN}
-    env.update(auth_env())
+    base_env = {k: v for k, v in os.environ.items() if k not in _FOREIGN}
+    demo_out = run_demo(work, home, base_env, tmp / "demo.log")
+    env = {**base_env, **auth_env()}
     env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = ",".join(
         f"{u}:{ROLES[u]}" for u in ("admin", "auditor", "limited")
     )
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT / "tests")) if p)
+    from tests.support.dag_limited_auth import LIMITS_ENV
+
+    env[LIMITS_ENV] = "limited=iceberg_multi_publish"
+    port = free_port_range(3)
     env.update(
         AIP_WORK=str(work),
         AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "example_dags"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIP_UI_PORT=str(port),
     )
-    (port,) = free_ports(1)
-    env["AIP_UI_PORT"] = str(port)
-    # a demo run: `airflow dags test`, then the demo's own step that puts the task logs where the UI reads them
-    run_env = {
-        **env,
-        "AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT": conn,
-        "AIRFLOW__API_AUTH__JWT_SECRET": "ui-browser-jwt-secret-" + "y" * 48,
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-    }
-    dag_run = subprocess.run(
-        ["airflow", "dags", "test", "ui_xcom", "2026-01-01T00:00:00+00:00"],
-        env=run_env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp,
-    )
-    out = dag_run.stdout + dag_run.stderr
-    assert dag_run.returncode == 0, out[-3000:]
-    keep = subprocess.run(
-        [sys.executable, "-c", "import sys, demo; out = sys.stdin.read(); demo.keep_task_logs('ui_xcom', out)"],
-        input=out,
-        env={**run_env, "PYTHONPATH": str(ROOT / "scripts")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp,
-    )
-    assert keep.returncode == 0 and "not written" not in keep.stdout, keep.stdout + keep.stderr
     log = tmp / "make-ui.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
@@ -167,13 +149,12 @@ def server(tmp_path_factory):
         driver.set_page_load_timeout(90)
         IMAGES.mkdir(parents=True, exist_ok=True)
         yield SimpleNamespace(
-            base=base, driver=driver, ids=ids, env=env, log=log, printed=printed, logins=logins, work=work, tmp=tmp
+            base=base, driver=driver, env=env, log=log, printed=printed, logins=logins, work=work, demo=demo_out
         )
     finally:
         if driver is not None:
             driver.quit()
         _stop_group(proc)
-        clear_caches()
 
 
 def _text(driver) -> str:
@@ -223,6 +204,36 @@ def _framed(d) -> None:
     d.switch_to.frame(d.find_element("css selector", "iframe"))
 
 
+def _api(browser, path: str):
+    req = urllib.request.Request(
+        f"{browser.base}/api/v2/{path}", headers={"Cookie": f"_token={browser.driver.get_cookie('_token')['value']}"}
+    )
+    return json.load(urllib.request.urlopen(req))
+
+
+def _governance_json(browser, path: str):
+    req = urllib.request.Request(
+        f"{browser.base}/governance/api/{path}",
+        headers={"Cookie": f"_token={browser.driver.get_cookie('_token')['value']}"},
+    )
+    return json.load(urllib.request.urlopen(req))
+
+
+def _run_id(browser, dag_id: str, state: str | None = None) -> str:
+    """The newest run of ``dag_id`` the demo made (in ``state`` when given)."""
+    runs = _api(browser, f"dags/{dag_id}/dagRuns?order_by=-run_after&limit=20")["dag_runs"]
+    found = [r["dag_run_id"] for r in runs if state is None or r["state"] == state]
+    assert found, f"no {state or ''} run of {dag_id}: {runs}"
+    return found[0]
+
+
+def _links(browser, dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
+    """The extra links Airflow stored for a demo task (computed on the worker when the task ended)."""
+    got = _api(browser, f"dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/links")
+    # without [api] base_url the links are paths of this Airflow UI
+    return {name: browser.base + url if url.startswith("/") else url for name, url in got["extra_links"].items() if url}
+
+
 def test_make_ui_prints_url_and_logins_over_the_demo_catalog(browser):
     text = browser.printed
     assert f"Airflow UI (the demo's runs, notes, task logs, extra links): {browser.base}" in text
@@ -231,7 +242,7 @@ def test_make_ui_prints_url_and_logins_over_the_demo_catalog(browser):
     assert f"catalog {browser.work}/lake" in text
     d = browser.driver
     d.get(f"{browser.base}/governance/")
-    assert "db.orders" in _text(d) and "cannot be read" not in _text(d)  # the demo layout's catalog
+    assert "erasure_daily.orders" in _text(d) and "cannot be read" not in _text(d)  # the demo's catalog
 
 
 def test_home_page_components_are_healthy(browser):
@@ -257,142 +268,187 @@ def test_governance_entry_inside_the_airflow_ui(browser):
     d.get(f"{browser.base}/plugin/iceberg-governance")
     _wait_for(d, lambda: "Governance" in _text(d), "the Governance nav entry")
     _framed(d)
-    _wait_for(d, lambda: "db.orders" in _text(d), "the tables page inside the frame")
+    _wait_for(d, lambda: "gates.orders_eu" in _text(d), "the tables page inside the frame")
     d.switch_to.default_content()
     _shot(d, "governance-in-airflow.png")
 
 
-def test_tables_page_shows_a_health_verdict(browser):
+#: A health reason that prints an option key (``min_avg_file_size_bytes``) instead of words.
+_RAW_KEY = re.compile(r"\b[a-z]+(?:_[a-z]+){2,}\b")
+
+
+def test_health_verdicts_after_the_demo_are_green_or_amber_with_reasons_in_words(browser):
+    """Right after the demo (maintenance and purges included) no table is red: red means an incident.
+    Reasons and notes read as words, not option keys."""
     d = browser.driver
     d.get(f"{browser.base}/governance/")
-    text = _text(d)
-    assert "Governed tables" in text and "db.orders" in text and "failed 1" in text
-    assert str(browser.ids["published"]) in text  # last publish, exact 64-bit id
-    cell = d.find_element("css selector", "tr[data-table='db.orders'] td.verdict")
-    # the planner's verdict: small test files are no incident, so green or amber, never red
-    assert cell.get_attribute("data-verdict") in ("healthy", "needs maintenance")
-    badge = cell.find_element("css selector", ".badge")
-    assert badge.text == cell.get_attribute("data-verdict")
-    assert badge.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"  # coloured
-    assert "2 open erasure request(s)" in text
+    verdicts = {
+        row.get_attribute("data-table"): row.find_element("css selector", "td.verdict")
+        for row in d.find_elements("css selector", "#tables tr[data-table]")
+    }
+    assert {"erasure_daily.orders", "erasure.orders", "gates.orders_eu", "gates.orders_us"} <= set(verdicts)
+    for table, cell in verdicts.items():
+        assert cell.get_attribute("data-verdict") in ("healthy", "needs maintenance"), (table, cell.text)
+        badge = cell.find_element("css selector", ".badge")
+        assert badge.text == cell.get_attribute("data-verdict")
+        assert badge.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"  # coloured
+        for reason in cell.find_elements("css selector", ".reason"):
+            assert not _RAW_KEY.search(reason.text), (table, reason.text)
     _shot(d, "governance-tables.png")
 
 
-def test_table_detail_shows_the_failed_check_and_links_back_to_airflow(browser):
+def test_a_multi_table_publish_shows_on_each_table_it_touched(browser):
     d = browser.driver
-    d.get(f"{browser.base}/governance/tables/db.orders")
-    failed_rows = d.find_elements("css selector", ".audit.failed tr.fail")
-    assert failed_rows, _text(d)[:1500]
-    cells = [c.text for c in failed_rows[0].find_elements("tag name", "td")]
-    assert cells[0] == "min_rows" and cells[3] == "3" and cells[4] == ">= 100" and cells[5] == "FAIL"
+    d.get(f"{browser.base}/governance/")
+    for table in ("gates.orders_eu", "gates.orders_us"):
+        row = d.find_element("css selector", f"#tables tr[data-table='{table}']")
+        assert "never" not in row.text.lower(), row.text  # last publish
+    for table, other in (("gates.orders_eu", "gates.orders_us"), ("gates.orders_us", "gates.orders_eu")):
+        d.get(f"{browser.base}/governance/tables/{table}")
+        published = d.find_elements("css selector", "tr[data-publish]")
+        assert published, _text(d)[:1500]
+        assert other in published[0].find_element("css selector", ".together").text
+        assert "iceberg_multi_publish › publish_together" in published[0].text
+
+
+def test_the_approval_left_waiting_shows_with_its_form(browser):
+    """The demo leaves the multi-table publish's steward gate waiting: the Approvals page lists it, and its
+    link opens Airflow's form with the gate's question and options."""
+    d = browser.driver
+    d.get(f"{browser.base}/governance/approvals")
+    row = d.find_element("css selector", "#waiting tr[data-task='iceberg_multi_publish.steward']")
+    assert "gates.orders_us" in row.text and "Publish · Drop branch · Keep for later" in row.text
+    assert "despite warn-level audit findings" in row.text
+    _shot(d, "governance-approvals.png")
+    form = row.find_element("css selector", "a.hitl-form")
+    assert form.get_attribute("target") == "_top"
+    assert form.get_attribute("href").endswith("/tasks/steward/required_actions")
+    d.get(form.get_attribute("href"))
+    _wait_for(d, lambda: "Keep for later" in _text(d), "the steward's form", timeout=90)
     text = _text(d)
-    assert "legal-hold-case-7" in text and "release-1" in text and str(browser.ids["bad"]) in text
-    assert d.find_element("css selector", "svg[aria-label='snapshot timeline']").is_displayed()
-    assert d.find_element("css selector", "svg[aria-label='what each maintenance action did']").is_displayed()
-    assert "rewritten data files" in text
-    link = d.find_element("css selector", "a.af-task[href*='/tasks/publish']")
-    assert link.get_attribute("target") == "_top"
-    assert d.execute_script("return document.documentElement.scrollWidth") <= 1400  # long names wrap
-    _shot(d, "governance-table.png")
+    assert "gates.orders_us" in text and "Drop branch" in text and "table.enough_rows" in text
+    _shot(d, "airflow-approval-form.png")
+    run_id = _run_id(browser, "iceberg_multi_publish", "running")
+    note = _api(browser, f"dags/iceberg_multi_publish/dagRuns/{quote(run_id, safe='')}")["note"]
+    assert note.startswith("Left waiting on purpose (demo)")
 
 
-def test_evidence_report_of_a_request_that_matched_nothing(browser):
+def _request_ids(browser) -> dict[str, dict]:
+    return {r["request_id"]: r for r in _governance_json(browser, "erasure")["requests"]}
+
+
+def test_evidence_report_names_the_logical_run_and_the_purge_run(browser):
     d = browser.driver
     d.get(f"{browser.base}/governance/erasure")
-    row = d.find_element("css selector", "tr[data-request='R-300']")
-    assert "overdue" in row.text and "fail" in row.get_attribute("class")
-    erased = d.find_element("css selector", "tr[data-request='R-100'] td.erased-at").text
-    assert erased.endswith("UTC")
     _shot(d, "governance-erasure.png")
-    d.find_element("css selector", "tr[data-request='R-400'] a[href*='/report']").click()
+    row = d.find_element("css selector", "tr[data-request='DSR-D-0001']")
+    assert row.find_element("css selector", "td.erased-at").text.endswith("UTC")
+    row.find_element("css selector", "a[href*='/report']").click()
     _wait_for(d, lambda: "Erasure evidence report" in _text(d), "the evidence report")
-    text = _text(d)
-    assert "matched no row" in text
-    assert d.find_element("css selector", "td.rows-found").text == "0"
-    assert d.find_element("css selector", "td.rows-removed").text == "0"
-    runs = d.find_element("css selector", "td.runs").text
-    assert "erasure_daily › erase_orders" in runs and "erasure_nightly › purge_orders" in runs
-    assert "Files rewritten (batch)" in text and "Ref policy" not in text
     logical = d.find_element("css selector", "td.phase-runs[data-role='logical']").text
     purge = d.find_element("css selector", "td.phase-runs[data-role='purge']").text
-    assert "erasure_daily › erase_orders" in logical and "erasure_nightly › purge_orders" in purge
+    assert "iceberg_erasure_daily › erase_logically" in logical
+    assert "iceberg_erasure_nightly › nightly_maintenance" in purge
     assert len(d.find_elements("css selector", ".deadline")) == 2
     _shot(d, "governance-evidence-report.png")
     assert len(d.print_page()) > 1000  # what "Print / save as PDF" produces
-    for subject in SUBJECTS.values():
+    for subject in SUBJECTS:
         assert subject not in d.page_source
-    # the overdue request's report shows its deadlines, past due
-    d.get(f"{browser.base}/governance/erasure/R-300/report")
-    assert len(d.find_elements("css selector", ".deadline[data-overdue='true']")) == 2
-    # the erased table declares no subject columns: the erasure map flags it
+
+
+def test_the_overdue_request_shows_its_deadlines(browser):
+    d = browser.driver
+    d.get(f"{browser.base}/governance/erasure")
+    row = d.find_element("css selector", "tr[data-request='DSR-DEMO-OVERDUE']")
+    assert "overdue" in row.text and "fail" in row.get_attribute("class")
+    assert len(re.findall(r"\bdue \d{4}-\d{2}-\d{2}", row.text)) == 2  # both deadlines, with their dates
+    d.get(f"{browser.base}/governance/erasure/DSR-DEMO-OVERDUE/report")
+    overdue = d.find_elements("css selector", ".deadline[data-overdue='true']")
+    assert len(overdue) == 2 and all("due" in e.text for e in overdue)
+
+
+def test_the_erasure_map_flags_tables_with_evidence_but_no_subject_columns(browser):
+    d = browser.driver
     d.get(f"{browser.base}/governance/erasure-map")
-    assert "declares no subject columns" in d.find_element("css selector", "li[data-undeclared='db.orders']").text
+    evidence_tables = {
+        t["table"] for r in _request_ids(browser).values() for t in r.get("tables", ()) if t.get("table")
+    }
+    declared = {e.get_attribute("data-table") for e in d.find_elements("css selector", "tr[data-table]")}
+    flagged = {
+        e.get_attribute("data-undeclared"): e.text for e in d.find_elements("css selector", "li[data-undeclared]")
+    }
+    assert evidence_tables, "the demo's erasures left evidence"
+    for table in evidence_tables - declared:
+        assert "declares no subject columns" in flagged[table], (table, flagged)
+    for table in flagged:
+        assert table in evidence_tables and table not in declared
+    _shot(d, "governance-erasure-map.png")
 
 
-def _api(browser, path: str):
-    req = urllib.request.Request(
-        f"{browser.base}/api/v2/{path}", headers={"Cookie": f"_token={browser.driver.get_cookie('_token')['value']}"}
-    )
-    return json.load(urllib.request.urlopen(req))
+def _context(url: str) -> dict[str, str]:
+    query = parse_qs(urlsplit(url).query)
+    return {k: v[0] for k, v in query.items() if k in ("dag_id", "run_id", "task_id")}
 
 
-def _link(op, dag_id: str, run_id: str, task_id: str, base: str) -> str:
-    os.environ["AIRFLOW__API__BASE_URL"] = base
-    try:
-        (lnk,) = op.operator_extra_links
-        return lnk.get_link(op, ti_key=SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id=task_id))
-    finally:
-        os.environ.pop("AIRFLOW__API__BASE_URL", None)
-
-
-def test_publish_link_shows_the_audit_that_gated_it(browser):
+def test_every_extra_link_of_the_demo_carries_its_tasks_context(browser):
+    """The audit, erasure and maintenance tasks of the demo: each stored link names its own task instance,
+    and the nightly purge's link shows its moments as dates (never as bars)."""
+    tasks = [
+        ("iceberg_multi_publish", _run_id(browser, "iceberg_multi_publish", "success"), "audit_eu"),
+        ("iceberg_erasure", _run_id(browser, "iceberg_erasure", "success"), "erase_orders"),
+        ("iceberg_erasure_daily", _run_id(browser, "iceberg_erasure_daily"), "erase_logically"),
+        ("iceberg_erasure_nightly", _run_id(browser, "iceberg_erasure_nightly"), "nightly_maintenance"),
+    ]
+    urls = {}
+    for dag_id, run_id, task_id in tasks:
+        links = _links(browser, dag_id, run_id, task_id)
+        assert links, (dag_id, task_id)
+        for name, url in links.items():
+            assert _context(url) == {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}, (name, url)
+        urls[task_id] = next(iter(links.values()))
     d = browser.driver
-    run_id = _api(browser, "dags/ui_xcom/dagRuns?limit=1")["dag_runs"][0]["dag_run_id"]
-    links = _api(browser, f"dags/ui_xcom/dagRuns/{run_id}/taskInstances/publish/links")
-    url = links["extra_links"]["Governance: table timeline"]
-    # computed by Airflow on the worker: the page opens inside Airflow's navigation ([api] base_url as prefix when set)
-    assert url.removeprefix(browser.base).startswith("/plugin/iceberg-governance/governance/tables/db.orders?")
-    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
-
-    publish = IcebergWapPublishOperator(task_id="publish", table="db.orders", branch="wap_ok")
-    d.get(_link(publish, "orders_wap", "manual__ui", "publish", browser.base))
+    d.get(urls["nightly_maintenance"])
     _framed(d)
-    _wait_for(d, lambda: "Snapshot timeline" in _text(d), "the table page in the frame")
-    assert d.find_element("id", "highlighted").text == str(browser.ids["published"])
-    assert "gated the publish" in d.find_element("id", "gating-audit").text
-    observed = [c.text for c in d.find_elements("css selector", "td.observed")]
-    assert "150" in observed and "3" not in observed
-    d.switch_to.default_content()
-    _shot(d, "governance-publish-link.png")
-
-
-def test_erasure_link_lists_only_that_tasks_requests(browser):
-    from airflow_iceberg_provider.operators.erasure import IcebergErasureOperator
-
-    d = browser.driver
-    erase = IcebergErasureOperator(
-        task_id="purge_orders", table="db.orders", subject_columns="customer_id", requests_table="db.requests"
+    _wait_for(d, lambda: d.find_elements("id", "maintenance-task"), "the nightly run's maintenance")
+    assert "iceberg_erasure_nightly" in d.find_element("id", "maintenance-task").text
+    chart = d.find_element("css selector", "svg[aria-label='what each maintenance action did']")
+    moments = [m.text for m in chart.find_elements("css selector", "text.moment")]
+    assert moments and all(re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", m) for m in moments), moments
+    assert not any(m.startswith("1970") for m in moments), moments  # a length of time is not a date
+    durations = [t.text for t in chart.find_elements("css selector", "text.duration")]
+    assert durations and all(re.fullmatch(r"\d+ (d \d+ h|h \d+ min)", t) for t in durations), durations
+    # no epoch-millisecond figure drawn as a bar or an axis value: every number outside a date is small
+    figures = " ".join(
+        t.text for t in chart.find_elements("css selector", "text") if t.get_attribute("class") != "moment"
     )
-    d.get(_link(erase, "erasure_nightly", "scheduled__night", "purge_orders", browser.base))
-    _framed(d)
-    _wait_for(d, lambda: d.find_elements("id", "task-filter"), "the filtered erasure page")
-    shown = {r.get_attribute("data-request") for r in d.find_elements("css selector", "#requests tr[data-request]")}
-    assert shown == {"R-100", "R-400"}
+    numbers = [float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", figures)]
+    assert all(n < 1e11 for n in numbers), figures
     d.switch_to.default_content()
-    d.get(_link(erase, "erasure", "manual__refused", "erase_orders", browser.base))
+    _shot(d, "governance-maintenance-link.png")
+
+
+def test_a_refused_erasure_shows_its_reason(browser):
+    """The demo's second erasure run names a missing column: its task's link shows the refusal and why."""
+    run_id = _run_id(browser, "iceberg_erasure", "failed")
+    links = _links(browser, "iceberg_erasure", run_id, "erase_profiles")
+    (url,) = links.values()
+    d = browser.driver
+    d.get(url)
     _framed(d)
     _wait_for(d, lambda: d.find_elements("css selector", ".refusal"), "the refusal")
-    assert "tag release-1 keeps rows" in _text(d)
-    assert not d.find_elements("css selector", "#requests tr[data-request]")
+    refusal = d.find_element("css selector", ".refusal").text
+    assert "email" in refusal and "do not exist in erasure.profiles" in refusal
+    assert refusal.count("nothing was changed") == 1
+    d.switch_to.default_content()
+    _shot(d, "governance-refused-erasure.png")
 
 
 def test_task_log_of_a_demo_run_is_visible(browser):
     d = browser.driver
-    run_id = _api(browser, "dags/ui_xcom/dagRuns?limit=1")["dag_runs"][0]["dag_run_id"]
-    d.get(f"{browser.base}/dags/ui_xcom/runs/{quote(run_id, safe='')}/tasks/tag")
-    _wait_for(d, lambda: "xcom-check" in _text(d), "the tag task's log", timeout=90)
-    text = _text(d)
-    assert "Could not read served logs" not in text
+    run_id = _run_id(browser, "iceberg_multi_publish", "success")
+    d.get(f"{browser.base}/dags/iceberg_multi_publish/runs/{quote(run_id, safe='')}/tasks/audit_eu")
+    _wait_for(d, lambda: "audit" in _text(d).lower() and "snapshot" in _text(d).lower(), "the task's log", timeout=90)
+    assert "Could not read served logs" not in _text(d)
     _shot(d, "airflow-task-log.png")
 
 
@@ -411,11 +467,14 @@ def _expand_json(d) -> None:
 
 def test_xcom_view_shows_the_exact_snapshot_id(browser):
     d = browser.driver
-    run_id = _api(browser, "dags/ui_xcom/dagRuns?limit=1")["dag_runs"][0]["dag_run_id"]
-    stored = _api(browser, f"dags/ui_xcom/dagRuns/{run_id}/taskInstances/tag/xcomEntries/return_value")["value"]
-    assert isinstance(stored.get("snapshot_id"), str), "snapshot ids in XCom must be decimal strings"
-    exact = str(browser.ids["published"])
-    d.get(f"{browser.base}/dags/ui_xcom/runs/{quote(run_id, safe='')}/tasks/tag/xcom")
+    run_id = _run_id(browser, "iceberg_multi_publish", "success")
+    path = (
+        f"dags/iceberg_multi_publish/dagRuns/{quote(run_id, safe='')}/taskInstances/audit_eu/xcomEntries/return_value"
+    )
+    stored = _api(browser, path)["value"]
+    exact = stored.get("snapshot_id")
+    assert isinstance(exact, str) and exact.isdigit(), "snapshot ids in XCom must be decimal strings"
+    d.get(f"{browser.base}/dags/iceberg_multi_publish/runs/{quote(run_id, safe='')}/tasks/audit_eu/xcom")
     _wait_for(d, lambda: "return_value" in _text(d), "the XCom view", timeout=60)
     _expand_json(d)
     _wait_for(d, lambda: exact in _text(d), "the exact snapshot id in the XCom view", timeout=20)
@@ -428,23 +487,23 @@ def test_user_without_the_erasure_permission_sees_no_erasure_data(server, browse
     _login(server, "auditor")
     d = server.driver
     try:
-        for path in ("/governance/erasure", "/governance/erasure/R-100/report", "/governance/approvals"):
+        for path in ("/governance/erasure", "/governance/erasure/DSR-D-0001/report", "/governance/approvals"):
             d.get(f"{server.base}{path}")
             assert "Not allowed" in _text(d), path
-            assert "R-100" not in d.page_source and "R-400" not in d.page_source, path
+            assert "DSR-" not in d.page_source and "steward" not in d.page_source, path
         token = d.get_cookie("_token")["value"]
-        for path in ("/governance/api/erasure", "/governance/api/erasure/R-100"):
+        for path in ("/governance/api/erasure", "/governance/api/erasure/DSR-D-0001", "/governance/api/approvals"):
             req = urllib.request.Request(f"{server.base}{path}", headers={"Cookie": f"_token={token}"})
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(req)
-            assert err.value.code == 403 and b"R-100" not in err.value.read()
-        d.get(f"{server.base}/governance/tables/db.orders")
-        assert "min_rows" in _text(d)  # audits stay readable
+            assert err.value.code == 403 and b"DSR-" not in err.value.read()
+        d.get(f"{server.base}/governance/tables/erasure_daily.orders")
+        assert "Snapshot timeline" in _text(d)  # the table stays readable
         req = urllib.request.Request(
-            f"{server.base}/governance/api/tables/db.orders", headers={"Cookie": f"_token={token}"}
+            f"{server.base}/governance/api/tables/erasure_daily.orders", headers={"Cookie": f"_token={token}"}
         )
         body = urllib.request.urlopen(req).read().decode()
-        for data in ("R-100", "R-400", "job-ui-purge", "approval-ui-1", "erasure"):
+        for data in ("DSR-D-0001", "DSR-D-0002", "erase_logically"):
             assert data not in body and data not in d.page_source, data
         _shot(d, "governance-viewer-table.png")
     finally:
@@ -452,18 +511,18 @@ def test_user_without_the_erasure_permission_sees_no_erasure_data(server, browse
 
 
 def test_user_limited_to_some_dags_sees_only_their_rows(server, browser):
-    """limited may read orders_wap only: its audits and publish show, the maintenance DAG's and the
-    ui_xcom DAG's rows do not (the admin, above, sees all of them)."""
+    """limited may read iceberg_multi_publish only: its audits and publish show on the gates tables, the
+    erasure DAGs' rows do not (the admin, above, sees all of them)."""
     d = server.driver
-    d.get(f"{server.base}/governance/tables/db.orders")
-    admin_text = _text(d)
-    assert "orders_maintenance" in admin_text and "ui_xcom" in admin_text  # control
+    d.get(f"{server.base}/governance/tables/erasure_daily.orders")
+    assert "iceberg_erasure_nightly" in _text(d)  # control: the admin sees the nightly run
     _login(server, "limited")
     try:
-        d.get(f"{server.base}/governance/tables/db.orders")
+        d.get(f"{server.base}/governance/tables/gates.orders_us")
         text = _text(d)
-        assert "min_rows" in text and "orders_wap" in text
-        assert "orders_maintenance" not in d.page_source and "ui_xcom" not in d.page_source
+        assert "enough_rows" in text and "iceberg_multi_publish" in text
+        d.get(f"{server.base}/governance/tables/erasure_daily.orders")
+        assert "iceberg_erasure_nightly" not in d.page_source and "iceberg_erasure_daily" not in d.page_source
         assert not d.find_elements("css selector", "a[href*='/erasure']")
         _shot(d, "governance-limited-table.png")
     finally:
@@ -473,7 +532,7 @@ def test_user_limited_to_some_dags_sees_only_their_rows(server, browser):
 def test_logged_out_visit_goes_to_the_login_and_back(server, browser):
     d = server.driver
     d.delete_all_cookies()
-    target = f"{server.base}/governance/erasure/R-400/report"
+    target = f"{server.base}/governance/erasure/DSR-D-0001/report"
     d.get(target)
     _wait_for(d, lambda: len(d.find_elements("css selector", "input[type=password]")) == 1, "the login page")
     assert '"detail"' not in d.page_source  # not raw JSON
@@ -485,10 +544,10 @@ def test_logged_out_visit_goes_to_the_login_and_back(server, browser):
 
 def test_dark_mode_follows_airflow(browser):
     d = browser.driver
-    d.get(f"{browser.base}/governance/tables/db.orders")
+    d.get(f"{browser.base}/governance/tables/gates.orders_eu")
     d.execute_script("localStorage.setItem('chakra-ui-color-mode', 'dark')")
     try:
-        d.get(f"{browser.base}/governance/tables/db.orders")
+        d.get(f"{browser.base}/governance/tables/gates.orders_eu")
         bg = d.execute_script("return getComputedStyle(document.body).backgroundColor")
         assert bg == "rgb(26, 32, 44)", bg
         _shot(d, "governance-table-dark.png")

@@ -60,6 +60,28 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+def free_port_range(count: int) -> int:
+    """A free TCP port on 127.0.0.1 whose ``count - 1`` successors are free too (``make ui``'s API server
+    and its two log servers); returns the first."""
+    for _ in range(50):
+        (base,) = free_ports(1)
+        if base + count - 1 > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError(f"no {count} consecutive free ports on 127.0.0.1")
+
+
 def _wait(check: Any, *, timeout: float, what: str, proc: subprocess.Popen | None, log: Path | None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -937,6 +937,7 @@ def test_moments_of_an_erasure_purge_are_dates_never_bars():
                         "rows_deleted": 4,
                         "time_travel_floor_before_ms": floor_before,
                         "time_travel_floor_after_ms": floor_after,
+                        "time_travel_lost_ms": floor_after - floor_before,
                         "purged_at": "2026-03-01T00:00:00+00:00",
                     }
                 ),
@@ -951,8 +952,11 @@ def test_moments_of_an_erasure_purge_are_dates_never_bars():
         "time_travel_floor_after": datetime(2026, 2, 28, 23, 0, tzinfo=UTC),
         "purged_at": datetime(2026, 3, 1, tzinfo=UTC),
     }
+    # a length of time in milliseconds is neither a date (1970-01-...) nor a bar: it reads in words
+    assert run["durations"] == {"time_travel_lost": "27 d 14 h"}
     svg = charts.health_svg([run])
     assert "2026-02-01 08:30:00 UTC" in svg and "2026-02-28 23:00:00 UTC" in svg
+    assert '<text class="duration"' in svg and "27 d 14 h" in svg and "1970" not in svg
     assert svg.count('class="bar"') == 1  # rows deleted only
     assert str(floor_before) not in svg and "e+12" not in svg and "TB" not in svg
 
@@ -1091,3 +1095,11 @@ def test_a_hold_dropped_outside_the_provider_shows_as_a_violation(ui):
     html = get(ui, "/governance/tables/db.held").text
     assert 'id="hold-violations"' in html and 'id="hold-violation-legal-hold-c7"' in html
     assert "was dropped" in html and "without a release" in html
+
+
+def test_a_refusals_reason_does_not_repeat_that_it_was_refused():
+    """The page says "Refused …, nothing was changed:"; the recorded message's own preamble is left out."""
+    recorded = "Erasure refused, nothing was changed: subject column(s) ['email'] do not exist in db.profiles"
+    assert views._refusal_reason({"refused": recorded}) == "subject column(s) ['email'] do not exist in db.profiles"
+    assert views._refusal_reason({"reason": "tag release-1 keeps rows"}) == "tag release-1 keeps rows"
+    assert views._refusal_reason({}) is None

@@ -167,7 +167,6 @@ def spark_on_connect(request: pytest.FixtureRequest):
 # below, else an estimate from its tests' tiers (at most _UNLISTED_CAP). Refresh the figures from the summary
 # the run ends with.
 MODULE_SECONDS = {
-    "tests/airflow/test_erasure_demo_keys.py": 900,
     "tests/airflow/test_reruns_dag.py": 640,
     "tests/airflow/test_ui_browser.py": 600,
     "tests/spark/test_cluster.py": 490,

@@ -12,7 +12,8 @@ the demo writes. One demo and one ``scripts/ui.sh`` per module. The test logs in
 login form like a person, opens the pages, checks what a person looks for after the demo (dates, not
 bars; calibrated verdicts in words; a multi-table publish on each table; both runs of an erasure; the
 overdue deadlines; tables holding evidence without declared subject columns; task context in every
-extra link; a refusal's reason; the approval form waiting), and saves screenshots under
+extra link; a refusal's reason; the approval form waiting; no erased request's key left in any file of
+a requests table), and saves screenshots under
 ``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to ``docs/images/`` instead).
 """
 
@@ -33,6 +34,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
+from tests.support.key_scan import files_holding, scanned_files
 from tests.support.lake import ROOT, pristine_airflow_db
 from tests.support.servers import _wait, free_port_range, free_ports, skip_or_fail
 from tests.support.ui import ROLES, auth_env
@@ -540,6 +542,47 @@ def test_logged_out_visit_goes_to_the_login_and_back(server, browser):
     d.find_element("css selector", "input[type=password]").send_keys(server.logins["admin"])
     d.find_element("css selector", "button[type=submit]").click()
     _wait_for(d, lambda: "Erasure evidence report" in _text(d), "the report after login", timeout=60)
+
+
+def _requests_tables(cat) -> dict[str, Path]:
+    """Every table of the catalog with the requests table's columns -> its directory."""
+    out = {}
+    for ns in cat.list_namespaces():
+        for ident in cat.list_tables(ns):
+            tbl = cat.load_table(ident)
+            if {"request_id", "subject_key", "status"} <= set(tbl.schema().column_names):
+                out[".".join(ident)] = Path(tbl.location().removeprefix("file://"))
+    return out
+
+
+def test_no_requests_table_holds_the_key_of_an_erased_request_after_the_demo(server):
+    """Every file under every requests table (data and delete files, manifests and manifest lists
+    decompressed, metadata JSON, files no snapshot references) is byte-scanned for the erasure
+    examples' keys: 0 found, every request ``redacted``. The demo's deliberately overdue request is
+    still open, so its key is still there: the scan's positive control on the same files."""
+    import importlib
+
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    lake = server.work / "lake"
+    cat = SqlCatalog("lakehouse", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=f"file://{lake / 'warehouse'}")
+    keys = {
+        k
+        for module in ("example_iceberg_erasure", "example_iceberg_erasure_daily")
+        for k in dict(importlib.import_module(f"example_dags.{module}").DEMO_SUBJECTS).values()
+    }
+    tables = _requests_tables(cat)
+    assert set(tables) == {"erasure.requests", "erasure_daily.requests"}, tables
+    overdue = "demo-subject-overdue-0000"
+    for name, location in tables.items():
+        kinds = scanned_files(location)
+        assert kinds.get("parquet") and kinds.get("avro") and kinds.get("json"), (name, kinds)
+        assert files_holding(location, keys) == {}, name
+        rows = cat.load_table(name).scan(selected_fields=("request_id", "status")).to_arrow().to_pylist()
+        states = {r["status"] for r in rows if r["request_id"] != "DSR-DEMO-OVERDUE"}
+        assert states == {"redacted"}, (name, states)
+    assert set(files_holding(tables["erasure.requests"], [overdue])) == {overdue}
+    assert files_holding(tables["erasure_daily.requests"], [overdue]) == {}
 
 
 def test_dark_mode_follows_airflow(browser):

@@ -113,10 +113,14 @@ with DAG(
         """Requests land in the requests table (a web form or ticketing system would do this)."""
         from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 
+        governance = IcebergCatalogHook().governance
+        governance.ensure_erasure_requests_table(REQUESTS)
+        # A re-run submits only the ids the table does not hold yet: an erased request's key is
+        # redacted, and a redacted request id is never reopened (submitting it again is refused).
+        known = {row["request_id"] for row in governance.erasure_request_states(REQUESTS)}
+        new = {rid: key for rid, key in DEMO_SUBJECTS.items() if rid not in known}
         received = datetime.now(UTC) - timedelta(days=2)
-        return len(
-            IcebergCatalogHook().governance.submit_erasure_requests(REQUESTS, DEMO_SUBJECTS, received_at=received)
-        )
+        return len(governance.submit_erasure_requests(REQUESTS, new, received_at=received)) if new else 0
 
     # [END howto_erasure_requests]
     deadline_before = IcebergErasureDeadlineSensor(

@@ -47,6 +47,7 @@ from airflow_iceberg_provider.config import setting
 from airflow_iceberg_provider.core.spec_secrets import SPEC_SECRET_PREFIX, split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError, IcebergValidationError
 from airflow_iceberg_provider.hooks import _compat, _detached
+from airflow_iceberg_provider.hooks._connect_inprocess import InProcessConnectJob
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR, job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
@@ -304,7 +305,7 @@ class IcebergSparkHook(BaseHook):
         self.verbose = verbose
         self._catalog_hook = catalog_hook
         self._submit_hook: Any = None
-        self._connect_process: ConnectJobProcess | None = None
+        self._connect_process: ConnectJobProcess | InProcessConnectJob | None = None
         self._detached: JobRecord | None = None
 
     @cached_property
@@ -679,45 +680,72 @@ class IcebergSparkHook(BaseHook):
         sweep_stale_workdirs()
         workdir = create_workdir()
         try:
-            session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
-            python = endpoint.python or self.pyspark_python or sys.executable
-            self._connect_process = ConnectJobProcess(endpoint, python, self.log)
             started = datetime.now(UTC)
-            self.log.info("Running %s through Spark Connect (%s at %s)", plan.name, endpoint.conn_id, endpoint.address)
-            self._connect_process.run(session_file, plan.env_vars, plan.name)
+            self.log.info(
+                "Running %s through Spark Connect (%s at %s, client %s)",
+                plan.name,
+                endpoint.conn_id,
+                endpoint.address,
+                endpoint.client,
+            )
+            if endpoint.client == "in_process":
+                job = InProcessConnectJob(endpoint.conn_id, endpoint.address, endpoint.timeout_s, self.log)
+                self._connect_process = job
+                job.run(self._connect_document(plan, endpoint, workdir, job_run_id), plan.name)
+            else:
+                session_file = self._connect_session(plan, endpoint, workdir, job_run_id)
+                python = endpoint.python or self.pyspark_python or sys.executable
+                process = ConnectJobProcess(endpoint, python, self.log)
+                self._connect_process = process
+                process.run(session_file, plan.env_vars, plan.name)
             return JobRun(job_run_id, plan.name, started, datetime.now(UTC))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
             self._connect_process = None
 
-    def _connect_session(self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str) -> Path:
-        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
+    def _connect_document(
+        self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str
+    ) -> dict[str, Any]:
+        """The Connect client's session document (conf, secrets, job); the spec as a 0600 file in ``workdir``.
+
+        A client in the task process imports the provider's jobs from the installed package: only the
+        user's own modules go on its path, not the job package zip.
+        """
         args = list(plan.application_args)
         if plan.spec is not None:
             spec_path = workdir / "job_spec.json"
             _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
             args = ["--spec", str(spec_path), *args]
         _mask(plan.secret_conf.values())
-        session_file = workdir / "session.json"
-        write_session_file(
-            session_file,
-            session_document(
-                endpoint,
-                application=plan.application,
-                application_args=args,
-                conf=plan.conf,
-                secret_conf=plan.secret_conf,
-                py_files=plan.py_files,
-                job_name=plan.name,
-            ),
+        py_files = plan.py_files
+        if endpoint.client == "in_process":
+            py_files = [p for p in py_files if p != str(job_package_zip())]
+        return session_document(
+            endpoint,
+            application=plan.application,
+            application_args=args,
+            conf=plan.conf,
+            secret_conf=plan.secret_conf,
+            py_files=py_files,
+            job_name=plan.name,
         )
+
+    def _connect_session(self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str) -> Path:
+        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
+        session_file = workdir / "session.json"
+        write_session_file(session_file, self._connect_document(plan, endpoint, workdir, job_run_id))
         return session_file
 
     def _connect_command(
         self, plan: SubmitPlan, endpoint: ConnectEndpoint, workdir: Path, job_run_id: str
     ) -> tuple[list[str], dict[str, str]]:
-        """The Connect runner's command line and environment (a detached run of :class:`ConnectJobProcess`)."""
-        python = endpoint.python or self.pyspark_python or sys.executable
+        """The Connect runner's command line and environment (a detached run of :class:`ConnectJobProcess`).
+
+        On Spark 4 (``client`` ``in_process``) the detached runner is the Airflow environment's own
+        Python, whose pyspark-client is the Connect client: still no second Python.
+        """
+        python = endpoint.python or (sys.executable if endpoint.client == "in_process" else self.pyspark_python)
+        python = python or sys.executable
         if not Path(python).is_file():
             raise IcebergConnectionError(
                 f"Spark runtime Python {python!r} does not exist; set [iceberg_provider] pyspark_python "

@@ -81,14 +81,27 @@ class _LogLines(io.TextIOBase):
             self.write("\n")
 
 
+#: The job runtime module, and the top-level name user job scripts import it by
+#: (``from iceberg_job_runtime import run_job``; the job package zip's alias on the Spark side).
+JOB_RUNTIME_MODULE = "airflow_iceberg_provider.spark_jobs.iceberg_job_runtime"
+JOB_RUNTIME_ALIAS = "iceberg_job_runtime"
+
+
 @contextlib.contextmanager
 def _job_globals(application: str, argv: Sequence[str], py_files: Sequence[str], out: _LogLines) -> Iterator[None]:
     """The process state a job file expects as ``__main__``, restored afterwards: its argv, its own
-    modules on ``sys.path``, the Connect mode flag, and its output in the task log."""
+    modules on ``sys.path``, ``iceberg_job_runtime`` as the installed package's module (one identity,
+    as the job zip's alias gives it on the Spark side), the Connect mode flag, and its output in the
+    task log. The job modules are imported here by name only: the task process runs the job, the
+    Airflow side's code does not call into it."""
+    import importlib
+
     saved_argv, saved_path = sys.argv, list(sys.path)
     saved_flag = os.environ.get(CONNECT_MODE_ENV)
+    saved_alias = sys.modules.get(JOB_RUNTIME_ALIAS)
     sys.argv = [application, *argv]
     sys.path[:0] = list(py_files)
+    sys.modules[JOB_RUNTIME_ALIAS] = importlib.import_module(JOB_RUNTIME_MODULE)
     os.environ[CONNECT_MODE_ENV] = "1"
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -97,6 +110,10 @@ def _job_globals(application: str, argv: Sequence[str], py_files: Sequence[str],
         out.flush()
         sys.argv = saved_argv
         sys.path[:] = saved_path
+        if saved_alias is None:
+            sys.modules.pop(JOB_RUNTIME_ALIAS, None)
+        else:
+            sys.modules[JOB_RUNTIME_ALIAS] = saved_alias
         if saved_flag is None:
             os.environ.pop(CONNECT_MODE_ENV, None)
         else:

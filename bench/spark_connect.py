@@ -66,6 +66,21 @@ PORT = 19821
 PORT41 = 19822
 
 
+def load_pyspark_from(folder: Path) -> None:
+    """Import the ``pyspark`` package of ``folder`` (e.g. ``pip install --target DIR pyspark-client==4.1.1``)
+    as this process's ``pyspark``; its submodules follow the package's own path. The environment and
+    ``sys.path`` stay as they are, so child processes (the 3.5 runners) keep their own pyspark."""
+    import importlib.util
+
+    init = folder / "pyspark" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("pyspark", init, submodule_search_locations=[str(init.parent)])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--pyspark-client {folder}: no pyspark package there")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pyspark"] = module
+    spec.loader.exec_module(module)
+
+
 def start_server41(workdir: Path) -> object | None:
     """A Spark 4.1 Connect server from ``.spark-runtime-4.1`` (``None`` when that runtime is absent)."""
     from scripts import connect_server
@@ -226,11 +241,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.pyspark_client:  # this process only: the 3.5 runners and spark-submit keep their own pyspark
-        import site
-
-        site.addsitedir(args.pyspark_client)
-        sys.path.remove(args.pyspark_client)
-        sys.path.insert(0, args.pyspark_client)
+        load_pyspark_from(Path(args.pyspark_client))
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from scripts import connect_server

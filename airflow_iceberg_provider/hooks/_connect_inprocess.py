@@ -58,22 +58,35 @@ def _minor(version: str) -> str:
 
 
 class _LogLines(io.TextIOBase):
-    """A text stream that sends each complete line to the task log and keeps the last ones."""
+    """A text stream that sends each complete line to the task log and keeps the last ones.
 
-    def __init__(self, log: Any, tail: list[str]) -> None:
+    While it logs a line, whatever the logging machinery itself writes to ``sys.stdout`` or
+    ``sys.stderr`` (this stream, during the job) goes to ``through``, the stream it replaced: a
+    handler that writes to the console under a lock must not come back here and wait for itself.
+    """
+
+    def __init__(self, log: Any, tail: list[str], through: Any) -> None:
         self._log = log
         self._tail = tail
+        self._through = through
         self._partial = ""
+        self._busy = threading.local()
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self._partial += text
-        *lines, self._partial = self._partial.split("\n")
-        for line in lines:
-            self._tail[:] = [*self._tail[-40:], line]
-            self._log.info("%s", line)
+        if getattr(self._busy, "on", False):
+            return int(self._through.write(text) or 0)
+        self._busy.on = True
+        try:
+            self._partial += text
+            *lines, self._partial = self._partial.split("\n")
+            for line in lines:
+                self._tail[:] = [*self._tail[-40:], line]
+                self._log.info("%s", line)
+        finally:
+            self._busy.on = False
         return len(text)
 
     def flush(self) -> None:
@@ -201,7 +214,7 @@ class InProcessConnectJob:
         )
 
     def _run_main(self, application: str, argv: Sequence[str], py_files: Sequence[str]) -> int:
-        out = _LogLines(self.log, self.tail)
+        out = _LogLines(self.log, self.tail, sys.__stderr__)
         with _job_globals(application, argv, py_files, out):
             try:
                 runpy.run_path(application, run_name="__main__")

@@ -10,7 +10,6 @@ the token in no log line and no XCom value.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,12 +56,11 @@ def orders(module_lake, connect41, no_second_python):
     return module_lake
 
 
-def test_wap_write_audit_and_cherry_pick_publish_in_the_task_process(orders, connect41, caplog):
+def test_wap_write_audit_and_cherry_pick_publish_in_the_task_process(orders, connect41, capfd):
     hook = orders
     ctx = fake_context(dag_id="connect41_wap", run_id="run_1")
     main_before = hook.ref_snapshot_id(T)
     branch = IcebergWapCreateBranchOperator(task_id="create", table=T).execute(ctx)["branch"]
-    caplog.set_level(logging.INFO)
     written = IcebergWapWriteOperator(
         task_id="write",
         table=T,
@@ -88,10 +86,12 @@ def test_wap_write_audit_and_cherry_pick_publish_in_the_task_process(orders, con
     assert head != moved and hook.is_ancestor(hook.load_table(T), moved, head)
     ids = hook.load_table(T).scan().to_arrow().column("order_id").to_pylist()
     assert len(ids) == 50 + 100 + 5 and len(set(ids)) == len(ids), "one cherry-pick, not two"
-    assert "client in_process" in caplog.text  # the task process was the client
+    logged = "".join(capfd.readouterr())
+    assert "client in_process" in logged  # the task process was the client
+    assert "[iceberg-job] wap_audit audit completed" in logged  # the job's own output, in the task log
     for result in (written, audit, out):
         assert TOKEN not in json.dumps(result, default=str)
-    assert TOKEN not in caplog.text
+    assert TOKEN not in logged
 
 
 def test_logical_erasure_and_expiry_in_the_task_process(orders, connect41):
@@ -135,11 +135,10 @@ def test_logical_erasure_and_expiry_in_the_task_process(orders, connect41):
 
 
 @pytest.mark.parametrize("token", ["wrong-token-4f2a", None], ids=["wrong", "missing"])
-def test_a_wrong_or_missing_token_is_refused_before_anything_runs(orders, server41: Server41, token, caplog):
+def test_a_wrong_or_missing_token_is_refused_before_anything_runs(orders, server41: Server41, token, capfd):
     conn_id = "spark_connect41_bad"
     key = f"AIRFLOW_CONN_{conn_id.upper()}"
     os.environ[key] = server41.conn_json(conn_id, token=token)
-    caplog.set_level(logging.INFO)
     try:
         create_orders_table(orders, f"db.refused_{token is None}", partition_by=()).append(orders_batch(0, 10))
         location = orders.load_table(f"db.refused_{token is None}").metadata_location
@@ -155,6 +154,7 @@ def test_a_wrong_or_missing_token_is_refused_before_anything_runs(orders, server
                 spark_conn_id=conn_id,
             ).execute(fake_context())
         assert orders.load_table(f"db.refused_{token is None}").metadata_location == location
-        assert "wrong-token-4f2a" not in caplog.text and TOKEN not in caplog.text
+        logged = "".join(capfd.readouterr())
+        assert "wrong-token-4f2a" not in logged and TOKEN not in logged
     finally:
         os.environ.pop(key, None)

@@ -141,6 +141,7 @@ def test_a_wrong_or_missing_token_is_refused_before_anything_runs(orders, server
     os.environ[key] = server41.conn_json(conn_id, token=token)
     try:
         create_orders_table(orders, f"db.refused_{token is None}", partition_by=()).append(orders_batch(0, 10))
+        orders.load_table(f"db.refused_{token is None}").append(orders_batch(10, 10))  # one snapshot to expire
         location = orders.load_table(f"db.refused_{token is None}").metadata_location
         with pytest.raises(
             IcebergConnectionError, match=r"refused the client's token .* Set the connection's password"

@@ -10,6 +10,9 @@ Options (documented in ``get_provider_info()["config"]``):
 
 ``spark_jars``, ``spark_packages``, ``pyspark_python``
     the Spark runtime of the provider's jobs (Spark hook);
+``spark_runtime``
+    the Spark line the jobs run on, ``3.5`` (default) or ``4.1``: on ``4.1`` a Spark Connect job's
+    client is the task process itself (Spark hook, Spark Connect mode);
 ``spark_conf_defaults``
     Spark conf (a JSON object) every provider job starts from (Spark hook);
 ``expiry_floor``
@@ -75,6 +78,22 @@ def airflow_flag(section: str, key: str, fallback: bool = False) -> bool:
     from airflow.configuration import conf
 
     return conf.getboolean(section, key, fallback=fallback)
+
+
+#: The Spark lines the provider runs on (``[iceberg_provider] spark_runtime``).
+SPARK_RUNTIMES = ("3.5", "4.1")
+DEFAULT_SPARK_RUNTIME = "3.5"
+
+
+def spark_runtime() -> str:
+    """``[iceberg_provider] spark_runtime``: ``3.5`` (default) or ``4.1``; ``ValueError`` naming the fix otherwise."""
+    raw = (setting("spark_runtime") or DEFAULT_SPARK_RUNTIME).strip()
+    if raw not in SPARK_RUNTIMES:
+        raise ValueError(
+            f"[iceberg_provider] spark_runtime={raw!r} is not a supported Spark runtime; use one of "
+            f"{', '.join(SPARK_RUNTIMES)} (AIRFLOW__ICEBERG_PROVIDER__SPARK_RUNTIME)."
+        )
+    return raw
 
 
 def sqlite_busy_timeout_ms() -> int:

@@ -158,6 +158,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "/opt/spark-venv/bin/python",
                         "default": "",
                     },
+                    "spark_runtime": {
+                        "description": "The Spark line of the provider's jobs: 3.5 (Scala 2.12, Iceberg's "
+                        "iceberg-spark-runtime-3.5_2.12) or 4.1 (Scala 2.13, iceberg-spark-runtime-4.1_2.13). On 4.1 "
+                        "a Spark Connect job's client runs inside the task process with the Airflow environment's "
+                        "pyspark-client; on 3.5 it runs in a Python of the Spark runtime (pyspark_python).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "4.1",
+                        "default": "3.5",
+                    },
                     "spark_conf_defaults": {
                         "description": "Spark conf every provider job starts from, as a JSON object: under the "
                         "catalog connection's conf and a task's own spark_conf, in spark-submit mode and on a "

@@ -16,10 +16,14 @@ operator's ``execute()`` as a worker runs it (plan, job, commit verification), t
   met 10x (10.5x), the audit did not (8.5x: what remains is one query and its two record
   commits); ``make demo`` 1.13x, not a third: more than half of the demo is Airflow's own time.
 
-Four sides run each task: Connect through the host's warm client (the default: the task's client
-is forked from a process that has pyspark's Connect client imported), Connect with a new Python
-process per task (``warm_client: false``), spark-submit with the JVM start-up options of
-``scripts/env.sh`` (when set), and spark-submit with the JVM's defaults.
+Five sides run each task: Connect through the host's warm client (the default on Spark 3.5: the
+task's client is forked from a process that has pyspark's Connect client imported), Connect with a
+new Python process per task (``warm_client: false``), spark-submit with the JVM start-up options of
+``scripts/env.sh`` (when set), spark-submit with the JVM's defaults, and, when ``.spark-runtime-4.1``
+exists, **Connect on Spark 4.1 with the client inside the task process** (a second server, started
+from the 4.1 runtime; the bench process itself is the client, through the Airflow environment's
+pyspark-client, or the one in ``--pyspark-client DIR`` on a machine whose environment is not yet
+pinned to 4.1).
 
 Each side gets fresh, identical tables, so every side does the same work. Load averages are printed
 before and after (the timings depend on them). Results are printed side by side with ratios.
@@ -44,18 +48,66 @@ ROOT = Path(__file__).resolve().parent.parent
 SUBMIT_CONN = "bench_submit"
 CONNECT_CONN = "bench_connect"
 CONNECT_PROCESS_CONN = "bench_connect_process"
+CONNECT41_CONN = "bench_connect41"
+RUNTIME41 = ROOT / ".spark-runtime-4.1"
 JVM_OPTIONS = (
     "AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS",
     "AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS",
 )
 #: (side, connection, JVM start-up options of spark-submit's driver: as configured, or the JVM's defaults)
 SIDES = {
+    "connect 4.1, in the task": (CONNECT41_CONN, True),
     "connect": (CONNECT_CONN, True),
     "connect, process per task": (CONNECT_PROCESS_CONN, True),
     "submit, start-up options": (SUBMIT_CONN, True),
     "submit, JVM defaults": (SUBMIT_CONN, False),
 }
 PORT = 19821
+PORT41 = 19822
+
+
+def load_pyspark_from(folder: Path) -> None:
+    """Import the ``pyspark`` package of ``folder`` (e.g. ``pip install --target DIR pyspark-client==4.1.1``)
+    as this process's ``pyspark``; its submodules follow the package's own path. The environment and
+    ``sys.path`` stay as they are, so child processes (the 3.5 runners) keep their own pyspark."""
+    import importlib.util
+
+    init = folder / "pyspark" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("pyspark", init, submodule_search_locations=[str(init.parent)])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--pyspark-client {folder}: no pyspark package there")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pyspark"] = module
+    spec.loader.exec_module(module)
+
+
+def start_server41(workdir: Path) -> object | None:
+    """A Spark 4.1 Connect server from ``.spark-runtime-4.1`` (``None`` when that runtime is absent)."""
+    from scripts import connect_server
+
+    homes = sorted(RUNTIME41.glob("lib/python3*/site-packages/pyspark"))
+    if not homes:
+        return None
+    jars = ",".join(str(j) for j in sorted((RUNTIME41 / "jars").glob("*.jar")))
+    saved = {
+        k: os.environ.get(k)
+        for k in ("SPARK_HOME", "AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS", "AIP_CONNECT_SERVER_JAVA_OPTIONS")
+    }
+    os.environ.update(
+        SPARK_HOME=str(homes[0]),
+        AIRFLOW__ICEBERG_PROVIDER__SPARK_JARS=jars,
+        AIP_CONNECT_SERVER_JAVA_OPTIONS="-XX:+UseSerialGC",  # the 3.5 runtime's archive does not fit 4.1's jars
+    )
+    try:
+        return connect_server.start(PORT41, workdir=workdir, die_with_parent=True)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 CHECKS = {
     "column_mapping": {
         "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}},
@@ -182,7 +234,14 @@ def main() -> int:
     parser.add_argument(
         "--warmup", type=int, default=3, help="untimed rounds (an audit and a cherry-pick) on the fresh server first"
     )
+    parser.add_argument(
+        "--pyspark-client",
+        default="",
+        help="a folder holding pyspark-client 4.1 (pip install --target DIR), used by this process only",
+    )
     args = parser.parse_args()
+    if args.pyspark_client:  # this process only: the 3.5 runners and spark-submit keep their own pyspark
+        load_pyspark_from(Path(args.pyspark_client))
 
     from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
     from scripts import connect_server
@@ -204,6 +263,13 @@ def main() -> int:
     os.environ[f"AIRFLOW_CONN_{CONNECT_PROCESS_CONN.upper()}"] = server.conn_json(
         CONNECT_PROCESS_CONN, warm_client=False
     )
+    t0 = time.monotonic()
+    server41 = start_server41(tmp / "connect41")
+    if server41 is not None:
+        print(f"Spark 4.1 Connect server ready in {time.monotonic() - t0:.1f}s (not counted per task)", flush=True)
+        os.environ[f"AIRFLOW_CONN_{CONNECT41_CONN.upper()}"] = json.dumps(
+            {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": PORT41, "extra": {"client": "in_process"}}
+        )
     configured = {key: os.environ[key] for key in JVM_OPTIONS if os.environ.get(key)}
     results: dict[str, dict[str, list[float]]] = {}
     try:
@@ -212,11 +278,16 @@ def main() -> int:
         for w in range(0 if args.demo_only else args.warmup):
             seconds = audit_task(hook, f"db.warmup_{w}", 100, 100, CONNECT_CONN)
             seconds += cherrypick_task(hook, f"db.warmup_cp_{w}", CONNECT_CONN)
-            print(f"  warm-up round {w + 1} on the server (not counted): {seconds:.1f}s", flush=True)
+            if server41 is not None:
+                seconds += audit_task(hook, f"db.warmup41_{w}", 100, 100, CONNECT41_CONN)
+                seconds += cherrypick_task(hook, f"db.warmup41_cp_{w}", CONNECT41_CONN)
+            print(f"  warm-up round {w + 1} on the servers (not counted): {seconds:.1f}s", flush=True)
         for i in range(0 if args.demo_only else args.repeat):
             for n, (side, (conn, jvm_options)) in enumerate(SIDES.items()):
                 if not jvm_options and not configured:
                     continue  # no start-up options configured: the two spark-submit sides are the same
+                if conn == CONNECT41_CONN and server41 is None:
+                    continue
                 runs: list[tuple[str, object, tuple]] = [
                     ("audit 1k-row change set", audit_task, (f"db.audit_{n}_{i}", args.audit_rows, args.base_rows)),
                     ("publish with cherry-pick", cherrypick_task, (f"db.cp_{n}_{i}",)),
@@ -236,6 +307,8 @@ def main() -> int:
             os.environ.update(configured)
     finally:
         connect_server.stop(server)
+        if server41 is not None:
+            connect_server.stop(server41)
     if args.demo or args.demo_only:
         for side, mode in (("connect", "connect"), ("submit, start-up options", "submit")):
             results.setdefault("make demo (wall)", {}).setdefault(side, []).append(demo_wall(mode))

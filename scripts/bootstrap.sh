@@ -7,6 +7,7 @@
 #   * .venv            – the Airflow side (apache-airflow, Spark provider, pyiceberg, pytest)
 #   * .spark-runtime/  – the Spark side (pyspark 3.5.7 with the Spark Connect client, pyarrow for Arrow
 #                        collects) and the jars of spark-deps/jars.lock, resolved with Maven
+#   * .spark-runtime-4.1/ – the Spark 4.1 side (pyspark 4.1.1) and the jars of spark-deps/spark-4.1/jars.lock
 #   * .work/airflow    – an AIRFLOW_HOME with a migrated SQLite metadata DB
 #
 # Re-running it is cheap: every step checks a marker or the artefact first.
@@ -83,46 +84,7 @@ fi
 LOCK="$ROOT/spark-deps/jars.lock"
 # shellcheck source=spark-deps/resolve.sh
 source "$ROOT/spark-deps/resolve.sh"
-JAR_STAMP="$RT/.ok-jars-$(sha1sum "$LOCK" | cut -c1-12)"
-jars_in_place() {
-  local folder coords sha
-  while read -r folder coords sha; do
-    [ -f "$RT/$folder/$(file_of "$coords")" ] || return 1
-  done < <(grep -v '^#' "$LOCK")
-}
-if [ ! -f "$JAR_STAMP" ] || ! jars_in_place; then
-  command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to resolve the Spark jars"; exit 1; }
-  log "resolving the Spark-side jars with Maven (spark-deps/jars.lock: $(grep -vc '^#' "$LOCK") jars)"
-  stage="$RT/.jars-staging"
-  rm -rf "$stage"
-  resolve_spark_deps "$ROOT/spark-deps" "$stage"
-  bad=0
-  while read -r folder coords sha; do
-    part=spark; [ "$folder" = rest-fixture ] && part=rest-fixture
-    src="$stage/$part/$(path_of "$coords")"
-    if [ ! -f "$src" ]; then log "not resolved by Maven: $coords"; bad=1; continue; fi
-    got="$(sha256sum "$src" | cut -d' ' -f1)"
-    [ "$got" = "$sha" ] || { log "sha256 mismatch for $coords: lock $sha, resolved $got"; bad=1; }
-  done < <(grep -v '^#' "$LOCK")
-  [ "$bad" = 0 ] || { rm -rf "$stage"; log "jars do not match spark-deps/jars.lock: nothing installed"; exit 1; }
-  for folder in $(grep -v '^#' "$LOCK" | cut -d' ' -f1 | sort -u); do
-    mkdir -p "$RT/$folder"
-    rm -f "$RT/$folder"/.ok-*
-    listed="$(grep -v '^#' "$LOCK" | awk -v f="$folder" '$1 == f {print $2}' | while read -r c; do file_of "$c"; done)"
-    for jar in "$RT/$folder"/*.jar; do
-      [ -e "$jar" ] || continue
-      grep -qxF "${jar##*/}" <<< "$listed" || { log "removing $folder/${jar##*/} (not in the lock)"; rm -f "$jar"; }
-    done
-  done
-  while read -r folder coords sha; do
-    part=spark; [ "$folder" = rest-fixture ] && part=rest-fixture
-    cp "$stage/$part/$(path_of "$coords")" "$RT/$folder/$(file_of "$coords").part"
-    mv "$RT/$folder/$(file_of "$coords").part" "$RT/$folder/$(file_of "$coords")"
-  done < <(grep -v '^#' "$LOCK")
-  rm -rf "$stage"
-  rm -f "$RT"/.ok-jars-*
-  touch "$JAR_STAMP"
-fi
+install_locked_jars "$RT" "$ROOT/spark-deps"
 
 # ---------------------------------------------------------------- Spark driver start-up (CDS)
 # A class-data-sharing archive of the classes a provider job loads (scripts/spark_cds_warmup.py):
@@ -148,6 +110,25 @@ if [ ! -f "$CDS/.ok-$CDS_KEY" ]; then
     log "no class-data-sharing archive (see $CDS/warmup.log): Spark drivers start without one"
   fi
 fi
+
+# ---------------------------------------------------------------- Spark 4.1 runtime
+# The second supported Spark line ([iceberg_provider] spark_runtime = 4.1, docs/compatibility.md):
+# pyspark 4.1 (Scala 2.13; its jars hold the Spark Connect server) in .spark-runtime-4.1/, and the
+# jars of spark-deps/spark-4.1/jars.lock (Iceberg's 4.1 runtime at 1.12.0), checked the same way.
+# The Airflow venv's pyspark-client (pyproject.toml) is pinned to the same minor: on Spark 4 the
+# Connect client runs inside the task process.
+RT41="$ROOT/.spark-runtime-4.1"
+RT41_STAMP="$RT41/.ok-pyspark-4.1.1"
+if [ ! -f "$RT41_STAMP" ]; then
+  log "creating Spark 4.1 runtime venv in $RT41 (pyspark 4.1.1)"
+  [ -x "$RT41/bin/python" ] || "$PY" -m venv "$RT41"
+  "$RT41/bin/pip" install -q --upgrade pip
+  "$RT41/bin/pip" install -q "pyspark[connect]==4.1.1" "pyarrow==18.1.0" "pandas>=2.2,<3" \
+    "grpcio" "grpcio-status" "googleapis-common-protos" "zstandard"
+  rm -f "$RT41"/.ok-pyspark-*
+  touch "$RT41_STAMP"
+fi
+install_locked_jars "$RT41" "$ROOT/spark-deps/spark-4.1"
 
 # ---------------------------------------------------------------- AIRFLOW_HOME
 export AIRFLOW_HOME="$WORK/airflow"

@@ -73,8 +73,18 @@ class ConnectServer:
         return json.dumps(doc)
 
 
+def bundled_connect_jar(spark_home: str | None = None) -> str | None:
+    """The Spark Connect server jar inside the Spark distribution (pyspark 4 ships ``spark-connect_2.13``)."""
+    home = spark_home or os.environ.get("SPARK_HOME")
+    found = sorted(glob.glob(str(Path(home) / "jars" / "spark-connect_*.jar"))) if home else []
+    return found[-1] if found else None
+
+
 def connect_jars() -> list[str]:
-    """The Spark Connect plugin jar(s): ``AIP_SPARK_CONNECT_JARS`` (``scripts/env.sh``), else the bootstrap's folder."""
+    """The Spark Connect plugin jar(s): none when Spark has its own (Spark 4), else ``AIP_SPARK_CONNECT_JARS``
+    (``scripts/env.sh``), else the bootstrap's folder."""
+    if bundled_connect_jar():
+        return []
     listed = [j for j in os.environ.get("AIP_SPARK_CONNECT_JARS", "").split(",") if j.strip()]
     if listed:
         return listed
@@ -207,6 +217,7 @@ def start(
     die_with_parent: bool = False,
     bind: str = "127.0.0.1",
     guarded_by_proxy: bool = False,
+    token: str | None = None,
 ) -> ConnectServer:
     """Start a server on ``port`` and wait until it answers; ``RuntimeError`` with its log tail otherwise.
 
@@ -215,6 +226,9 @@ def start(
 
     ``extra_jars``: jars beyond the provider's (for example ``AIP_S3_SPARK_JARS``, S3FileIO and S3A for
     catalogs whose warehouse is on object storage): a session cannot add jars to a running server.
+
+    ``token``: the shared token every client must present (Spark 4's ``spark.connect.authenticate.token``),
+    handed to the server in its environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``), never on its command line.
     """
     check_binding(bind, guarded_by_proxy)
     workdir = Path(workdir or Path(os.environ.get("AIP_WORK", ".work")) / "connect")
@@ -235,8 +249,8 @@ def start(
         "spark.connect.execute.manager.maintenanceInterval": "5s",
         **(extra_conf or {}),
     }
-    if is_loopback(bind):  # Spark 3.5 has no binding address: calls from other hosts are refused instead
-        _loopback_only(conf, jars)
+    if is_loopback(bind) and not bundled_connect_jar():  # Spark 3.5 has no binding address: calls
+        _loopback_only(conf, jars)  # from other hosts are refused instead
     _provider_conf(conf)
     cmd = [submit, "--class", SERVER_CLASS, "--master", master, "--name", f"spark-connect-{port}"]
     cmd += ["--jars", ",".join(jars)]
@@ -246,6 +260,11 @@ def start(
     log = workdir / "server.log"
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
     env.pop("SPARK_REMOTE", None)
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    if token:
+        if not bundled_connect_jar(spark_home):
+            raise ValueError("token: Spark 3.5's Connect server has no token authentication; use a Spark 4 runtime")
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
     preexec = None
     if die_with_parent and sys.platform.startswith("linux"):
         import ctypes

@@ -174,6 +174,8 @@ MODULE_SECONDS = {
     "tests/faults/test_faults_spark.py": 320,
     "tests/airflow/test_durable_jobs_airflow.py": 280,
     "tests/connect/test_spark_connect.py": 260,
+    "tests/spark41/test_procedures_once.py": 200,
+    "tests/spark41/test_connect41_tasks.py": 200,
     "tests/spark/test_erasure_lifecycle_spark.py": 250,
     "tests/catalogs/test_spark_s3.py": 180,
     "tests/airflow/test_make_ui.py": 120,

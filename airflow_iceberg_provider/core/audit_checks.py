@@ -3,7 +3,7 @@
 Pure Python (stdlib only): the Airflow side validates a spec with :func:`parse_checks` before
 any Spark job starts and reuses recorded values (:func:`reusable_base_values`); the
 ``wap_audit`` Spark job decodes the same :class:`Check` values (shipped in the job zip) and
-builds its SQL with :mod:`airflow_iceberg_provider.spark_jobs.audit_sql`.
+builds its SQL with :mod:`airflow_iceberg_provider.spark_jobs.audit.sql`.
 
 Check format (the one the common-sql provider's ``SQLColumnCheckOperator`` and
 ``SQLTableCheckOperator`` use):

@@ -1,7 +1,7 @@
 """Iceberg type -> Spark SQL type names, as Iceberg's Spark integration reads them.
 
 Used by OpenLineage schema facets on the Airflow side (:mod:`airflow_iceberg_provider.assets.lineage`)
-and by the audit job's column typing (``spark_jobs/audit_engine.py``). Stdlib only.
+and by the audit job's column typing (``spark_jobs/audit/engine.py``). Stdlib only.
 """
 
 from __future__ import annotations

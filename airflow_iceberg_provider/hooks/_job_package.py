@@ -7,7 +7,7 @@ executors need the packages themselves, not loose files. :func:`job_package_zip`
 
 * ``airflow_iceberg_provider/__init__.py``: a **stub** (docstring and ``__version__``), not
   the Airflow-side ``__init__``: the Spark runtime has no Airflow and must not need it;
-* ``airflow_iceberg_provider/spark_jobs/*.py``: every job module;
+* ``airflow_iceberg_provider/spark_jobs/**/*.py``: every job module, with its sub-packages;
 * ``airflow_iceberg_provider/core/*.py``: the pure rules the Airflow side and the jobs share
   (governance schemas and the ledger-entry type, check grammar, erasure lifecycle, maintenance
   action names): stdlib-only at import time, like the jobs themselves;
@@ -70,8 +70,8 @@ def package_members() -> dict[str, bytes]:
         "iceberg_job_runtime.py": RUNTIME_ALIAS.encode(),
     }
     for sub, directory in (("core", CORE_DIR), ("spark_jobs", SPARK_JOBS_DIR)):
-        for path in sorted(directory.glob("*.py")):
-            members[f"{PACKAGE}/{sub}/{path.name}"] = path.read_bytes()
+        for path in sorted(directory.rglob("*.py")):  # with the sub-packages (spark_jobs/erasure, /audit)
+            members[f"{PACKAGE}/{sub}/{path.relative_to(directory).as_posix()}"] = path.read_bytes()
     return members
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from airflow_iceberg_provider.config import spark_runtime
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _connect_warm, _process
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
@@ -84,6 +85,9 @@ class ConnectEndpoint:
     timeout_s: float = DEFAULT_TIMEOUT_S
     #: run the task's client as a child of the host's warm client (:mod:`._connect_warm`)
     warm_client: bool = True
+    #: where the Connect client runs: ``in_process`` (Spark 4: the task process, with the Airflow
+    #: environment's pyspark-client) or ``runner`` (a Python of the Spark runtime, Spark 3.5)
+    client: str = "runner"
 
     @property
     def address(self) -> str:
@@ -142,7 +146,33 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
         extra.get("python") or None,
         timeout_s,
         warm_client=_flag(conn_id, "warm_client", extra.get("warm_client", True)),
+        client=client_mode(conn_id, extra.get("client"), extra.get("python")),
     )
+
+
+#: Where a Connect client can run (the connection extra ``client``).
+CLIENT_MODES = ("in_process", "runner")
+
+
+def client_mode(conn_id: str, value: Any, python: Any = None) -> str:
+    """The connection's ``client`` extra, else what the Spark runtime implies.
+
+    Spark 4 (``[iceberg_provider] spark_runtime = 4.1``): ``in_process``, the task process is the
+    client (the Airflow environment's pyspark-client speaks Spark 4's protocol). Spark 3.5: ``runner``,
+    a Python of the Spark runtime (pyspark-client cannot talk to a 3.5 server). A connection that names
+    its own ``python`` asks for a runner.
+    """
+    if value in (None, ""):
+        if python:
+            return "runner"
+        return "in_process" if spark_runtime().startswith("4.") else "runner"
+    text = str(value).strip().lower()
+    if text not in CLIENT_MODES:
+        raise IcebergConnectionError(
+            f"Spark Connect connection {conn_id!r}: extra client={value!r} is not one of {', '.join(CLIENT_MODES)}; "
+            'use "in_process" for a Spark 4 server (the task process is the client) or "runner" for Spark 3.5.'
+        )
+    return text
 
 
 def _is_loopback(host: str) -> bool:

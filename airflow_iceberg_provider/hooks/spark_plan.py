@@ -63,7 +63,7 @@ SPARK_JOBS: dict[str, SparkJob] = {
         SparkJob("wap_cherrypick", "wap_cherrypick.py"),
         SparkJob("ref_changes", "ref_changes.py"),
         SparkJob("maintenance", "maintenance.py"),
-        SparkJob("erasure", "erasure.py"),
+        SparkJob("erasure", "erasure/__main__.py"),
     )
 }
 

@@ -40,6 +40,8 @@ from airflow.sdk import BaseHook
 from airflow_iceberg_provider.core.spec_secrets import split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _compat, _process
+from airflow_iceberg_provider.hooks._connect_inprocess import InProcessConnectJob
+from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks._workdir import _write_private, hand_workdir_to
 from airflow_iceberg_provider.hooks.spark_connect import RUNNER as CONNECT_RUNNER
 from airflow_iceberg_provider.hooks.spark_connect import (
@@ -312,16 +314,21 @@ class SparkSubmitRunner(_ProcessRunner):
 
 
 class ConnectProcessRunner(_ProcessRunner):
-    """The plan's job file as a short-lived Spark Connect client process (:mod:`.spark_connect`)."""
+    """The plan's job file as a Spark Connect client: inside the task process when the endpoint's
+    ``client`` is ``in_process`` (Spark 4: the Airflow environment's ``pyspark-client``), else as a
+    short-lived client process of the Spark runtime's Python (:mod:`.spark_connect`)."""
 
     mode = MODE_CONNECT
 
     def __init__(self, endpoint: ConnectEndpoint, python: str | None, log: Any) -> None:
         self.endpoint = endpoint
-        self.python = endpoint.python or python or sys.executable
+        # In process (Spark 4), a detached run is the Airflow environment's own Python: its
+        # pyspark-client is the Connect client, so there is still no second Python.
+        own = sys.executable if endpoint.client == "in_process" else python
+        self.python = endpoint.python or own or sys.executable
         self.log = log
         self.timeout_s = endpoint.timeout_s
-        self._process: ConnectJobProcess | None = None
+        self._process: ConnectJobProcess | InProcessConnectJob | None = None
 
     def can_detach(self) -> bool:
         return True
@@ -332,13 +339,24 @@ class ConnectProcessRunner(_ProcessRunner):
 
     def run(self, plan: SubmitPlan, job_run_id: str, workdir: Path) -> None:
         check_reachable(self.endpoint)
-        session_file = self.session_file(plan, workdir, job_run_id)
-        self._process = ConnectJobProcess(self.endpoint, self.python, self.log)
+        endpoint = self.endpoint
         self.log.info(
-            "Running %s through Spark Connect (%s at %s)", plan.name, self.endpoint.conn_id, self.endpoint.address
+            "Running %s through Spark Connect (%s at %s, client %s)",
+            plan.name,
+            endpoint.conn_id,
+            endpoint.address,
+            endpoint.client,
         )
         try:
-            self._process.run(session_file, plan.env_vars, plan.name)
+            if endpoint.client == "in_process":
+                job = InProcessConnectJob(endpoint.conn_id, endpoint.address, endpoint.timeout_s, self.log)
+                self._process = job
+                job.run(self.session_document(plan, workdir, job_run_id), plan.name)
+            else:
+                session_file = self.session_file(plan, workdir, job_run_id)
+                process = ConnectJobProcess(endpoint, self.python, self.log)
+                self._process = process
+                process.run(session_file, plan.env_vars, plan.name)
         finally:
             self._process = None
 
@@ -351,27 +369,35 @@ class ConnectProcessRunner(_ProcessRunner):
         process.terminate()
         return True
 
-    def session_file(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Path:
-        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
+    def session_document(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> dict[str, Any]:
+        """The Connect client's session document (conf, secrets, job); the spec as a 0600 file in ``workdir``.
+
+        A client in the task process imports the provider's jobs from the installed package: only the
+        user's own modules go on its path, not the job package zip.
+        """
         args = list(plan.application_args)
         if plan.spec is not None:
             spec_path = workdir / "job_spec.json"
             _write_private(spec_path, json.dumps({**plan.spec, "job_run_id": job_run_id}, default=str))
             args = ["--spec", str(spec_path), *args]
         mask_secrets(plan.secret_conf.values())
-        session_file = workdir / "session.json"
-        write_session_file(
-            session_file,
-            session_document(
-                self.endpoint,
-                application=plan.application,
-                application_args=args,
-                conf=plan.conf,
-                secret_conf=plan.secret_conf,
-                py_files=plan.py_files,
-                job_name=plan.name,
-            ),
+        py_files = plan.py_files
+        if self.endpoint.client == "in_process":
+            py_files = [p for p in py_files if p != str(job_package_zip())]
+        return session_document(
+            self.endpoint,
+            application=plan.application,
+            application_args=args,
+            conf=plan.conf,
+            secret_conf=plan.secret_conf,
+            py_files=py_files,
+            job_name=plan.name,
         )
+
+    def session_file(self, plan: SubmitPlan, workdir: Path, job_run_id: str) -> Path:
+        """The runner's 0600 session file (spec, conf, secrets) in ``workdir``."""
+        session_file = workdir / "session.json"
+        write_session_file(session_file, self.session_document(plan, workdir, job_run_id))
         return session_file
 
     def command(self, plan: SubmitPlan, job_run_id: str, workdir: Path) -> tuple[list[str], dict[str, str]]:

@@ -3,7 +3,7 @@
 A DELETE is not an erasure: merge-on-read leaves the rows inside live data files,
 copy-on-write leaves them in files older snapshots still reference, tags and
 branches pin those snapshots, and DELETED manifest entries keep column bounds. The
-operator runs ONE Spark job (``spark_jobs/erasure.py``) per phase:
+operator runs ONE Spark job (``spark_jobs/erasure/run.py``) per phase:
 
 * ``phase="logical"``: one batched merge-on-read DELETE on every branch that shows the
   subjects (whatever the table's delete mode; its properties are restored exactly), an

@@ -57,10 +57,12 @@ def physical_plan(df: Any) -> str:
 
 def collect_arrow_batches(df: Any) -> list[Any]:
     """The DataFrame's rows as Arrow record batches, without pandas: ``DataFrame._collect_as_arrow``
-    in a classic session; under Spark Connect the client's Arrow stream of the plan
-    (``_session.client.to_table(_plan.to_proto(...))``)."""
+    in a classic session; under Spark Connect the public ``DataFrame.toArrow()`` (Spark 4), else the
+    3.5 client's Arrow stream of the plan (``_session.client.to_table(_plan.to_proto(...))``)."""
     if hasattr(df, "_collect_as_arrow"):
         return list(df._collect_as_arrow())
+    if hasattr(df, "toArrow"):
+        return list(df.toArrow().to_batches())
     client = df._session.client
     table, _ = client.to_table(df._plan.to_proto(client))
     return list(table.to_batches())

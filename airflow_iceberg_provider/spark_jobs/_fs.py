@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from airflow_iceberg_provider.spark_jobs.audit_files import S3_SCHEMES, s3_options
+from airflow_iceberg_provider.spark_jobs.audit.files import S3_SCHEMES, s3_options
 
 #: Keys SHOW TBLPROPERTIES adds that are not the table's own properties.
 RESERVED_PROPERTIES = frozenset(

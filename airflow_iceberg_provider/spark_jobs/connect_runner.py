@@ -30,22 +30,21 @@ import threading
 from typing import Any
 
 EXIT_UNREACHABLE = 75
-RETRY_POLICY = {"max_retries": 6, "max_backoff": 5000}
 EXIT_INTERRUPTED = 143
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
 def _say(message: str) -> None:
     print(f"[spark-connect] {message}", flush=True)
 
 
-def _unreachable(err: Exception) -> bool:
-    text = f"{type(err).__name__}: {err}"
-    return any(s in text for s in ("UNAVAILABLE", "failed to connect", "Connection refused", "DEADLINE_EXCEEDED"))
-
-
 def open_session(doc: dict[str, Any]) -> Any:
-    """A new Connect session with the catalog conf set (secrets included), or exit 75 when unreachable."""
+    """A new Connect session with the catalog conf set (secrets included), or exit 75 when unreachable.
+
+    The session rules are :mod:`airflow_iceberg_provider.core.connect_session`'s (shipped in the job
+    package zip, on ``sys.path`` by now), the same as for a client in the task process on Spark 4.
+    """
+    from airflow_iceberg_provider.core import connect_session
+
     host, _, port = str(doc["address"]).rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=10).close()
@@ -57,41 +56,26 @@ def open_session(doc: dict[str, Any]) -> Any:
 
     try:
         spark = RemoteSparkSession.builder.remote(doc["url"]).getOrCreate()
-        # pyspark retries an unavailable server for ~10 minutes; a task fails within ~15 s instead
-        # (a restarted server has lost this session's catalog conf: retrying against it cannot help)
-        getattr(spark.client, "_retry_policy", {}).update(RETRY_POLICY)
-        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        connect_session.limit_retries(spark)
+        connect_session.check_extensions(spark, doc["address"])
+    except connect_session.ConnectSessionError:
+        raise
     except Exception as err:  # noqa: BLE001 - classified below
-        if _unreachable(err):
+        if connect_session.unreachable(err):
             _say(f"server {doc['address']} of connection {doc['conn_id']!r} is not reachable: {type(err).__name__}")
             sys.exit(EXIT_UNREACHABLE)
         raise
-    if ICEBERG_EXTENSIONS not in extensions:
-        raise RuntimeError(
-            f"the Spark Connect server at {doc['address']} runs without the Iceberg SQL extensions "
-            f"(spark.sql.extensions={extensions!r}); start it with --conf spark.sql.extensions={ICEBERG_EXTENSIONS} "
-            "and the Iceberg Spark runtime jar (scripts/connect_server.py does)."
-        )
-    skipped = []
-    for key, value in {**doc["conf"], **doc["secret_conf"]}.items():
-        try:
-            spark.conf.set(key, value)
-        except Exception as err:  # noqa: BLE001 - a server-side conf: named (never its value) and skipped
-            if key.startswith("spark.sql.catalog."):
-                raise RuntimeError(f"cannot set the catalog conf {key} on the session: {type(err).__name__}") from None
-            skipped.append(key)
+    skipped = connect_session.configure_session(spark, doc["conf"], doc["secret_conf"])
     if skipped:
-        _say(f"session cannot set (server-wide conf, left as the server has it): {', '.join(sorted(skipped))}")
+        _say(f"session cannot set (server-wide conf, left as the server has it): {', '.join(skipped)}")
     return spark
 
 
 def clear_session(spark: Any, doc: dict[str, Any]) -> None:
     """Unset what this task set on its session (the server keeps idle sessions for a while)."""
-    for key in [*doc["conf"], *doc["secret_conf"]]:
-        try:
-            spark.conf.unset(key)
-        except Exception:  # noqa: BLE001,S110 - best effort: the session is unreachable by others anyway
-            pass
+    from airflow_iceberg_provider.core.connect_session import clear_session as clear
+
+    clear(spark, [*doc["conf"], *doc["secret_conf"]])
 
 
 def _install_interrupt(spark: Any) -> None:

@@ -150,7 +150,7 @@ def erasure_purge(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
     in an action's ``args``, which the ledger records); evidence rows carry this job's run id.
     A refusal stops the action list (nothing was changed; the job records ``refused``).
     """
-    from airflow_iceberg_provider.spark_jobs.erasure import run_erasure
+    from airflow_iceberg_provider.spark_jobs.erasure.run import run_erasure
 
     job = {k: v for k, v in ctx.spec.items() if k not in ("actions", "erasure")}  # catalog, governance, run id
     spec = {

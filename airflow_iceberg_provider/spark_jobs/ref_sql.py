@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_iceberg_provider.core.ref_guard import RefKind, RefState, RefVerb, check_ref_change
-from airflow_iceberg_provider.spark_jobs.erasure_sql import q
+from airflow_iceberg_provider.spark_jobs.erasure.sql import q
 
 MINUTE_MS = 60_000
 

@@ -29,8 +29,8 @@ from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext, 
 def audit(ctx: JobContext) -> dict[str, Any]:
     from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.core.audit_report import completion_line
-    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
-    from airflow_iceberg_provider.spark_jobs.audit_engine import CHANGE_SET, METADATA, AuditEngine
+    from airflow_iceberg_provider.spark_jobs.audit import sql as ac
+    from airflow_iceberg_provider.spark_jobs.audit.engine import CHANGE_SET, METADATA, AuditEngine
 
     spec = ctx.spec
     spark = ctx.spark

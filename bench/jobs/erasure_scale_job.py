@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from airflow_iceberg_provider.spark_jobs import erasure
+from airflow_iceberg_provider.spark_jobs.erasure import run as erasure
 from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import build_session, load_spec
 
 NS = "erasure_scale"

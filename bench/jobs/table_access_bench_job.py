@@ -31,7 +31,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
 
 def bench(ctx: JobContext) -> dict[str, Any]:
     from airflow_iceberg_provider.spark_jobs import _fs
-    from airflow_iceberg_provider.spark_jobs.erasure_scan import norm_path
+    from airflow_iceberg_provider.spark_jobs.erasure.scan import norm_path
     from airflow_iceberg_provider.spark_jobs.table_access import ConnectTableAccess, JvmTableAccess
 
     spec, spark = ctx.spec, ctx.spark

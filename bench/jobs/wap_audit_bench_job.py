@@ -56,8 +56,8 @@ def orders(spark: Any, start: int, count: int) -> Any:
 
 def bench(ctx: JobContext) -> dict[str, Any]:
     from airflow_iceberg_provider.core import audit_checks as ck
-    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
-    from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine
+    from airflow_iceberg_provider.spark_jobs.audit import sql as ac
+    from airflow_iceberg_provider.spark_jobs.audit.engine import AuditEngine
 
     spark, spec = ctx.spark, ctx.spec
     table = ctx.table()

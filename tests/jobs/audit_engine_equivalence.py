@@ -239,7 +239,7 @@ def generated_expressions(count: int, seed: int) -> list[str]:
 def equivalence(ctx: JobContext) -> dict[str, Any]:
     from airflow_iceberg_provider.core import audit_checks as ck
     from airflow_iceberg_provider.spark_jobs import arrow_sql
-    from airflow_iceberg_provider.spark_jobs.audit_engine import AuditEngine, read_parquet_columns
+    from airflow_iceberg_provider.spark_jobs.audit.engine import AuditEngine, read_parquet_columns
 
     spark, spec = ctx.spark, ctx.spec
     spark.conf.set("spark.sql.session.timeZone", "America/Toronto")  # literals are local: DST gap on 03-08

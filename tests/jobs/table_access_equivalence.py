@@ -16,7 +16,7 @@ from iceberg_job_runtime import JobContext, run_job
 
 def answers(access: Any, t: str, snapshots: list[int], files: dict[str, int], missing: str) -> dict[str, Any]:
     from airflow_iceberg_provider.spark_jobs import _fs
-    from airflow_iceberg_provider.spark_jobs.erasure_scan import norm_path
+    from airflow_iceberg_provider.spark_jobs.erasure.scan import norm_path
 
     location = access.location(t)
     snaps, manifests = access.manifest_index(t)
@@ -56,7 +56,7 @@ def answers(access: Any, t: str, snapshots: list[int], files: dict[str, int], mi
 
 
 def equivalence(ctx: JobContext) -> dict[str, Any]:
-    from airflow_iceberg_provider.spark_jobs.erasure_scan import norm_path
+    from airflow_iceberg_provider.spark_jobs.erasure.scan import norm_path
     from airflow_iceberg_provider.spark_jobs.table_access import ConnectTableAccess, JvmTableAccess
 
     spark = ctx.spark

@@ -73,7 +73,7 @@ def _check_dictionary_proofs_on_disk(hook, on_disk):
     rewrote: no present key is ever proven absent; the erased keys are, by the dictionary."""
     import pyarrow.parquet as pq
 
-    from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
+    from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
 
     ids = {"customer_id": hook.load_table(TABLE).schema().find_field("customer_id").field_id}
     written_by_spark = 0

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iceberg_provider.core import audit_checks as ck
-from airflow_iceberg_provider.spark_jobs import audit_sql as ac
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
-from airflow_iceberg_provider.spark_jobs.audit_files import (
+from airflow_iceberg_provider.spark_jobs.audit import sql as ac
+from airflow_iceberg_provider.spark_jobs.audit.files import (
     Field,
     column_bounds,
     local_path,

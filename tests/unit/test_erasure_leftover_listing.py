@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.exceptions import IcebergRefusedError, IcebergValidationError
 from airflow_iceberg_provider.rules import erasure as ep
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 NOW = 1_800_000_000_000
 DAY = 86_400_000
@@ -254,7 +254,7 @@ def test_overdue_requests():
 
 
 def test_job_path_normalisation_and_import_without_pyspark():
-    from airflow_iceberg_provider.spark_jobs import erasure as job
+    from airflow_iceberg_provider.spark_jobs.erasure import run as job
 
     assert (
         job.norm_path("file:/tmp/w/a%20b.parquet") == job.norm_path("file:///tmp/w/a b.parquet") == "/tmp/w/a b.parquet"

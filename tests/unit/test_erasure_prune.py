@@ -7,8 +7,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
 from airflow_iceberg_provider.spark_jobs import parquet_meta as pm
+from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
 
 
 @pytest.mark.parametrize(

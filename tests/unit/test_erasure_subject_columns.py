@@ -37,7 +37,7 @@ from airflow_iceberg_provider.core.erasure_columns import (
     subject_column_problems,
 )
 from airflow_iceberg_provider.rules.erasure import erasure_table_facts, table_problems
-from airflow_iceberg_provider.spark_jobs.erasure import subject_problems
+from airflow_iceberg_provider.spark_jobs.erasure.run import subject_problems
 
 COLUMNS = {
     "s": StringType(),

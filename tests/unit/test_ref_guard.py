@@ -27,7 +27,7 @@ from airflow_iceberg_provider.rules.refs import (
     placed_holds,
     release_decision,
 )
-from airflow_iceberg_provider.spark_jobs.erasure_sql import drop_ref_sql
+from airflow_iceberg_provider.spark_jobs.erasure.sql import drop_ref_sql
 from airflow_iceberg_provider.spark_jobs.wap_cherrypick import cherrypick_sql
 
 T = "db.orders"

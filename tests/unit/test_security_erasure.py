@@ -17,7 +17,7 @@ from airflow_iceberg_provider.operators._erasure_job import (
 )
 from airflow_iceberg_provider.params import validate_table
 from airflow_iceberg_provider.rules.erasure import evidence_counts
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 from tests.support.erasure import SALT, add_requests, append_people, create_people_table, person
 from tests.support.lake import fake_context
 from tests.support.ui import evidence_table

@@ -29,11 +29,12 @@ from airflow_iceberg_provider.hooks.spark import SPARK_JOBS, IcebergSparkHook, S
 from tests.support.lake import ROOT, catalog_conn_json
 from tests.support.servers import skip_or_fail
 
-JOB_MODULES = sorted(p.stem for p in SPARK_JOBS_DIR.glob("*.py"))
+#: every job module as its path under spark_jobs/ without ``.py`` (``erasure/run`` in the sub-packages)
+JOB_MODULES = sorted(p.relative_to(SPARK_JOBS_DIR).with_suffix("").as_posix() for p in SPARK_JOBS_DIR.rglob("*.py"))
 CORE_MODULES = sorted(p.stem for p in CORE_DIR.glob("*.py"))
 #: every module the zip ships, by dotted name
 SHIPPED = [f"airflow_iceberg_provider.core.{m}" for m in CORE_MODULES] + [
-    f"airflow_iceberg_provider.spark_jobs.{m}" for m in JOB_MODULES
+    f"airflow_iceberg_provider.spark_jobs.{m.removesuffix('/__init__').replace('/', '.')}" for m in JOB_MODULES
 ]
 RUNTIME_PYTHON = ROOT / ".spark-runtime" / "bin" / "python"
 
@@ -150,7 +151,7 @@ print("ok", len({SHIPPED!r}))
 
 def test_job_modules_use_absolute_imports_only():
     """No sibling imported by its bare name, no relative import, no ImportError fallback."""
-    siblings = set(JOB_MODULES)
+    siblings = {m.split("/")[0] for m in JOB_MODULES}
     for module in JOB_MODULES:
         tree = ast.parse((SPARK_JOBS_DIR / f"{module}.py").read_text())
         for node in ast.walk(tree):
@@ -192,7 +193,7 @@ def test_job_modules_import_no_engine_or_airflow_at_module_level():
             else:
                 continue
             assert not {n.split(".")[0] for n in names} & banned, f"{module} line {node.lineno} imports {names}"
-    for module in SPARK_JOBS_DIR.glob("*.py"):
+    for module in SPARK_JOBS_DIR.rglob("*.py"):
         assert "import airflow\n" not in module.read_text() and "from airflow." not in module.read_text()
 
 
@@ -222,8 +223,8 @@ def test_core_imports_only_core_and_the_airflow_side_never_imports_spark_jobs():
 
 def test_registry_names_every_entry_script_and_refuses_others():
     entry_scripts = {
-        p.name
-        for p in SPARK_JOBS_DIR.glob("*.py")
+        p.relative_to(SPARK_JOBS_DIR).as_posix()
+        for p in SPARK_JOBS_DIR.rglob("*.py")
         if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8")
         and p.name not in ("connect_runner.py", "connect_forkserver.py")
     }  # the Spark Connect client that runs a job file, and the warm client that forks it: not jobs

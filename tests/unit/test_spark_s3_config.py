@@ -18,7 +18,7 @@ from airflow_iceberg_provider.hooks.catalog_config import (
     s3_spark_properties,
 )
 from airflow_iceberg_provider.spark_jobs.arrow_sql import Unsupported
-from airflow_iceberg_provider.spark_jobs.audit_files import Field, data_file_source, read_parquet_columns, s3_options
+from airflow_iceberg_provider.spark_jobs.audit.files import Field, data_file_source, read_parquet_columns, s3_options
 from airflow_iceberg_provider.spark_jobs.maintenance_sql import orphan_location_args, remove_orphan_files_sql
 
 P = "spark.sql.catalog.lake"

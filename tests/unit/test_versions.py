@@ -36,8 +36,8 @@ def _requirement_floor(name: str) -> str:
     raise AssertionError(f"{name} is not a dependency in pyproject.toml")
 
 
-def _pom_properties() -> dict[str, str]:
-    tree = ET.parse(ROOT / "spark-deps" / "pom.xml")
+def _pom_properties(pom: str = "pom.xml") -> dict[str, str]:
+    tree = ET.parse(ROOT / "spark-deps" / pom)
     ns = {"m": "http://maven.apache.org/POM/4.0.0"}
     props = tree.getroot().find("m:properties", ns)
     assert props is not None
@@ -58,13 +58,15 @@ def _minor(version: str) -> str:
 
 
 def pins() -> dict[str, str]:
-    pom = _pom_properties()
+    pom, pom41 = _pom_properties(), _pom_properties("spark-4.1/pom.xml")
     return {
         "airflow": _requirement_floor("apache-airflow"),
         "pyiceberg": _requirement_floor("pyiceberg"),
         "python": _project()["requires-python"].removeprefix(">="),
         "spark": pom["spark.version"],
         "iceberg": pom["iceberg.version"],
+        "spark41": pom41["spark.version"],
+        "iceberg41": pom41["iceberg.version"],
     }
 
 
@@ -90,11 +92,12 @@ def problem(product: str, version: str, pinned: dict[str, str]) -> str | None:
     if product == "python" and tuple(map(int, version.split("."))) < tuple(map(int, pinned["python"].split("."))):
         return f"the package requires Python {pinned['python']} or later (pyproject.toml)"
     if product in {"spark", "pyspark"}:
-        expected = pinned["spark"] if version.count(".") == 2 else _minor(pinned["spark"])
-        if version != expected:
-            return f"the Spark side pins Spark {pinned['spark']} (spark-deps/pom.xml)"
+        lines = [pinned["spark"], *([pinned["spark41"]] if "spark41" in pinned else [])]
+        expected = set(lines) if version.count(".") == 2 else {_minor(v) for v in lines}
+        if version not in expected:
+            return f"the Spark side pins Spark {' and '.join(lines)} (spark-deps/pom.xml, spark-deps/spark-4.1/pom.xml)"
     if product == "iceberg":
-        allowed = {pinned["iceberg"], *ALSO_TESTED_ICEBERG}
+        allowed = {pinned["iceberg"], *ALSO_TESTED_ICEBERG, *([pinned["iceberg41"]] if "iceberg41" in pinned else [])}
         if version not in allowed | {_minor(v) for v in allowed}:
             return f"the Spark side pins Iceberg {pinned['iceberg']} (spark-deps/pom.xml; also tested: {ALSO_TESTED_ICEBERG})"
     return None

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_iceberg_provider.core import audit_checks as ck
-from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
 COLUMN_MAPPING = {
     "amount": {"null_check": {"equal_to": 0}, "min": {"geq_to": 0}, "max": {"less_than": 1000, "tolerance": 0.1}},
@@ -479,13 +479,13 @@ def _field(type_id, utc=True):
 
 
 def _stats(**kw):
-    from airflow_iceberg_provider.spark_jobs.audit_engine import _ColumnStats
+    from airflow_iceberg_provider.spark_jobs.audit.engine import _ColumnStats
 
     return _ColumnStats(**kw)
 
 
 def test_metrics_answer_only_what_they_state_exactly():
-    from airflow_iceberg_provider.spark_jobs.audit_engine import _metric_value
+    from airflow_iceberg_provider.spark_jobs.audit.engine import _metric_value
 
     by_name = {
         c.name: c

@@ -460,7 +460,7 @@ def test_the_audit_job_learns_the_snapshots_size_and_the_schema_it_was_written_w
     """The audited snapshot's ``total-records`` and schema travel in the spec (no metadata read in the job)."""
     from pyiceberg.types import StringType
 
-    from airflow_iceberg_provider.spark_jobs.audit_files import schema_fields
+    from airflow_iceberg_provider.spark_jobs.audit.files import schema_fields
 
     first = main_of(orders)
     with orders.load_table(T).update_schema() as update:

@@ -31,8 +31,8 @@ from typing import Any
 
 from airflow_iceberg_provider.core import subject_index as si
 from airflow_iceberg_provider.core.erasure_lifecycle import KeyedHasher
-from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
 from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
 
 _LOADED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 

@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
-from airflow_iceberg_provider.spark_jobs import erasure_record as er
-from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import record as er
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 KEYS_VIEW = "erasure_redacted_keys"
 #: The verification counts (``redaction_<name>``); each must be 0.

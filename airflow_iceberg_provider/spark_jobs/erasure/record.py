@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 
 def ts(ms: int | None) -> datetime | None:

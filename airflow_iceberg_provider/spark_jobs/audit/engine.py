@@ -50,7 +50,7 @@ from airflow_iceberg_provider.core import audit_checks as ck
 from airflow_iceberg_provider.core.spark_types import spark_type_family
 from airflow_iceberg_provider.spark_jobs import arrow_sql
 from airflow_iceberg_provider.spark_jobs._compat import collect_arrow_batches, driver_jvm, physical_plan
-from airflow_iceberg_provider.spark_jobs.audit_files import (
+from airflow_iceberg_provider.spark_jobs.audit.files import (
     _BOUND_LITERALS,
     Bounds,
     Field,
@@ -95,7 +95,7 @@ def detect_modes(
     Spark's analyser: all together first (one analysis when they are all row predicates,
     the usual case), one by one only if that fails.
     """
-    from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+    from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
     general = [c for c in checks if c.kind == "table" and not c.aggregate]
     if not general:
@@ -215,7 +215,7 @@ class AuditEngine:
         :returns: the evaluation, the checks as evaluated (single-aggregate checks over
             non-numeric columns become general predicates) and the row/aggregate modes.
         """
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         source = self.source(snapshot_id)
         self._jtable_stale = True
@@ -261,7 +261,7 @@ class AuditEngine:
         use_metadata: bool,
         records: int | None = None,
     ) -> None:
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         remaining = list(checks)
         if self._projectable(remaining, modes, records):  # one query for everything, no metadata query first
@@ -305,7 +305,7 @@ class AuditEngine:
         base_values: dict[str, float | None],
         modes: dict[str, str],
     ) -> None:
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         if snapshot_id == base_snapshot_id:  # nothing appended: the base's values are the branch's
             for c in checks:
@@ -368,7 +368,7 @@ class AuditEngine:
         self, ev: Evaluation, rest: list, modes: dict[str, str], appended: Appended, view: str, change: dict
     ) -> None:
         """Values of ``rest`` over the appended rows, evaluated by Spark (into ``change``)."""
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         if rest and appended.records <= self.driver_rows:
             change.update(self._project(ev, "appended", rest, modes, view, appended.records))
@@ -380,7 +380,7 @@ class AuditEngine:
     def _projectable(self, checks: list, modes: dict[str, str], records: int | None) -> bool:
         """A small snapshot (at most ``driver_rows``) whose checks need an exact distinct count (two shuffles in
         Spark) and all have a per-row value: one projection aggregated on the driver is cheaper."""
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         if records is None or records > self.driver_rows:
             return False
@@ -398,7 +398,7 @@ class AuditEngine:
     ) -> dict[str, float | None]:
         """Values of decomposable ``checks`` over a small relation: one shuffle-free projection, collected as
         Arrow and aggregated on the driver with Spark's semantics (:func:`audit_sql.aggregate_columns`)."""
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         projection = ac.driver_projection(checks, modes)
         start = time.monotonic()
@@ -423,7 +423,7 @@ class AuditEngine:
         expression outside the subset): Spark then reads the rows. ``s3`` files are read
         through pyarrow's S3 file system with the session's S3A settings (:mod:`audit_files`).
         """
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         projection = ac.driver_projection(checks, modes)
         fields = self._snapshot_fields(snapshot_id)
@@ -458,7 +458,7 @@ class AuditEngine:
         self, ev: Evaluation, check: Any, view: Callable[[], str], base_snapshot_id: int, bounds: Any
     ) -> float:
         """Distinct appended values of the check that the base holds too (0 without reading when metrics prove it)."""
-        from airflow_iceberg_provider.spark_jobs import audit_sql as ac
+        from airflow_iceberg_provider.spark_jobs.audit import sql as ac
 
         if bounds is not None:
             start = time.monotonic()

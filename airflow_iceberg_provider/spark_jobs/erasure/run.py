@@ -42,11 +42,14 @@ from typing import Any
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types, subject_column_problems
-from airflow_iceberg_provider.spark_jobs import _fs, erasure_index, erasure_logical, erasure_redact
-from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
-from airflow_iceberg_provider.spark_jobs import erasure_record as er
-from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs import _fs
+from airflow_iceberg_provider.spark_jobs.erasure import index as erasure_index
+from airflow_iceberg_provider.spark_jobs.erasure import logical as erasure_logical
+from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
+from airflow_iceberg_provider.spark_jobs.erasure import record as er
+from airflow_iceberg_provider.spark_jobs.erasure import redact as erasure_redact
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 from airflow_iceberg_provider.spark_jobs.table_access import TableAccess, for_session
 
 norm_path = esc.norm_path
@@ -789,9 +792,3 @@ def erase(ctx: Any) -> dict[str, Any]:
     ctx.snapshot_before = getattr(run, "snapshot_before", None)
     ctx.snapshot_after = getattr(run, "snapshot_after", None)
     return metrics
-
-
-if __name__ == "__main__":
-    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import run_job
-
-    run_job(erase)

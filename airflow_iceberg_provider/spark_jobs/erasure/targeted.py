@@ -29,10 +29,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from airflow_iceberg_provider.spark_jobs import erasure_index as ei
-from airflow_iceberg_provider.spark_jobs import erasure_scan as esc
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
 from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
+from airflow_iceberg_provider.spark_jobs.erasure import index as ei
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 HITS_VIEW = "erasure_position_hits"
 

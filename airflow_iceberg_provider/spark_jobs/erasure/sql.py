@@ -1,6 +1,6 @@
 """Pure SQL of the erasure job: identifiers, statements, error-message redaction.
 
-Shipped next to ``spark_jobs/erasure.py`` with ``--py-files``; the lifecycle rules it shares
+Shipped next to ``spark_jobs/erasure/run.py`` with ``--py-files``; the lifecycle rules it shares
 with the Airflow side (statuses, phases, ref analysis, HMAC, evidence ids) are
 :mod:`airflow_iceberg_provider.core.erasure_lifecycle`. No pyspark import, no I/O.
 

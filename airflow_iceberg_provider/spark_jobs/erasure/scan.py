@@ -13,8 +13,8 @@ import os
 from typing import Any
 
 from airflow_iceberg_provider.spark_jobs import _fs
-from airflow_iceberg_provider.spark_jobs import erasure_prune as ep
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 
 def norm_path(path: str) -> str:

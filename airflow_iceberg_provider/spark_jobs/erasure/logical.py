@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
-from airflow_iceberg_provider.spark_jobs import erasure_index as ei
-from airflow_iceberg_provider.spark_jobs import erasure_sql as es
-from airflow_iceberg_provider.spark_jobs import erasure_targeted as et
+from airflow_iceberg_provider.spark_jobs.erasure import index as ei
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
+from airflow_iceberg_provider.spark_jobs.erasure import targeted as et
 from airflow_iceberg_provider.spark_jobs.table_access import TableAccess
 
 

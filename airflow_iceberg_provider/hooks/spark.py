@@ -226,7 +226,7 @@ class IcebergSparkHook(BaseHook):
             entry.path,
             spec=spec,
             extra_conf=extra_conf,
-            name=name,
+            name=name or f"airflow-iceberg-{entry.name}",  # the job's name, whatever its entry script's file
             extra_py_files=extra_py_files,
             extra_jars=entry.extra_jars,
             ship_package=entry.needs_package,

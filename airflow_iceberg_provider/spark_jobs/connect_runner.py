@@ -20,6 +20,8 @@ not answer, 143 when interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import runpy
@@ -27,6 +29,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 EXIT_UNREACHABLE = 75
@@ -40,10 +43,10 @@ def _say(message: str) -> None:
 def open_session(doc: dict[str, Any]) -> Any:
     """A new Connect session with the catalog conf set (secrets included), or exit 75 when unreachable.
 
-    The session rules are :mod:`airflow_iceberg_provider.core.connect_session`'s (shipped in the job
-    package zip, on ``sys.path`` by now), the same as for a client in the task process on Spark 4.
+    The session rules are :mod:`airflow_iceberg_provider.core.connect_session`'s, the same as for a
+    client in the task process on Spark 4 (:func:`_session_rules`).
     """
-    from airflow_iceberg_provider.core import connect_session
+    connect_session = _session_rules()
 
     host, _, port = str(doc["address"]).rpartition(":")
     try:
@@ -73,9 +76,24 @@ def open_session(doc: dict[str, Any]) -> Any:
 
 def clear_session(spark: Any, doc: dict[str, Any]) -> None:
     """Unset what this task set on its session (the server keeps idle sessions for a while)."""
-    from airflow_iceberg_provider.core.connect_session import clear_session as clear
+    _session_rules().clear_session(spark, [*doc["conf"], *doc["secret_conf"]])
 
-    clear(spark, [*doc["conf"], *doc["secret_conf"]])
+
+def _session_rules() -> Any:
+    """:mod:`airflow_iceberg_provider.core.connect_session`: from the job package zip when the job ships
+    it (on ``sys.path`` by now), else from the file beside this runner (a job without the provider's
+    package, such as a user's own script; the module imports only the standard library)."""
+    if importlib.util.find_spec("airflow_iceberg_provider") is not None:
+        return importlib.import_module("airflow_iceberg_provider.core.connect_session")
+    name = "_airflow_iceberg_provider_connect_session"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "core" / "connect_session.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def _install_interrupt(spark: Any) -> None:

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, os, sys
 from pyspark.sql import SparkSession
-from airflow_iceberg_provider.spark_jobs.erasure import prune as ep, erasure_scan as esc, table_access
+from airflow_iceberg_provider.spark_jobs import table_access
+from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
+from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
 c = json.loads(os.environ.pop("AIP_PROBE"))
 b = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config("spark.jars", c["jars"])
 for k, v in c["hadoop"].items():

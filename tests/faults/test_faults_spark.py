@@ -535,7 +535,7 @@ def test_erasure_killed_during_expiry_then_rerun_converges_to_one_evidence_row(l
         try:
             wait_for(rewritten, 240, "the erasure's rewrite commit")
         finally:
-            fired["killed"] = [q for p in _job_processes("erasure.py") for q in kill_tree(p)]
+            fired["killed"] = [q for p in _job_processes("erasure/__main__.py") for q in kill_tree(p)]
 
     erase = IcebergErasureOperator(
         task_id="erase",

@@ -355,9 +355,12 @@ class ConnectTableAccess:
         return int(value) if value and str(value).isdigit() else 2
 
     def materialize(self, df: Any) -> Any:
-        """No checkpoint before Spark 4: the rows travel to the client and back as a cached local
+        """``localCheckpoint(eager=True)`` on Spark 4, where Spark Connect serves it. Spark 3.5's
+        Connect has no checkpoint: there the rows travel to the client and back as a cached local
         relation; meant for small results (matched subject rows), as the checkpoint is."""
         session = df.sparkSession
+        if int(str(session.version).split(".", 1)[0]) >= 4:
+            return df.localCheckpoint(eager=True)
         local = session.createDataFrame(df.toPandas(), schema=df.schema).cache()
         local.count()
         return local

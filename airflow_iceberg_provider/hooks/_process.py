@@ -209,6 +209,22 @@ class LogFollower:
             self.emit(line)
 
 
+def read_tail(path: Path, *, lines: int = 200, max_bytes: int = 256 * 1024) -> list[str] | None:
+    """The last ``lines`` complete lines of a job's log (at most its last ``max_bytes``), ``None`` when
+    it cannot be read here (another host, removed)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return None
+    text = data.decode("utf-8", errors="replace").split("\n")
+    if size > max_bytes:
+        text = text[1:]  # the first line read is cut
+    return [line.rstrip("\r") for line in text if line][-lines:]
+
+
 def wait(
     record: Identified,
     follower: LogFollower,

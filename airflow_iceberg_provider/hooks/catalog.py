@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
+    from airflow_iceberg_provider.rules.durable_jobs import JobRecord
     from airflow_iceberg_provider.rules.refs import HoldRelease, RefChange
 
 # catalog_type "sql" & co. are not secrets: no "too short to mask" warning atop every task log
@@ -404,6 +405,27 @@ class IcebergCatalogHook(TableFilesMixin, BaseHook):
                 continue
             out.append(info)
         return out
+
+    def job_verdict(self, table: str | TableIdent, record: JobRecord) -> tuple[str | None, bool]:
+        """A durable job's witnesses: its ledger status (``None``: no row) and, for a user application
+        (``record.commit_ref``), whether its commit is on that ref of ``table``: a snapshot beyond
+        ``record.commit_base`` whose summary carries the job run id.
+
+        Read by a retried task and by the trigger a deferred task waits on, on any host.
+        """
+        from airflow_iceberg_provider.rules.wap_rerun import KEY_JOB_RUN
+
+        rows = self.governance.read("ledger", event_id=record.job_run_id)
+        status = str(rows[0].get("status")) if rows else None
+        if status is not None or record.commit_ref is None:
+            return status, False
+        tbl = self.load_table(table)
+        if record.commit_ref not in self.refs(tbl):
+            return None, False
+        found = self.find_snapshots(
+            tbl, ref=record.commit_ref, after_snapshot_id=record.commit_base, summary={KEY_JOB_RUN: record.job_run_id}
+        )
+        return None, bool(found)
 
     # ---------------------------------------------------------- ref updates
     def set_ref(

@@ -32,7 +32,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -42,6 +42,7 @@ from airflow.sdk import BaseHook
 
 from airflow_iceberg_provider import __version__
 from airflow_iceberg_provider.exceptions import IcebergSparkJobError
+from airflow_iceberg_provider.hooks import _process
 from airflow_iceberg_provider.hooks._job_package import job_package_zip
 from airflow_iceberg_provider.hooks._storage_jars import with_storage_jars
 from airflow_iceberg_provider.hooks._workdir import WORKDIR_PREFIX, create_workdir, sweep_stale_workdirs
@@ -80,6 +81,7 @@ from airflow_iceberg_provider.hooks.spark_runner import (
     SparkRunner,
     SparkSubmitRunner,
     SubmitTarget,
+    mask_secrets,
     reattached_runner,
 )
 from airflow_iceberg_provider.rules.durable_jobs import JobRecord, Liveness
@@ -391,6 +393,30 @@ class IcebergSparkHook(BaseHook):
         return JobRun(
             record.job_run_id, f"airflow-iceberg-{record.job}", _parse_time(record.started_at), datetime.now(UTC)
         )
+
+    def job_log_tail(self, record: JobRecord, emit: Callable[[str], None], *, lines: int = 200) -> bool:
+        """Copy the last ``lines`` of a detached job's log into ``emit`` (the task log), masked as the
+        followed log is: the catalog's secrets are registered with the log masker first. ``False`` when
+        the log cannot be read on this host (the job ran on another host, or its directory is gone).
+        """
+        if self.detached_liveness(record) is Liveness.OTHER_HOST:
+            self.log.info("The log of Spark job %s is on host %s: %s", record.job_run_id, record.host, record.log_path)
+            return False
+        mask_secrets(self.catalog_hook.config.spark_conf().secret.values())
+        tail = _process.read_tail(Path(record.log_path), lines=lines)
+        if tail is None:
+            self.log.info("The log of Spark job %s (%s) is gone", record.job_run_id, record.log_path)
+            return False
+        self.log.info("Last %d line(s) of Spark job %s's log (%s):", len(tail), record.job_run_id, record.log_path)
+        for line in tail:
+            emit(line)
+        return True
+
+    def detached_time_limit(self, record: JobRecord) -> float | None:
+        """The wall-clock limit of a detached job, in seconds from its start: a Spark Connect
+        connection's timeout; ``None`` for spark-submit (no limit of its own)."""
+        endpoint = self.connect_endpoint() if record.mode == MODE_CONNECT else None
+        return None if endpoint is None else endpoint.timeout_s
 
     @staticmethod
     def detached_liveness(record: JobRecord) -> Liveness:

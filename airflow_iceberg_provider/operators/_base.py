@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.config import airflow_flag
 from airflow_iceberg_provider.core.governance import airflow_identity, decode_ledger_row
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 #: Longest pause, in seconds, between two looks for the verdict of a job running on another host.
 AWAIT_POLL_SECONDS = 10.0
+#: Seconds between two looks of the trigger a deferred durable task waits on.
+DEFER_POLL_SECONDS = 5.0
 
 _JAVA_EXCEPTION = re.compile(r"(?:[a-z_]\w*\.)+[A-Z]\w*(?:Exception|Error)(?=: )")
 
@@ -264,6 +267,11 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         second one (:mod:`airflow_iceberg_provider.rules.durable_jobs`). ``False``: the job dies with the
         task process (the behaviour without ``task_state_store``, e.g. outside a scheduler, and with
         a spark-submit connection in cluster deploy mode).
+    :param deferrable: on a durable run, hand the wait for the started job to the triggerer instead
+        of following its log in a worker slot (:class:`~airflow_iceberg_provider.triggers.spark_job.IcebergSparkJobTrigger`,
+        whose state is the job record); when the job has its verdict the task resumes as a retry
+        that takes the job's result would. Default ``[operators] default_deferrable``. A run that is
+        not durable waits in the worker, with an info line saying why.
     """
 
     template_fields: Sequence[str] = (*IcebergBaseOperator.template_fields, "spark_conn_id", "spark_conf")
@@ -280,6 +288,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         driver_memory: str | None = None,
         executor_memory: str | None = None,
         durable: bool = True,
+        deferrable: bool = airflow_flag("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -290,6 +299,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         self.driver_memory = driver_memory
         self.executor_memory = executor_memory
         self.durable = durable
+        self.deferrable = deferrable
 
     @cached_property
     def spark_hook(self) -> IcebergSparkHook:
@@ -418,6 +428,117 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             return None
         return store
 
+    def _defers(self, store: Any) -> bool:
+        """Whether this run hands the wait for its job to the triggerer (``deferrable`` and durable).
+
+        A deferred task's state is its job record: without one (``durable=False``, no
+        ``task_state_store``, an operator that runs no durable job, cluster deploy mode) the task
+        waits for its job in the worker, and says why.
+        """
+        if not params.flag(self.deferrable, "deferrable"):
+            return False
+        if store is None:
+            self.log.info(
+                "deferrable=True, but this run's Spark job is not durable (%s): it waits in the worker, since a "
+                "deferred task's only state is the durable job record",
+                "durable=False"
+                if not self.durable
+                else "no task_state_store"
+                if self.supports_durable_jobs
+                else f"{type(self).__name__} runs no durable job",
+            )
+            return False
+        return True
+
+    def _defer_to_job(self, context: Context | None, record: JobRecord, *, remote: bool = False) -> None:
+        """Defer to :class:`~airflow_iceberg_provider.triggers.spark_job.IcebergSparkJobTrigger` on ``record``.
+
+        The deadline is the task's ``execution_timeout`` (from the try's start), for a Spark Connect job
+        also the connection's timeout (from the job's start), for a job on another host
+        ``[iceberg_provider] durable_remote_wait_seconds``.
+        """
+        from airflow_iceberg_provider.triggers.spark_job import IcebergSparkJobTrigger
+
+        limits: list[float] = []
+        if self.execution_timeout is not None:
+            ti = context.get("ti") if context is not None and hasattr(context, "get") else None
+            start = getattr(ti, "start_date", None)
+            begun = start.timestamp() if isinstance(start, datetime) else time.time()
+            limits.append(begun + self.execution_timeout.total_seconds())
+        job_limit = self.spark_hook.detached_time_limit(record)
+        if job_limit is not None:
+            limits.append(_when(record.started_at).timestamp() + job_limit)
+        if remote:
+            from airflow_iceberg_provider.config import int_setting
+
+            limits.append(time.time() + int_setting("durable_remote_wait_seconds", 6 * 3600, minimum=1))
+        self.log.info(
+            "Deferring: the triggerer waits for Spark job %s (job_run_id=%s, pid %s on %s); its log: %s",
+            record.job,
+            record.job_run_id,
+            record.pid,
+            record.host,
+            record.log_path,
+        )
+        self.defer(
+            trigger=IcebergSparkJobTrigger(
+                record=record.to_json(),
+                table=self.ident.dotted,
+                iceberg_catalog_conn_id=self.iceberg_catalog_conn_id,
+                governance_namespace=self.governance_namespace,
+                poll_interval=DEFER_POLL_SECONDS,
+                timeout_at=min(limits) if limits else None,
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
+        """Resume after the deferred job's trigger fired: copy the job's log tail into the task log, then
+        take its result through ``execute()``, exactly as a retry that finds the job finished does.
+
+        A job that failed, died without a verdict or ran past its deadline fails the task (retryably:
+        the retry starts a new job, as :func:`~airflow_iceberg_provider.rules.durable_jobs.decide` says).
+        """
+        from airflow_iceberg_provider.triggers import spark_job as events
+
+        event = dict(event or {})
+        status = str(event.get("status"))
+        store = context.get("task_state_store") if hasattr(context, "get") else None
+        record = JobRecord.from_json(store.get(STATE_KEY)) if store is not None else None
+        if record is None or record.job_run_id != event.get("job_run_id"):
+            raise IcebergSparkJobError(
+                f"The deferred Spark job {event.get('job_run_id')} is no longer this task's recorded job "
+                f"({'none' if record is None else record.job_run_id}); the task was reset while it waited. "
+                "Clear the task to run it again."
+            )
+        self.spark_hook.job_log_tail(record, lambda line: self.log.info("%s", line))
+        if status == events.VERDICT:
+            return self.execute(context)
+        where = f"job_run_id={record.job_run_id}, pid {record.pid} on {record.host}, log {record.log_path}"
+        if status == events.FAILED:
+            raise self._named_job_failure(
+                record.job, record.job_run_id, IcebergSparkJobError(f"Spark job {record.job!r} ({where}) failed")
+            )
+        if status == events.DIED:
+            raise IcebergSparkJobError(
+                f"Spark job {record.job!r} ({where}) ended without a ledger row"
+                + ("" if record.commit_ref is None else f" or a commit on {record.commit_ref!r}")
+                + " (killed before its verdict); the task's retry starts a new job."
+            )
+        if status == events.TIMEOUT:
+            killed = bool(event.get("killed")) or self.spark_hook.terminate_detached(record)
+            raise IcebergSparkJobError(
+                f"Spark job {record.job!r} ({where}) had no verdict by the deadline (execution_timeout, the Spark "
+                "Connect connection's timeout, or [iceberg_provider] durable_remote_wait_seconds for a job on "
+                "another host); "
+                + ("it was stopped" if killed else "it could not be stopped from here (stop it on its host)")
+                + ". Raise the limit, or clear the task to run it again."
+            )
+        raise IcebergSparkJobError(
+            f"The trigger waiting for Spark job {record.job!r} ({where}) failed: {event.get('message')}; the job "
+            "itself was left running, and the task's retry reconnects to it."
+        )
+
     def _run_durable(
         self,
         context: Context | None,
@@ -446,6 +567,8 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             hook.terminate_detached(record)
             hook.discard_detached(record)
             raise
+        if self._defers(store):
+            self._defer_to_job(context, record)
         return hook.wait_detached(record, handle)
 
     def resume_spark_job(self, context: Context | None) -> ResumedJob | None:
@@ -485,6 +608,8 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             hook.discard_detached(record)
             return None
         run: JobRun | None = None
+        if decision in (Decision.RECONNECT, Decision.AWAIT_LEDGER) and self._defers(store):
+            self._defer_to_job(context, record, remote=decision is Decision.AWAIT_LEDGER)
         if decision is Decision.RECONNECT:
             self.log.info("Reconnected to running Spark job %s; following its log", record.job_run_id)
             run = hook.wait_detached(record)
@@ -529,20 +654,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
 
     def _job_verdict(self, record: JobRecord) -> tuple[str | None, bool]:
         """The job's ledger status (``None``: no row) and, for an application, whether its commit is in the catalog."""
-        rows = self.catalog_hook.governance.read("ledger", event_id=record.job_run_id)
-        status = str(rows[0].get("status")) if rows else None
-        if status is not None or record.commit_ref is None:
-            return status, False
-        from airflow_iceberg_provider.rules.wap_rerun import KEY_JOB_RUN
-
-        hook = self.catalog_hook
-        tbl = hook.load_table(self.ident)
-        if record.commit_ref not in hook.refs(tbl):
-            return None, False
-        found = hook.find_snapshots(
-            tbl, ref=record.commit_ref, after_snapshot_id=record.commit_base, summary={KEY_JOB_RUN: record.job_run_id}
-        )
-        return None, bool(found)
+        return self.catalog_hook.job_verdict(self.ident, record)
 
     def _await_verdict(self, record: JobRecord) -> tuple[str | None, bool]:
         """A job on another host: wait for its ledger row or, for an application, its commit (never start a

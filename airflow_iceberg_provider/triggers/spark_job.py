@@ -169,5 +169,12 @@ class IcebergSparkJobTrigger(BaseTrigger):
                 return
             await asyncio.sleep(self.poll_interval)
 
+    async def on_kill(self) -> None:
+        """A user marked the deferred task failed or succeeded, or cleared it: stop the job as the
+        operator's ``on_kill`` would (SIGTERM to its process group, SIGKILL after the grace period),
+        where this host can reach it. Not called on a triggerer restart or a timeout."""
+        if await asyncio.to_thread(_process.terminate, self.job):
+            self.log.info("Stopped Spark job %s (pid %s): the task was killed", self.job.job_run_id, self.job.pid)
+
 
 __all__ = ["DIED", "ERROR", "FAILED", "TIMEOUT", "VERDICT", "IcebergSparkJobTrigger", "event_status"]

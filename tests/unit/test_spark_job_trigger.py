@@ -241,3 +241,11 @@ def test_an_application_commit_on_its_ref_is_its_verdict_once_it_exits(lake, job
 
     event = asyncio.run(scenario())
     assert (event["status"], event["committed"], event["ledger_status"]) == (spark_job.VERDICT, True, None)
+
+
+def test_killing_the_deferred_task_stops_the_job_where_this_host_reaches_it(job_process):
+    elsewhere = live_record(job_process, host=f"not-{socket.gethostname()}")
+    asyncio.run(trigger_of(elsewhere).on_kill())
+    assert job_process.poll() is None  # a pid on another host is not ours to signal
+    asyncio.run(trigger_of(live_record(job_process)).on_kill())
+    assert job_process.wait(timeout=20) is not None

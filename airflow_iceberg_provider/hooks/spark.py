@@ -404,9 +404,14 @@ class IcebergSparkHook(BaseHook):
             return False
         mask_secrets(self.catalog_hook.config.spark_conf().secret.values())
         tail = _process.read_tail(Path(record.log_path), lines=lines)
-        if tail is None:
-            self.log.info("The log of Spark job %s (%s) is gone", record.job_run_id, record.log_path)
-            return False
+        if not tail:
+            self.log.info(
+                "The log of Spark job %s (%s) is %s",
+                record.job_run_id,
+                record.log_path,
+                "gone" if tail is None else "empty",
+            )
+            return tail is not None
         self.log.info("Last %d line(s) of Spark job %s's log (%s):", len(tail), record.job_run_id, record.log_path)
         for line in tail:
             emit(line)

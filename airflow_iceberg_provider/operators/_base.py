@@ -591,7 +591,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
         status, committed = self._job_verdict(record)
         decision = decide(record, status, alive, max_tries=_max_tries(context), committed=committed)
         self.log.info(
-            "Durable Spark job of an earlier try: %s (job_run_id=%s, pid %s on %s): process %s, ledger row %s%s -> %s",
+            "Recorded durable Spark job: %s (job_run_id=%s, pid %s on %s): process %s, ledger row %s%s -> %s",
             record.job,
             record.job_run_id,
             record.pid,
@@ -629,9 +629,7 @@ class IcebergSparkBaseOperator(IcebergBaseOperator):
             hook.discard_detached(record)
             return None
         hook.discard_detached(record)
-        self.log.info(
-            "Spark job %s of an earlier try finished (%s): taking its result, no new job", record.job_run_id, status
-        )
+        self.log.info("Recorded Spark job %s finished (%s): taking its result, no new job", record.job_run_id, status)
         if run is None:
             run = JobRun(record.job_run_id, f"airflow-iceberg-{record.job}", _when(record.started_at), _when(None))
         return ResumedJob(record, run, self._job_row(record.job, run) if status is not None else {})

@@ -160,7 +160,13 @@ class IcebergSparkJobTrigger(BaseTrigger):
             else:
                 outcome = event_status(decide(job, status, alive, committed=committed), status)
                 if outcome is not None:
-                    self.log.info("Job %s: process %s, ledger row %s -> %s", job.job_run_id, alive, status, outcome)
+                    self.log.info(
+                        "Job %s: process %s, ledger row %s -> %s",
+                        job.job_run_id,
+                        alive.value,
+                        status or "none",
+                        outcome,
+                    )
                     yield self._event(outcome, alive, status, committed)
                     return
             if self.timeout_at is not None and time.time() >= self.timeout_at:

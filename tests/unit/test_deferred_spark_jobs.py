@@ -7,6 +7,7 @@ share. The end-to-end run with a real Spark job and a real Airflow is ``tests/ai
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 from datetime import timedelta
@@ -154,3 +155,13 @@ def test_the_log_tail_is_copied_when_readable_here(lake, tmp_path, job_process):
     assert lines[-1] == "[iceberg-job] done" and lines[0] == "job line 251" and len(lines) == 50
     elsewhere = JobRecord(**{**record.to_json(), "host": f"not-{socket.gethostname()}"})
     assert not IcebergSparkHook(spark_conn_id="no_such_spark_conn").job_log_tail(elsewhere, lines.append)
+
+
+def test_a_connect_job_defers_with_its_connection_timeout_as_the_deadline(monkeypatch, tmp_path, job_process):
+    """A durable Spark Connect job is a detached client process too (the runtime's Python on 3.5, the
+    Airflow environment's own on 4.1): it defers like spark-submit, its connection's timeout a limit."""
+    conn = {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": 15002, "extra": {"timeout": 120}}
+    monkeypatch.setenv("AIRFLOW_CONN_CONNECT_TEST", json.dumps(conn))
+    record = stored_record(tmp_path / "state.json", job_process, tmp_path, mode="spark_connect")
+    assert IcebergSparkHook(spark_conn_id="connect_test").detached_time_limit(record) == 120
+    assert IcebergSparkHook(spark_conn_id="no_such_spark_conn").detached_time_limit(record) is None

@@ -173,7 +173,7 @@ MODULE_SECONDS = {
     "tests/catalogs/test_spark_rest.py": 380,
     "tests/faults/test_faults_spark.py": 320,
     "tests/airflow/test_durable_jobs_airflow.py": 280,
-    "tests/airflow/test_deferrable_jobs_airflow.py": 200,
+    "tests/airflow/test_deferrable_jobs_airflow.py": 260,
     "tests/connect/test_spark_connect.py": 260,
     "tests/spark41/test_procedures_once.py": 200,
     "tests/spark41/test_connect41_tasks.py": 200,

@@ -83,3 +83,30 @@ def write(ctx: Any) -> dict[str, Any]:
     ctx.snapshot_after = ctx.ref_snapshot()
     ctx.details["crypto_shred"] = shred.to_dict()
     return {"rows_read": int(rows_read), "subjects": len(keys), "keys_created": len(new)}
+
+
+def decrypted_view(spark: Any, catalog: str, table: str, view: str) -> cs.CryptoShred:
+    """Register ``view`` (temporary) over ``table`` with its encrypted columns decrypted, for authorised
+    readers of a user job: an erased subject reads NULL there, never an error.
+
+    The declaration is read from the table's properties (a table that is not crypto-shredded raises
+    ``ValueError``); the reader needs read access to the key table, which is the access to grant
+    or withhold.
+
+    :param catalog: the Spark catalog name (``ctx.catalog`` in a job under ``run_job``).
+    :param table: the derived table, ``namespace.table``.
+    """
+    import json
+
+    from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types
+    from airflow_iceberg_provider.spark_jobs.table_access import for_session
+
+    access = for_session(spark)
+    derived = cs.qualified(catalog, table)
+    types = iceberg_column_types(json.loads(access.schema_json(derived)))
+    shred = cs.declaration(table, access.properties(derived), types)
+    if shred is None:
+        raise ValueError(f"{table} is not crypto-shredded ({cs.MODE_PROPERTY} is not {cs.MODE_CRYPTO_SHRED!r})")
+    key_table = cs.qualified(catalog, shred.key_table)
+    spark.sql(cs.decrypt_view_sql(view, shred, derived_sql=derived, key_table_sql=key_table, columns=list(types)))
+    return shred

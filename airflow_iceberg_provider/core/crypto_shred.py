@@ -53,11 +53,17 @@ CIPHER_MODE = "GCM"
 
 #: Properties of a key table. Keys are random bytes: compression gains nothing, and stored
 #: uncompressed a key's bytes are exactly on disk, which the purge's byte scan checks. No column
-#: bounds in manifests (a bound would be a key or a subject hash). Copy-on-write deletes.
+#: bounds in manifests (a bound would be a key or a subject hash). Copy-on-write deletes. The
+#: subject column erasure-ready (``rules.erasure.erasure_ready_properties("subject_hash")``: a
+#: bloom filter of the hashes, which hold no key byte).
 KEY_TABLE_PROPERTIES = {
     "format-version": "2",
     "write.parquet.compression-codec": "uncompressed",
     "write.metadata.metrics.default": "none",
+    "write.metadata.metrics.column.subject_hash": "none",
+    "write.metadata.metrics.column.data_key": "none",
+    "write.parquet.bloom-filter-enabled.column.subject_hash": "true",
+    "write.parquet.bloom-filter-fpp.column.subject_hash": "0.01",
     "write.delete.mode": "copy-on-write",
     "write.update.mode": "copy-on-write",
     "write.merge.mode": "copy-on-write",

@@ -76,6 +76,13 @@ def test_key_table_problems():
     assert "set it to 'uncompressed'" in compressed[0]
 
 
+def test_a_key_table_is_erasure_ready_for_its_subject_column():
+    from airflow_iceberg_provider.rules.erasure import erasure_ready_properties
+
+    ready = erasure_ready_properties(cs.KEY_HASH_COLUMN)
+    assert {k: cs.KEY_TABLE_PROPERTIES.get(k) for k in ready} == ready
+
+
 def test_shred_outcome():
     assert cs.shred_outcome("verified", key_bytes_found=0, rows_decrypting=0) == "verified"
     assert cs.shred_outcome("verified", key_bytes_found=1, rows_decrypting=0) == "failed"

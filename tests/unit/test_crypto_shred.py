@@ -203,3 +203,31 @@ def test_encrypted_write_refusals(shred_lake):
     op = write(source_table="{{ params.src }}")
     assert {"source_table", "subject_column", "salt_conn_id"} <= set(op.template_fields)
     assert op.source_table == "{{ params.src }}"  # assigned verbatim, checked in execute()
+
+
+def test_the_erasure_of_a_crypto_shred_table_targets_its_key_table(shred_lake):
+    import logging
+
+    from airflow_iceberg_provider.operators._erasure_job import ErasureArgs, erasure_summary, prepare_erasure
+    from airflow_iceberg_provider.params import validate_table
+    from airflow_iceberg_provider.rules.schema import parse_columns
+
+    keys = parse_columns({"subject_hash": "string", "data_key": "binary", "created_at": "timestamptz"})
+    shred_lake.catalog.create_table("db.keys", schema=keys, properties=cs.KEY_TABLE_PROPERTIES)
+    wide_before = shred_lake.metadata_location("db.wide")
+    args = ErasureArgs(table=validate_table("db.wide"), subject_columns="subject_hash", requests_table="db.requests")
+    prepared = prepare_erasure(shred_lake, args, "full", logging.getLogger("test"))
+    assert prepared["subject_columns"] == ["subject_hash"]
+    assert prepared["crypto_shred"] == {
+        "derived_table": "db.wide",
+        "key_table": "db.keys",
+        "encrypted_columns": ["email"],
+        "hash_column": "subject_hash",
+    }
+    assert prepared["tables_in_scope"] == ["db.wide"]  # evidence is kept under the derived table's name
+    assert shred_lake.metadata_location("db.wide") == wide_before
+    rows_mode = erasure_summary("db.t", "j", {"status": "succeeded"}, {}, 1.0, "full")
+    assert rows_mode["erasure_mode"] == "rows" and "key_table" not in rows_mode
+    metrics = {"erasure_mode": "crypto-shred", "key_table": "db.keys", "keys_shredded": 2, "key_bytes_found": 0}
+    shredded = erasure_summary("db.wide", "j", {"status": "succeeded"}, metrics, 1.0, "full")
+    assert shredded["keys_shredded"] == 2 and shredded["derived_table_rewritten"] is False

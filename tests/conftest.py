@@ -185,6 +185,7 @@ MODULE_SECONDS = {
     "tests/spark/test_erasure_spark.py": 120,
     "tests/spark/test_maintenance_erasure_purge_spark.py": 105,
     "tests/spark/test_subject_index_spark.py": 180,
+    "tests/spark/test_crypto_shred_spark.py": 150,
     "tests/airflow/test_governance_airflow.py": 100,
     "tests/faults/test_concurrency_spark.py": 80,
     "tests/spark/test_audit_engine_spark.py": 75,

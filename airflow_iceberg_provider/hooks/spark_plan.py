@@ -64,6 +64,7 @@ SPARK_JOBS: dict[str, SparkJob] = {
         SparkJob("ref_changes", "ref_changes.py"),
         SparkJob("maintenance", "maintenance.py"),
         SparkJob("erasure", "erasure/__main__.py"),
+        SparkJob("crypto_shred_write", "crypto_shred_write.py"),
     )
 }
 

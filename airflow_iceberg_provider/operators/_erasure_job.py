@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from airflow_iceberg_provider.core import crypto_shred as ck
 from airflow_iceberg_provider.core.erasure_lifecycle import (
     PHASE_INPUT_STATUSES,
     PHASE_LOGICAL,
@@ -26,6 +27,7 @@ from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, 
 from airflow_iceberg_provider.hooks.catalog import IcebergCatalogHook
 from airflow_iceberg_provider.ids import id_str
 from airflow_iceberg_provider.params import TableIdent, validate_name, validate_table
+from airflow_iceberg_provider.rules import crypto_shred
 from airflow_iceberg_provider.rules.erasure import (
     REQUIRED_REQUEST_COLUMNS,
     bloom_filter_warnings,
@@ -78,14 +80,21 @@ def prepare_erasure(hook: IcebergCatalogHook, args: ErasureArgs, phase: str, log
     grace = redact_after(args.redact_after)
     scope = _scope(args)
     source = _source(hook, args, phase)
-    retention = _preflight(hook, args.table, columns, phase, log)
-    salt = _salt(args.salt_conn_id)
+    shred = crypto_shred_target(hook, args.table, columns)
+    target = validate_table(shred["key_table"], "key table") if shred else args.table
+    if shred:
+        columns = [ck.KEY_HASH_COLUMN]
+    retention = _preflight(hook, target, columns, phase, log)
+    salt = salt_from_connection(args.salt_conn_id)
     hook.governance.table("erasure_evidence")
-    restored = restore_switched_properties(hook, args.table, log)
+    restored = restore_switched_properties(hook, target, log)
     log.info(
-        "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, args.table, columns, source["kind"], policy
+        "Erasure (%s) of %s (columns %s, source %s, ref_policy=%s)", phase, target, columns, source["kind"], policy
     )
+    if shred:
+        log.info("%s is crypto-shredded: its subjects' data keys are erased from %s, its rows stay", args.table, target)
     return {
+        "crypto_shred": shred,
         "subject_columns": columns,
         "source": source,
         "ref_policy": policy,
@@ -109,13 +118,34 @@ def prepare_index_refresh(hook: IcebergCatalogHook, args: ErasureArgs, log: _Log
         "subject_columns": columns,
         "source": {"kind": "none"},
         "ref_policy": validate_ref_policy(args.ref_policy),
-        "salt": _salt(args.salt_conn_id),
+        "salt": salt_from_connection(args.salt_conn_id),
         "tables_in_scope": _scope(args),
         "phase": PHASE_PURGE,
         "index_only": True,
         "redact_requests": False,
         "properties_restored": {},
     }
+
+
+def crypto_shred_target(hook: IcebergCatalogHook, table: TableIdent, columns: list[str]) -> dict[str, Any] | None:
+    """The crypto-shred declaration of ``table`` when it has one (its erasure then runs on the key table).
+
+    Refusals (nothing changed): a malformed declaration, subject columns other than the table's
+    hash column, a missing or malformed key table.
+    """
+    tbl = hook.load_table(table)
+    types = {f.name: str(f.field_type) for f in tbl.schema().fields}
+    shred = crypto_shred.declared(table.dotted, dict(tbl.metadata.properties), types)
+    if shred is None:
+        return None
+    key_types: dict[str, str] | None = None
+    key_props: dict[str, str] | None = None
+    if hook.table_exists(shred.key_table):
+        key_tbl = hook.load_table(shred.key_table)
+        key_types = {f.name: str(f.field_type) for f in key_tbl.schema().fields}
+        key_props = dict(key_tbl.metadata.properties)
+    crypto_shred.erasure_target(shred, columns, key_types, key_props)
+    return shred.to_dict()
 
 
 def restore_switched_properties(hook: IcebergCatalogHook, table: TableIdent, log: _Log) -> dict[str, str | None]:
@@ -188,7 +218,7 @@ def _source(hook: IcebergCatalogHook, args: ErasureArgs, phase: str) -> dict[str
     return {"kind": "file", "path": path, "format": fmt}
 
 
-def _salt(salt_conn_id: str) -> str:
+def salt_from_connection(salt_conn_id: str) -> str:
     from airflow.sdk import BaseHook
 
     try:
@@ -329,5 +359,21 @@ def erasure_summary(
         "tags_pending_purge": list(m.get("tags_showing_subjects") or []),
         "properties_restored_after_kill": dict(m.get("properties_restored_after_kill") or {}),
         "keys_not_converted": dict(m.get("keys_not_converted") or {}),
+        **_crypto_shred_summary(m),
         "seconds": round(seconds, 3),
+    }
+
+
+def _crypto_shred_summary(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The crypto-shred part of the task's result: the mode, the key table's purge, the derived table kept."""
+    if m.get("erasure_mode") != ck.MODE_CRYPTO_SHRED:
+        return {"erasure_mode": ck.MODE_ROWS}
+    return {
+        "erasure_mode": ck.MODE_CRYPTO_SHRED,
+        "key_table": m.get("key_table"),
+        "keys_shredded": int(m.get("keys_shredded", 0)),
+        "key_files_scanned": int(m.get("key_files_scanned", 0)),
+        "key_bytes_found": int(m.get("key_bytes_found", 0)),
+        "rows_decrypting": int(m.get("rows_decrypting", 0)),
+        "derived_table_rewritten": False,
     }

@@ -231,7 +231,9 @@ def test_registry_names_every_entry_script_and_refuses_others():
     assert {job.script for job in SPARK_JOBS.values()} == entry_scripts
     for job in SPARK_JOBS.values():
         assert job.path.is_file() and job.needs_package
-    with pytest.raises(ValueError, match="Unknown Spark job 'erasure_sql'; built-in jobs are: erasure, "):
+    with pytest.raises(
+        ValueError, match="Unknown Spark job 'erasure_sql'; built-in jobs are: crypto_shred_write, erasure, "
+    ):
         spark_job("erasure_sql")  # a module, not a job
 
 

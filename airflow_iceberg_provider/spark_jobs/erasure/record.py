@@ -61,7 +61,7 @@ def write_evidence(
     df = df.withColumn("rows_found", F.col("rows_deleted"))
     df = df.withColumn(
         "evidence_id",
-        F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(run.table)), 256), 1, 32),
+        F.substring(F.sha2(F.concat(F.col("request_id"), F.lit("\x00"), F.lit(run.evidence_table)), 256), 1, 32),
     )
     # one schema lookup: under Spark Connect each ``df.columns`` is a round trip to the server
     computed = set(df.columns) - {"n"}
@@ -90,7 +90,7 @@ def evidence_constants(
     m = run.metrics
     physical = run.phase_name in lc.PHYSICAL_PHASES
     return {
-        "table_name": run.table,
+        "table_name": run.evidence_table,
         "snapshot_before": run.snapshot_before,
         "snapshot_after": run.snapshot_after,
         "files_rewritten": m.get("files_rewritten", 0),
@@ -165,7 +165,7 @@ def update_requests(run: Any) -> dict[str, int]:
     src = run.spec["source"]
     req = es.table_sql(run.catalog, src["table"])
     ev_name = evidence_name(run)
-    scope = list(run.spec.get("tables_in_scope") or [run.table])
+    scope = list(run.spec.get("tables_in_scope") or [run.evidence_table])
     run.sql(f"REFRESH TABLE {ev_name}")
     run.sql(f"REFRESH TABLE {req}")
     ids = run.spark.table(es.SUBJECTS_VIEW).select("request_id")

@@ -40,6 +40,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_iceberg_provider.core import crypto_shred as cs
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
 from airflow_iceberg_provider.core.erasure_columns import iceberg_column_types, subject_column_problems
 from airflow_iceberg_provider.spark_jobs import _fs
@@ -49,6 +50,7 @@ from airflow_iceberg_provider.spark_jobs.erasure import prune as ep
 from airflow_iceberg_provider.spark_jobs.erasure import record as er
 from airflow_iceberg_provider.spark_jobs.erasure import redact as erasure_redact
 from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import shred as erasure_shred
 from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 from airflow_iceberg_provider.spark_jobs.table_access import TableAccess, for_session
 
@@ -73,8 +75,14 @@ class ErasureRun:
         self.access = access if access is not None else for_session(spark)
         self.spec = spec
         self.catalog: str = spec["catalog_name"]
-        self.table: str = spec["table"]
+        # crypto-shred: the job erases the subjects' data keys from the key table, never the derived
+        # table, whose name the evidence carries (``evidence_table``); the key table's subject column
+        # holds keyed hashes, so the subjects are matched by HMAC(salt, key) (``hashed_columns``)
+        self.shred = erasure_shred.declared(spec)
+        self.table: str = self.shred.key_table if self.shred else spec["table"]
+        self.evidence_table: str = spec["table"]
         self.columns: list[str] = es.check_columns(spec["subject_columns"])
+        self.hashed_columns = set(self.columns) if self.shred else set()
         self.t = es.table_sql(self.catalog, self.table)
         self.policy: str = spec.get("ref_policy", "fail")
         self.salt: bytes = str(spec["salt"]).encode("utf-8")
@@ -84,6 +92,8 @@ class ErasureRun:
             raise ValueError(f"unknown phase {self.phase_name!r}")
         self.timings: dict[str, float] = {}
         self.metrics: dict[str, Any] = {}
+        if self.shred:  # every phase's result says the mode (the logical phase hides the key row on main)
+            self.metrics.update(erasure_mode=cs.MODE_CRYPTO_SHRED, key_table=self.shred.key_table)
         self._cached: list[Any] = []
         self.details: dict[str, Any] = {}
         self.status = "succeeded"
@@ -280,8 +290,9 @@ class ErasureRun:
         # a count, 13 s vs 3 s for the DELETE); a materialised cache reports its real size and is
         # broadcast.
         names = df.schema.fieldNames()
+        hashed = {"subject_hash", *(f"k_{c}" for c in self.hashed_columns)}
         rows = [
-            tuple(lc.hmac_hex(self.salt, r["subject_key"]) if n == "subject_hash" else r[n] for n in names)
+            tuple(lc.hmac_hex(self.salt, r["subject_key"]) if n in hashed else r[n] for n in names)
             for r in df.collect()
         ]
         self._cached_view(self.spark.createDataFrame(rows, df.schema), es.SUBJECTS_VIEW)
@@ -401,6 +412,7 @@ class ErasureRun:
         with self.timed("analyze"):
             subject_files, analysis, counts = self._analyze(snaps_before)
             decision = lc.decide_policy(analysis, self.policy)
+            shredded = erasure_shred.capture_keys(self, subject_files) if self.shred else []
         self.details["refs"] = [
             {k: a[k] for k in ("name", "type", "action", "blocking", "reason", "legal_hold")} for a in analysis
         ]
@@ -431,6 +443,7 @@ class ErasureRun:
                 for k in ("rows_outside_holds", "old_files_reachable", "old_files_on_disk", "bound_hits", "held_rows")
             }
         )
+        outcome = self._shred_outcome(outcome, verify, shredded)
         self.snapshot_after = self.main_head()
         if outcome != lc.FAILED and self.snapshot_after is not None and self.access.java_table(self.t) is not None:
             with self.timed("subject_index"):  # the rewrite's new files added, the erased files' entries removed
@@ -474,6 +487,18 @@ class ErasureRun:
                 f"{verify['old_files_on_disk']} on disk, {verify['bound_hits']} manifest bounds equal a subject key"
             )
         return self.metrics
+
+    def _shred_outcome(self, outcome: str, verify: dict[str, Any], shredded: list[bytes]) -> str:
+        """Crypto-shred: the key bytes gone from every key-table file and the derived rows decrypting to
+        NULL (:mod:`erasure_shred`), added to ``verify``; the outcome with them. Rows mode: ``outcome``."""
+        if not self.shred:
+            return outcome
+        with self.timed("verify_shred"):
+            verify.update(erasure_shred.verify(self, self.shred, shredded))
+        self.details["crypto_shred"] = {**self.shred.to_dict(), "derived_table_rewritten": False}
+        return cs.shred_outcome(
+            outcome, key_bytes_found=verify["key_bytes_found"], rows_decrypting=verify["rows_decrypting"]
+        )
 
     def _analyze(self, snaps_before: list[dict[str, Any]]) -> tuple[set[str], list[dict[str, Any]], dict[str, Any]]:
         """Which files hold subjects (raw, pruned), which ref heads keep them, subject rows per branch

@@ -37,11 +37,14 @@ def load(path: Path):
     return module
 
 
-def run_dag(dag_id: str, conf: dict, date: str) -> tuple[str, float, str]:
-    # ``airflow dags test`` with the fix for DAGs that declare a deadline (see scripts/dag_test.py).
+def run_dag(dag_id: str, conf: dict, date: str, mark_success: str | None = None) -> tuple[str, float, str]:
+    # ``airflow dags test`` with the fix for DAGs that declare a deadline (see scripts/dag_test.py);
+    # ``mark_success``: a regex of task ids marked success instead of run (``--mark-success-pattern``).
     cmd = [sys.executable, str(ROOT / "scripts" / "dag_test.py"), dag_id, date]
     if conf:
         cmd += ["-c", json.dumps(conf)]
+    if mark_success:
+        cmd += ["--mark-success-pattern", mark_success]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
     out = proc.stdout + proc.stderr
@@ -229,28 +232,56 @@ def run_id_of(out: str) -> str | None:
     return found[-1] if found else None
 
 
-#: One request the demo leaves overdue on purpose, so the erasure page shows its red deadline state.
+#: One request the demo erases late on purpose, so the Erasure page shows a missed deadline in red: received
+#: 35 days before the demo, erased (logical + purge, one run of the erasure example) and its key redacted only
+#: now. Its subject is a customer of the example's tables, so the late run really removes rows.
 OVERDUE_REQUESTS_TABLE = "erasure.requests"
-OVERDUE_REQUEST_ID = "DSR-DEMO-OVERDUE"
+OVERDUE_REQUEST_ID = "DSR-DEMO-LATE"
+OVERDUE_SUBJECT = "cust-0011"
 OVERDUE_DAYS = 35
+OVERDUE_DAG = "iceberg_erasure"
+#: The erasure example's check before it erases: it refuses to start while a request is past its deadline.
+OVERDUE_CHECK = "deadline_check_before"
 OVERDUE_NOTE = (
-    f"Overdue on purpose (demo): request {OVERDUE_REQUEST_ID} in {OVERDUE_REQUESTS_TABLE} is dated "
-    f"{OVERDUE_DAYS} days ago and left pending, so the Erasure page shows a request past its 30-day "
-    "(PIPEDA / Law 25) and one-month (GDPR) deadlines in red. Its subject matches no row."
+    f"Erased late on purpose (demo): request {OVERDUE_REQUEST_ID} in {OVERDUE_REQUESTS_TABLE} was received "
+    f"{OVERDUE_DAYS} days ago and is erased only by this run, past its 30-day (PIPEDA / Law 25) and one-month "
+    "(GDPR) deadlines, so the Erasure page and its evidence report show it in red as erased late. Its subject's "
+    "rows are removed from both tables and its key is redacted like every other request's: no requests table "
+    f"keeps it. The check before the erasure ({OVERDUE_CHECK}), which rightly stops at a request this old, is "
+    "marked success for this run, as a steward does in Airflow to let a late erasure go ahead."
 )
+#: How :func:`erase_overdue_request` runs the erasure example (:func:`run_one`'s run).
+OVERDUE_RUN = {
+    "label": f"{OVERDUE_REQUEST_ID}, received {OVERDUE_DAYS} days ago, erased and redacted late",
+    "mark_success": OVERDUE_CHECK,
+    "run_note": OVERDUE_NOTE,
+    "expect": "success",
+}
 
 
-def add_overdue_request(hook) -> str | None:
-    """Add the demo's deliberately overdue request (after every erasure example ran); the note, or None."""
+def demo_subject_keys() -> set[str]:
+    """Every subject key the demo submits: the example DAGs' ``DEMO_SUBJECTS`` and the late request's."""
+    keys = {OVERDUE_SUBJECT}
+    for path in sorted(DAGS.glob("example_*.py")):
+        if "DEMO_SUBJECTS" in path.read_text():
+            keys.update(dict(load(path).DEMO_SUBJECTS).values())
+    return keys
+
+
+def erase_overdue_request(hook, log_dir: Path) -> bool:
+    """Submit the demo's late request (after every erasure example ran) and erase it with the erasure
+    example, redaction included; whether the run ended as expected (True when there is no requests table)."""
     from datetime import timedelta
 
     if not hook.table_exists(OVERDUE_REQUESTS_TABLE):
-        return None
-    received = datetime.now(UTC) - timedelta(days=OVERDUE_DAYS)
-    hook.governance.submit_erasure_requests(
-        OVERDUE_REQUESTS_TABLE, {OVERDUE_REQUEST_ID: "demo-subject-overdue-0000"}, received_at=received
-    )
-    return OVERDUE_NOTE
+        return True
+    known = {r["request_id"] for r in hook.governance.erasure_request_states(OVERDUE_REQUESTS_TABLE)}
+    if OVERDUE_REQUEST_ID not in known:
+        received = datetime.now(UTC) - timedelta(days=OVERDUE_DAYS)
+        hook.governance.submit_erasure_requests(
+            OVERDUE_REQUESTS_TABLE, {OVERDUE_REQUEST_ID: OVERDUE_SUBJECT}, received_at=received
+        )
+    return run_one(OVERDUE_DAG, "late", OVERDUE_RUN, log_dir)
 
 
 #: Asset-scheduled DAGs unpaused before the DAG whose publish feeds them: the publish's asset event
@@ -267,9 +298,9 @@ def unpause_consumers(dag_id: str) -> None:
         print(f"    {consumer} {state}: the publish's asset event queues its run, a scheduler runs it", flush=True)
 
 
-def run_one(dag_id: str, i: int, run: dict, log_dir: Path) -> bool:
+def run_one(dag_id: str, i: int | str, run: dict, log_dir: Path) -> bool:
     """One demo run of ``dag_id`` (its ``DEMO["runs"][i]``): run, keep its logs and note, print; whether
-    it ended as expected."""
+    it ended as expected. ``run["run_note"]``: the DAG-run note of a run that is not a failure or a wait."""
     # The logical date is the moment the run starts, so the UI's run durations are the real ones
     # (a back-dated logical date would read as a run of weeks).
     date = run.get("date") or datetime.now(UTC).replace(microsecond=0).isoformat()
@@ -278,7 +309,7 @@ def run_one(dag_id: str, i: int, run: dict, log_dir: Path) -> bool:
         if expect == "awaiting_input":
             state, seconds, out = run_dag_until_waiting(dag_id, run.get("conf", {}), date, run["task_id"])
         else:
-            state, seconds, out = run_dag(dag_id, run.get("conf", {}), date)
+            state, seconds, out = run_dag(dag_id, run.get("conf", {}), date, run.get("mark_success"))
     (log_dir / f"{dag_id}-{i}.log").write_text(out)
     ok = state == expect
     if state == "awaiting_input":  # the run never finishes here: its id comes from the metadata DB
@@ -298,6 +329,12 @@ def run_one(dag_id: str, i: int, run: dict, log_dir: Path) -> bool:
         except Exception as err:  # a note is a courtesy; never let it break the demo
             noted = f"not set: {err}"
         print(f"    DAG-run note ({noted}): {expected_failure_note(run)}", flush=True)
+    elif run.get("run_note"):
+        try:
+            noted = set_run_note(dag_id, out, run["run_note"])
+        except Exception as err:  # a note is a courtesy; never let it break the demo
+            noted = f"not set: {err}"
+        print(f"    DAG-run note ({noted}): {run['run_note']}", flush=True)
     print(
         f"{'OK ' if ok else 'BAD'} {dag_id} run {i} ({run.get('label', date)}): {state} "
         f"(expected {expect}) in {seconds:.1f}s via {mode}  log: {log_dir / f'{dag_id}-{i}.log'}",
@@ -343,9 +380,8 @@ def main(argv: list[str]) -> int:
         if hasattr(module, "summarize"):
             for line in module.summarize(hook):
                 print(f"    {line}")
-    note = add_overdue_request(IcebergCatalogHook()) if not only or "iceberg_erasure" in only else None
-    if note:
-        print(f"    {note}", flush=True)
+    if not only or OVERDUE_DAG in only:
+        failures += not erase_overdue_request(IcebergCatalogHook(), log_dir)
     ledger = IcebergCatalogHook().governance.read("ledger")
     print(
         f"governance ledger: {len(ledger)} rows; last: "

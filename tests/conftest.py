@@ -168,7 +168,7 @@ def spark_on_connect(request: pytest.FixtureRequest):
 # the run ends with.
 MODULE_SECONDS = {
     "tests/airflow/test_reruns_dag.py": 640,
-    "tests/airflow/test_ui_browser.py": 600,
+    "tests/airflow/test_ui_browser.py": 690,
     "tests/spark/test_cluster.py": 490,
     "tests/catalogs/test_spark_rest.py": 380,
     "tests/faults/test_faults_spark.py": 320,

@@ -17,7 +17,8 @@ property with the same name declares them for one table and takes precedence:
 * ``erasure.copies.backup-retention-days``: days a backup is kept.
 
 A legal deadline applies to every copy: a request received at R with a physical deadline D must
-be unreachable by ``R + D - retention``. Nothing here reads a catalog, a connection or a clock.
+be unreachable by ``R + D - retention``; a request that was not (erased late, or its copies outlived
+the deadline) missed it, and :func:`deadline_outcome` says so for good. Nothing here reads a catalog, a connection or a clock.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ __all__ = [
     "BACKUP_RETENTION",
     "COPY_RETENTION_KEYS",
     "CopyRetention",
+    "DEADLINE_STATES",
+    "MISSED_STATES",
     "VERSIONING_RETENTION",
     "completion_dates",
     "copy_retention",
     "copy_retention_problem",
+    "deadline_outcome",
     "longest",
     "redact_after",
     "retention_fits",
@@ -216,6 +220,55 @@ def completion_dates(
         "copies_late": bool(gone is not None and due is not None and gone > due),
         "retention": retention.to_dict(),
     }
+
+
+# ------------------------------------------------------------------ one deadline, one request
+#: What a statutory deadline says about one request: still ``open`` (time left) or ``overdue``;
+#: once the request is closed, ``met``, ``late`` (erased from its tables after the deadline),
+#: ``copies_late`` (unreachable in time, but versions or backups outlived the deadline) or
+#: ``closed`` (no erasure moment known).
+DEADLINE_STATES = ("open", "overdue", "met", "late", "copies_late", "closed")
+#: The states of a missed deadline: a data-protection officer reports each of them.
+MISSED_STATES = ("overdue", "late", "copies_late")
+
+
+def deadline_outcome(
+    due: datetime,
+    *,
+    now: datetime,
+    is_open: bool,
+    erased_at: datetime | None = None,
+    gone_from_copies_by: datetime | None = None,
+) -> dict[str, Any]:
+    """Whether one request kept one statutory deadline, and by how much it missed it.
+
+    An open request is ``overdue`` once ``now`` passes ``due``. A closed request missed its
+    deadline when it was erased from its tables after ``due`` (``late``), or when it was erased in
+    time but the last copy outside the table (``gone_from_copies_by``: the purge plus the retention
+    of object-store versions and backups) outlived ``due`` (``copies_late``). A miss stays a miss:
+    a request erased late is reported late for good, unlike the deadline sensor, which stops
+    failing once nothing is left to do.
+
+    :param due: the legal deadline (received + the law's period).
+    :param erased_at: when the request was erased from its tables (``None``: not known).
+    :param gone_from_copies_by: when its last copy is gone (``None``: no retention known).
+    :return: ``state`` (one of :data:`DEADLINE_STATES`), ``missed`` (the state is one of
+        :data:`MISSED_STATES`), ``left_s`` (seconds left while open, negative when overdue) and
+        ``late_s`` (seconds past ``due``: now while overdue, the erasure or the last copy once
+        closed; ``None`` when the deadline was not missed).
+    """
+    if is_open:
+        left = (due - now).total_seconds()
+        state = "overdue" if left < 0 else "open"
+        return {"state": state, "missed": left < 0, "left_s": left, "late_s": -left if left < 0 else None}
+    if erased_at is None:
+        return {"state": "closed", "missed": False, "left_s": None, "late_s": None}
+    if erased_at > due:
+        return {"state": "late", "missed": True, "left_s": None, "late_s": (erased_at - due).total_seconds()}
+    if gone_from_copies_by is not None and gone_from_copies_by > due:
+        late = (gone_from_copies_by - due).total_seconds()
+        return {"state": "copies_late", "missed": True, "left_s": None, "late_s": late}
+    return {"state": "met", "missed": False, "left_s": None, "late_s": None}
 
 
 def _human(td: timedelta) -> str:

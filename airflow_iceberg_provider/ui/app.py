@@ -382,6 +382,7 @@ def erasure_data(reader: ScopedReader, task: dict[str, str] | None = None, table
     out: dict[str, Any] = {
         "open": sum(r["open"] for r in requests),
         "overdue": sum(r["overdue"] for r in requests),
+        "late": sum(r["late"] for r in requests),
         "requests_tables": reader.requests_tables(),
         "task": task,
         "task_table": table,

@@ -17,6 +17,7 @@ from typing import Any
 from airflow_iceberg_provider.core.erasure_lifecycle import FINAL_STATUSES
 from airflow_iceberg_provider.core.governance import is_legal_hold
 from airflow_iceberg_provider.ids import with_string_ids
+from airflow_iceberg_provider.rules.erasure_retention import deadline_outcome
 
 #: Erasure deadlines shown for every open request (days from ``received_at``, or one calendar month).
 DEADLINES: tuple[tuple[str, str], ...] = (
@@ -520,10 +521,54 @@ def duration_text(seconds: float) -> str:
     return f"{sign}{d} d {h} h" if d else f"{sign}{h} h {rem // 60} min"
 
 
+#: How a closed request's deadline reads (an open one shows its time left, or how long it is overdue).
+_CLOSED_TEXT = {"met": "met", "closed": "closed", "late": "erased {} late", "copies_late": "copies gone {} late"}
+
+
+def request_deadlines(
+    received: datetime | None,
+    *,
+    now: datetime,
+    is_open: bool,
+    erased_at: datetime | None,
+    gone_from_copies_by: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """Each statutory deadline (:data:`DEADLINES`) of one request, with what it says
+    (:func:`~airflow_iceberg_provider.rules.erasure_retention.deadline_outcome`): ``state``, ``missed``
+    (overdue, erased late or copies gone late: shown in red), ``overdue`` (open and past it), the text."""
+    if received is None:
+        return []
+    out = []
+    for label, rule in DEADLINES:
+        due = _add_deadline(received, rule)
+        o = deadline_outcome(
+            due, now=now, is_open=is_open, erased_at=erased_at, gone_from_copies_by=gone_from_copies_by
+        )
+        if is_open:
+            text = duration_text(o["left_s"])
+        else:
+            text = _CLOSED_TEXT[o["state"]].format(duration_text(o["late_s"] or 0))
+        out.append(
+            {
+                "label": label,
+                "due": due,
+                "state": o["state"],
+                "missed": o["missed"],
+                "left_s": o["left_s"],
+                "late_s": o["late_s"],
+                "left_text": text,
+                "overdue": o["state"] == "overdue",
+            }
+        )
+    return out
+
+
 def erasure_requests(
     requests: Iterable[Mapping[str, Any]], evidence: Iterable[Mapping[str, Any]], *, now: datetime
 ) -> list[dict[str, Any]]:
-    """Requests with status, age, deadlines (time left) and their evidence per table; open ones first."""
+    """Requests with status, age, deadlines (time left, or whether they were met) and their evidence per
+    table; open ones first. ``overdue``: open and past a deadline; ``late``: closed, and erased after a
+    deadline (the evidence report also counts the copies outside the table)."""
     by_request: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for e in evidence:
         by_request[e.get("request_id") or ""].append(e)
@@ -534,20 +579,8 @@ def erasure_requests(
         status = r.get("status") or "unknown"
         is_open = status not in FINAL_STATUSES  # erased or redacted
         ev = sorted(by_request.get(rid or "", []), key=lambda e: e.get("table_name") or "")
-        deadlines = []
-        if received is not None:
-            for label, rule in DEADLINES:
-                due = _add_deadline(received, rule)
-                left = (due - now).total_seconds()
-                deadlines.append(
-                    {
-                        "label": label,
-                        "due": due,
-                        "left_s": left if is_open else None,
-                        "left_text": duration_text(left) if is_open else "met" if _met(r, ev, due) else "closed",
-                        "overdue": is_open and left < 0,
-                    }
-                )
+        erased_at = _erased_at(r, ev) if not is_open else None
+        deadlines = request_deadlines(received, now=now, is_open=is_open, erased_at=erased_at)
         out.append(
             {
                 "request_id": rid,
@@ -556,12 +589,13 @@ def erasure_requests(
                 "open": is_open,
                 "received_at": received,
                 "completed_at": r.get("completed_at"),
-                "erased_at": _erased_at(r, ev) if not is_open else None,
+                "erased_at": erased_at,
                 # age stops at erasure: an erased request shows how long it took
                 "age_s": _age(received, r, ev, now, is_open),
                 "age_text": duration_text(_age(received, r, ev, now, is_open) or 0) if received else "—",
                 "deadlines": deadlines,
                 "overdue": any(d["overdue"] for d in deadlines),
+                "late": any(d["missed"] and not d["overdue"] for d in deadlines),
                 "tables": [
                     {"table": e.get("table_name"), "verification": e.get("verification")}
                     for e in ev
@@ -623,11 +657,6 @@ def _age(
         return None
     end = now if is_open else (_erased_at(request, evidence) or now)
     return (end - received).total_seconds()
-
-
-def _met(request: Mapping[str, Any], evidence: Sequence[Mapping[str, Any]], due: datetime) -> bool:
-    done_at = request.get("completed_at") or max((_when(e, "finished_at") for e in evidence), default=None)
-    return bool(done_at and done_at != _EPOCH and done_at <= due)
 
 
 def open_requests_by_table(requests: Iterable[Mapping[str, Any]]) -> tuple[dict[str, int], int]:
@@ -1000,12 +1029,25 @@ def evidence_report(
         )
     hashes = sorted({str(e["subject_hash"]) for e in rows if e.get("subject_hash")})
     finished = [e["finished_at"] for e in rows if e.get("finished_at")]
-    shaped = erasure_requests([request], rows, now=now or datetime.now(UTC))[0] if request else None
-    deadlines = shaped["deadlines"] if shaped else []
+    now = now or datetime.now(UTC)
+    shaped = erasure_requests([request], rows, now=now)[0] if request else None
+    completion = _overall_completion(tables, shaped["deadlines"] if shaped else [])
+    deadlines = (
+        request_deadlines(
+            shaped["received_at"],
+            now=now,
+            is_open=shaped["open"],
+            erased_at=shaped["erased_at"],
+            gone_from_copies_by=completion["gone_from_copies_by"],
+        )
+        if shaped
+        else []
+    )
     return {
-        "completion": _overall_completion(tables, deadlines),
+        "completion": completion,
         "deadlines": deadlines,
         "overdue": bool(shaped and shaped["overdue"]),
+        "late": any(d["missed"] and not d["overdue"] for d in deadlines),
         "open": bool(shaped and shaped["open"]),
         "logical_runs": _phase_runs(tables, "logical"),
         "purge_runs": _phase_runs(tables, "purge"),

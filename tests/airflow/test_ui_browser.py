@@ -7,12 +7,12 @@ who may read every DAG but lacks the erasure permission; ``limited``, who may re
 
 The lake and the Airflow home are built by the demo itself: ``scripts/demo.py`` (what ``make demo``
 runs) over :data:`DEMO_DAGS`, the example DAGs whose runs the view's promises are about, with their
-``DEMO`` runs (the waiting steward gate, the refused erasure), the overdue request and the task logs
+``DEMO`` runs (the waiting steward gate, the refused erasure), the request it erases late and the task logs
 the demo writes. One demo and one ``scripts/ui.sh`` per module. The test logs in through Airflow's
 login form like a person, opens the pages, checks what a person looks for after the demo (dates, not
 bars; calibrated verdicts in words; a multi-table publish on each table; both runs of an erasure; the
-overdue deadlines; tables holding evidence without declared subject columns; task context in every
-extra link; a refusal's reason; the approval form waiting; no erased request's key left in any file of
+deadlines a late erasure missed; tables holding evidence without declared subject columns; task context in every
+extra link; a refusal's reason; the approval form waiting; no key the demo submitted left in any file of
 a requests table), and saves screenshots under
 ``.work/screenshots/`` (ignored by git; ``make docs-images`` writes them to ``docs/images/`` instead).
 """
@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
+from scripts import demo
 from tests.support.key_scan import files_holding, scanned_files
 from tests.support.lake import ROOT, pristine_airflow_db
 from tests.support.servers import _wait, free_port_range, free_ports, skip_or_fail
@@ -56,11 +57,9 @@ CHROME_FLAGS = (
     "--window-size=1400,1000",
 )
 #: The example DAGs the demo runs for this module (``scripts/demo.py`` with these ids): the multi-table
-#: publish with its waiting steward gate, the erasure with its refused run and the overdue request, and
+#: publish with its waiting steward gate, the erasure with its refused run and its late run, and
 #: the daily logical erasure followed by the nightly purge of the same requests.
 DEMO_DAGS = ("iceberg_multi_publish", "iceberg_erasure", "iceberg_erasure_daily", "iceberg_erasure_nightly")
-#: The demo's subjects (``DEMO_SUBJECTS`` of the erasure examples): never on a page.
-SUBJECTS = ("cust-0003", "cust-0017", "cust-0042", "cust-0007", "cust-0031", "cust-9999")
 #: Names the test process may carry that would point the demo or ``make ui`` elsewhere than the module's layout.
 _FOREIGN = ("AIRFLOW_CONN_ICEBERG_CATALOG_DEFAULT", "AIRFLOW__API__BASE_URL", "AIRFLOW__API_AUTH__JWT_SECRET")
 
@@ -354,19 +353,27 @@ def test_evidence_report_names_the_logical_run_and_the_purge_run(browser):
     assert len(d.find_elements("css selector", ".deadline")) == 2
     _shot(d, "governance-evidence-report.png")
     assert len(d.print_page()) > 1000  # what "Print / save as PDF" produces
-    for subject in SUBJECTS:
+    for subject in demo.demo_subject_keys():  # every key the demo submitted: never on a page
         assert subject not in d.page_source
 
 
-def test_the_overdue_request_shows_its_deadlines(browser):
+def test_the_late_request_shows_its_missed_deadlines_in_red(browser):
+    """The demo erases one request 35 days after receipt: redacted like the others, and red for good on the
+    Erasure page and its report (both deadlines missed, with their dates); its run carries the demo's note."""
     d = browser.driver
     d.get(f"{browser.base}/governance/erasure")
-    row = d.find_element("css selector", "tr[data-request='DSR-DEMO-OVERDUE']")
-    assert "overdue" in row.text and "fail" in row.get_attribute("class")
+    row = d.find_element("css selector", f"tr[data-request='{demo.OVERDUE_REQUEST_ID}']")
+    assert "erased late" in row.text and "redacted" in row.text and "fail" in row.get_attribute("class")
     assert len(re.findall(r"\bdue \d{4}-\d{2}-\d{2}", row.text)) == 2  # both deadlines, with their dates
-    d.get(f"{browser.base}/governance/erasure/DSR-DEMO-OVERDUE/report")
-    overdue = d.find_elements("css selector", ".deadline[data-overdue='true']")
-    assert len(overdue) == 2 and all("due" in e.text for e in overdue)
+    late = row.find_elements("css selector", "td[data-state='late']")
+    assert len(late) == 2 and all("late" in e.text and "fail" in e.get_attribute("class") for e in late)
+    d.get(f"{browser.base}/governance/erasure/{demo.OVERDUE_REQUEST_ID}/report")
+    missed = d.find_elements("css selector", ".deadline[data-state='late']")
+    assert len(missed) == 2 and all("due" in e.text and "fail" in e.get_attribute("class") for e in missed)
+    assert demo.OVERDUE_SUBJECT not in d.page_source
+    run_id = _run_id(browser, demo.OVERDUE_DAG, "success")
+    note = _api(browser, f"dags/{demo.OVERDUE_DAG}/dagRuns/{quote(run_id, safe='')}")["note"]
+    assert note == demo.OVERDUE_NOTE
 
 
 def test_the_erasure_map_flags_tables_with_evidence_but_no_subject_columns(browser):
@@ -555,34 +562,35 @@ def _requests_tables(cat) -> dict[str, Path]:
     return out
 
 
-def test_no_requests_table_holds_the_key_of_an_erased_request_after_the_demo(server):
+def test_no_requests_table_holds_any_key_the_demo_submitted(server, tmp_path):
     """Every file under every requests table (data and delete files, manifests and manifest lists
-    decompressed, metadata JSON, files no snapshot references) is byte-scanned for the erasure
-    examples' keys: 0 found, every request ``redacted``. The demo's deliberately overdue request is
-    still open, so its key is still there: the scan's positive control on the same files."""
-    import importlib
-
+    decompressed, metadata JSON, files no snapshot references) is byte-scanned for every key the demo
+    submitted (the examples' ``DEMO_SUBJECTS`` and the late request's): 0 found, every request
+    ``redacted``. Positive control: the same scan of a copy of a requests table with one more Parquet
+    file (zstd-compressed, referenced by no snapshot) holding the keys finds each key there, and only there."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from pyiceberg.catalog.sql import SqlCatalog
 
     lake = server.work / "lake"
     cat = SqlCatalog("lakehouse", uri=f"sqlite:///{lake / 'catalog.db'}", warehouse=f"file://{lake / 'warehouse'}")
-    keys = {
-        k
-        for module in ("example_iceberg_erasure", "example_iceberg_erasure_daily")
-        for k in dict(importlib.import_module(f"example_dags.{module}").DEMO_SUBJECTS).values()
-    }
+    keys = demo.demo_subject_keys()
+    assert demo.OVERDUE_SUBJECT in keys and {"cust-0003", "cust-0007"} <= keys, keys
     tables = _requests_tables(cat)
     assert set(tables) == {"erasure.requests", "erasure_daily.requests"}, tables
-    overdue = "demo-subject-overdue-0000"
     for name, location in tables.items():
         kinds = scanned_files(location)
         assert kinds.get("parquet") and kinds.get("avro") and kinds.get("json"), (name, kinds)
         assert files_holding(location, keys) == {}, name
         rows = cat.load_table(name).scan(selected_fields=("request_id", "status")).to_arrow().to_pylist()
-        states = {r["status"] for r in rows if r["request_id"] != "DSR-DEMO-OVERDUE"}
-        assert states == {"redacted"}, (name, states)
-    assert set(files_holding(tables["erasure.requests"], [overdue])) == {overdue}
-    assert files_holding(tables["erasure_daily.requests"], [overdue]) == {}
+        assert {r["status"] for r in rows} == {"redacted"}, (name, rows)
+    late = cat.load_table("erasure.requests").scan(selected_fields=("request_id",)).to_arrow()
+    assert demo.OVERDUE_REQUEST_ID in late.column("request_id").to_pylist()
+    control = tmp_path / "requests-copy"
+    shutil.copytree(tables["erasure.requests"], control)
+    planted = control / "data" / "planted.parquet"
+    pq.write_table(pa.table({"subject_key": sorted(keys)}), planted, compression="zstd")
+    assert files_holding(control, keys) == {k: ["data/planted.parquet"] for k in keys}
 
 
 def test_dark_mode_follows_airflow(browser):

@@ -276,3 +276,38 @@ def test_evidence_report_states_both_dates_and_the_deadlines_the_second_misses()
     bad = views.evidence_report("Q-1", [request], [_evidence(R)], now=R, retentions={"db.orders": {"error": "x"}})
     assert bad["tables"][0]["completion"]["gone_from_copies_by"] is None
     assert bad["completion"]["gone_from_copies_by"] is None
+
+
+# ------------------------------------------------------------------ one deadline, one request
+def test_deadline_outcome_keeps_a_miss_on_the_record():
+    due = R + 30 * DAY
+    outcome = er.deadline_outcome
+    assert outcome(due, now=R + 29 * DAY, is_open=True)["state"] == "open"
+    overdue = outcome(due, now=R + 31 * DAY, is_open=True)
+    assert overdue["state"] == "overdue" and overdue["missed"] and overdue["late_s"] == DAY.total_seconds()
+    # erased after the deadline: late, by how much, for good (long after the erasure too)
+    late = outcome(due, now=R + 400 * DAY, is_open=False, erased_at=R + 35 * DAY)
+    assert late == {"state": "late", "missed": True, "left_s": None, "late_s": 5 * DAY.total_seconds()}
+    # erased in time, but a backup kept the bytes past the deadline
+    copies = outcome(due, now=R + 400 * DAY, is_open=False, erased_at=R + 25 * DAY, gone_from_copies_by=R + 32 * DAY)
+    assert copies["state"] == "copies_late" and copies["late_s"] == 2 * DAY.total_seconds()
+    met = outcome(due, now=R + 26 * DAY, is_open=False, erased_at=R + 25 * DAY, gone_from_copies_by=due)
+    assert met["state"] == "met" and not met["missed"] and met["late_s"] is None
+    assert outcome(due, now=R, is_open=False)["state"] == "closed"  # no erasure moment known
+    assert {s for s in er.DEADLINE_STATES if s in er.MISSED_STATES} == {"overdue", "late", "copies_late"}
+
+
+def test_the_erasure_page_and_the_report_show_a_late_erasure_in_red():
+    """A request erased 35 days after receipt misses both deadlines on the list; one erased on day 25
+    whose backups are kept 7 days misses them on its evidence report (the list knows no retention)."""
+    late = {"request_id": "L", "status": "redacted", "received_at": R, "completed_at": R + 35 * DAY}
+    copies = {"request_id": "Q-1", "status": "redacted", "received_at": R, "completed_at": R + 25 * DAY}
+    rows = {r["request_id"]: r for r in views.erasure_requests([late, copies], [], now=R + 36 * DAY)}
+    assert rows["L"]["late"] and not rows["L"]["overdue"] and not rows["L"]["open"]
+    assert [d["state"] for d in rows["L"]["deadlines"]] == ["late", "late"]
+    assert rows["L"]["deadlines"][0]["left_text"] == "erased 5 d 0 h late"
+    assert not rows["Q-1"]["late"] and [d["left_text"] for d in rows["Q-1"]["deadlines"]] == ["met", "met"]
+    declared = {"db.orders": er.copy_retention({BACKUPS: "7"}).to_dict()}
+    report = views.evidence_report("Q-1", [copies], [_evidence(R + 25 * DAY)], now=R + 36 * DAY, retentions=declared)
+    assert [d["state"] for d in report["deadlines"]] == ["copies_late", "copies_late"] and report["late"]
+    assert report["deadlines"][0]["left_text"] == "copies gone 2 d 0 h late" and not report["overdue"]

@@ -636,7 +636,7 @@ def test_deadlines_and_open_requests_rules():
     assert out["a"]["deadlines"][0]["left_text"] == "1 h 0 min" and not out["a"]["overdue"]
     # 30 days from Feb 28 is Mar 30 (overdue); one calendar month is Mar 28 (overdue too)
     assert [d["overdue"] for d in out["b"]["deadlines"]] == [True, True]
-    assert out["c"]["deadlines"][0]["left_text"] == "met" and not out["c"]["open"]
+    assert out["c"]["deadlines"][0]["left_text"] == "met" and not out["c"]["open"] and not out["c"]["late"]
     assert views.open_requests_by_table(out.values()) == ({"db.t": 1}, 1)
     assert [r["request_id"] for r in views.erasure_requests(reqs, ev, now=now)] == ["b", "a", "c"]
 
@@ -1076,7 +1076,9 @@ def test_a_purge_by_the_maintenance_plan_is_the_reports_purge_run():
     report = views.evidence_report("Q-1", requests, evidence, ledger, now=t0)
     assert [(r["task_id"], r["table"]) for r in report["logical_runs"]] == [("erase", "db.t")]
     assert [(r["task_id"], r["event_id"]) for r in report["purge_runs"]] == [("maintain", "job-plan-0")]
-    assert [d["left_text"] for d in report["deadlines"]] == ["closed", "closed"]  # erased after the deadlines
+    # erased after both deadlines: a miss that stays on the record, in red
+    assert [d["state"] for d in report["deadlines"]] == ["late", "late"] and report["late"]
+    assert report["deadlines"][0]["left_text"] == "erased 10 d 0 h late"
 
 
 def test_a_hold_dropped_outside_the_provider_shows_as_a_violation(ui):

@@ -216,8 +216,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             before = resumed.resume
-            head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"])
-            metrics = {**metrics, **self._index_outcome(resumed.row, metrics)}
+            head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"], resumed.row)
             # an application's ledger row, which the task that started it did not live to write
             self._record(context, before["branch"], before["base"], head, metrics, resumed.run, before.get("interval"))
             return self._result(
@@ -253,7 +252,6 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
         # what a retry that takes this job's result needs to verify, record and report it (durable jobs)
         before = {"branch": branch, "base": base, "main_before": main_before, "reset_from": reset_from}
-        index = index_upkeep(tbl.metadata.properties, table, self.log) if statements is not None else {}
         run, row = self._submit(
             context,
             branch,
@@ -264,10 +262,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             identity,
             replace_tbl,
             resume={**before, "rerun": rerun_info, "interval": plan.interval_key},
-            index=index,
+            index=index_upkeep(tbl.metadata.properties, table, self.log) if statements is not None else {},
         )
-        head, metrics = self._verified_change(branch, base, main_before)
-        metrics = {**metrics, **self._index_outcome(row, metrics)}
+        head, metrics = self._verified_change(branch, base, main_before, row)
         self._record(context, branch, base, head, metrics, run, plan.interval_key)
         return self._result(branch, base, head, reset_from, run, rerun_info, metrics)
 
@@ -381,8 +378,12 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         tbl = self.catalog_hook.load_table(self.ident.dotted) if tbl is None else tbl
         return [f.file_path for f in self.catalog_hook.files_added_by(tbl, plan.remove_snapshot_ids)]
 
-    def _verified_change(self, branch: str, base: int | None, main_before: int | None) -> tuple[int, dict[str, Any]]:
-        """The branch head the write produced (checked through the catalog) and its change metrics.
+    def _verified_change(
+        self, branch: str, base: int | None, main_before: int | None, row: Mapping[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The branch head the write produced (checked through the catalog) and its change metrics
+        (with the subject index's update from the job's ledger ``row`` and the branch's lag, when the
+        table declares the index).
 
         One load after the job's commit serves the check of ``main``, the commit verification and
         the metrics.
@@ -419,7 +420,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         metrics: dict[str, Any] = dict(rerun.change_metrics(snaps))
         if str(tbl.metadata.properties.get(INDEX_PROPERTY, "false")) == "true":  # declared: report its lag
             metrics["subject_index_lag"] = subject_index_lag(tbl, branch)
-        return head.snapshot_id, metrics
+        return head.snapshot_id, {**metrics, **self._index_outcome(row, metrics)}
 
     def _index_outcome(self, row: Mapping[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """The write job's subject index update (from its ledger row), logged with the branch's lag."""

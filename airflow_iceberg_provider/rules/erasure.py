@@ -550,7 +550,8 @@ def subject_index_lag(tbl: Any, ref: str = "main") -> int | None:
         raise IcebergValidationError(f"{err}; nothing was changed.") from None
     snaps: dict[int, tuple[int | None, int | None]] = {}
     for s in meta.snapshots:
-        added = (s.summary.additional_properties if s.summary else {}).get("added-data-files")
+        # a summary leaves out a zero count (a delete-only commit); no summary at all counts as one file
+        added = s.summary.additional_properties.get("added-data-files", 0) if s.summary else None
         snaps[s.snapshot_id] = (s.parent_snapshot_id, int(added) if added is not None else None)
     indexed = [f.snapshot_id for f in meta.statistics if f.statistics_path.endswith(FILE_SUFFIX)]
     head = meta.current_snapshot_id if ref == "main" else (meta.refs[ref].snapshot_id if ref in meta.refs else None)

@@ -106,7 +106,7 @@ def rewrite_data_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, 
         if after != before:
             from airflow_iceberg_provider.spark_jobs.erasure.index import follow
 
-            out["subject_index"] = follow(ctx, after, table)
+            out["subject_index"] = follow(ctx, after, table, base=before)
     return out
 
 

@@ -50,7 +50,7 @@ def cherrypick(ctx: JobContext) -> dict[str, Any]:
     if spec.get("subject_index") and ctx.snapshot_after != ctx.snapshot_before:
         from airflow_iceberg_provider.spark_jobs.erasure.index import follow
 
-        out["subject_index"] = follow(ctx, ctx.snapshot_after)
+        out["subject_index"] = follow(ctx, ctx.snapshot_after, base=ctx.snapshot_before)
     return out
 
 

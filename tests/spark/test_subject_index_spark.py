@@ -267,7 +267,10 @@ def test_own_writes_keep_the_index_current(lake, first):
 
 def test_write_without_a_salt_succeeds_and_reports_the_lag(lake, first, caplog, capfd, monkeypatch):
     """The table declares the index but no salt connection exists: the write commits, a warning
-    names the connection, and the branch's lag is reported."""
+    names the connection, and the branch's lag is reported. Once published, a later write (with
+    the salt) reads only its own files: it leaves the lagging index to the maintenance plan."""
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
     monkeypatch.delenv("AIRFLOW_CONN_ERASURE_SALT", raising=False)
     caplog.set_level("WARNING")
     written = _write(lake, "no_salt_write", owner=9200, first_id=40_000)
@@ -278,3 +281,11 @@ def test_write_without_a_salt_succeeds_and_reports_the_lag(lake, first, caplog, 
     text = caplog.text + printed.out + printed.err
     assert "connection 'erasure_salt'" in text and "leaves the index lagging" in text
     assert SALT not in text
+
+    IcebergWapPublishOperator(
+        task_id="no_salt_publish", table=TABLE, branch=written["branch"], require_audit=False, drop_branch=True
+    ).execute(fake_context(dag_id="indexed_wap", run_id="no_salt_write", task_id="no_salt_publish"))
+    set_salt_connection()
+    later = _write(lake, "after_no_salt_write", owner=9300, first_id=50_000)
+    assert later["subject_index"]["updated"] is False and "did not cover" in later["subject_index"]["reason"]
+    assert later["subject_index_lag"] == written["added_data_files"] + later["added_data_files"]

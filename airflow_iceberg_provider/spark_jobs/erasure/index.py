@@ -330,12 +330,32 @@ def indexed_columns(run: WriteRun, head: int) -> list[str]:
     return []
 
 
-def follow(ctx: Any, head: int | None, table: str | None = None) -> dict[str, Any]:
+def _behind_at(run: WriteRun, head: int, base: int | None) -> str | None:
+    """Why the index cannot follow ``head`` from ``base`` by reading only the job's own files."""
+    if base is None:
+        return None
+    indexes = load(run, head)["indexes"]
+    at_base = {esc.norm_path(loc) for loc in run.access.snapshot_files(run.t, int(base))}
+    if not indexes or si.stale_columns(indexes, run.columns, at_base, enabled(run)[1]):
+        return "the index needs a rebuild; the next erasure or the maintenance plan's refresh rebuilds it"
+    uncovered = at_base - set.intersection(*(idx.covered() for idx in indexes.values()))
+    if uncovered:
+        return (
+            f"the index did not cover {len(uncovered)} data file(s) of the snapshot this job started from "
+            "(outside writers); the maintenance plan's refresh brings it current"
+        )
+    return None
+
+
+def follow(ctx: Any, head: int | None, table: str | None = None, base: int | None = None) -> dict[str, Any]:
     """After a provider job committed ``head`` (a WAP branch's new head, a cherry-picked or compacted
     ``main``): bring the index up to it from its nearest indexed ancestor. Never raises: a job's
     commit does not depend on the index, and a lagging index is found through lineage.
 
     :param ctx: the job's context (its spec's :data:`SPEC_ENTRY` holds the salt).
+    :param base: the snapshot the job started from. When the index did not cover it (outside
+        writers since its last update) or needs a rebuild, nothing is read: a write or compaction
+        reads only its own files, and the maintenance plan's refresh catches up.
     """
     entry = ctx.spec.get(SPEC_ENTRY)
     if not entry:
@@ -358,6 +378,9 @@ def follow(ctx: Any, head: int | None, table: str | None = None) -> dict[str, An
         fields = {f.name: f.dataType for f in ctx.spark.table(run.t).schema.fields}
         run.col_types = {c: fields[c] for c in run.columns}
         live = {esc.norm_path(loc): loc for loc in ctx.access.snapshot_files(run.t, int(head))}
+        behind = _behind_at(run, int(head), base)
+        if behind:
+            return {"updated": False, "reason": behind}
         out = update(run, int(head), live)
     except Exception as err:  # noqa: BLE001 - py4j wraps every JVM error; the job's commit stands without the index
         return {"updated": False, "reason": f"failed ({type(err).__name__}); the next erasure probes uncovered files"}

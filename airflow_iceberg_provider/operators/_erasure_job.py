@@ -35,6 +35,7 @@ from airflow_iceberg_provider.rules.erasure import (
     evidence_counts,
     purge_candidates,
     refuse_if_problems,
+    subject_index_upkeep,
     table_problems,
     validate_ref_policy,
     validate_request_ids,
@@ -237,6 +238,27 @@ def salt_from_connection(salt_conn_id: str) -> str:
     except ImportError:  # pragma: no cover
         pass
     return salt
+
+
+def index_upkeep(
+    properties: Mapping[str, str], table: str, log: _Log, salt_conn_id: str = DEFAULT_SALT_CONN_ID
+) -> dict[str, Any]:
+    """Job parameters that keep the subject index current after a provider write or compaction:
+    ``{"subject_index": {"salt": ...}}`` when the table declares the index (the salt resolved by
+    :func:`_salt`, as for an erasure, and travelling like it: never on argv), ``{}`` when it does not.
+    Without a usable salt the job still runs: a warning names the connection, the index lags."""
+    entry, warning = subject_index_upkeep(properties, None, None, salt_conn_id=salt_conn_id, table=table)
+    if entry is not None:  # declared: the salt is resolved as for an erasure
+        salt: str | None = None
+        problem: str | None = None
+        try:
+            salt = _salt(salt_conn_id)
+        except IcebergValidationError as err:
+            problem = str(err)
+        entry, warning = subject_index_upkeep(properties, salt, problem, salt_conn_id=salt_conn_id, table=table)
+    if warning:
+        log.warning("%s", warning)
+    return {"subject_index": entry} if entry is not None else {}
 
 
 def _scope(args: ErasureArgs) -> list[str]:

@@ -27,6 +27,7 @@ from airflow_iceberg_provider.exceptions import (
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.models import snapshot_info
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._erasure_job import DEFAULT_SALT_CONN_ID, index_upkeep
 from airflow_iceberg_provider.params import MAIN_BRANCH
 from airflow_iceberg_provider.rules.expiry import ExpiryPreview
 from airflow_iceberg_provider.rules.maintenance import (
@@ -166,9 +167,10 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         :return: the per-action results (procedure output, seconds, main before/after),
             the health after, and the job's ledger row.
         """
-        spec = self.job_spec(
-            context, operation, ref=MAIN_BRANCH, actions=[a.spec() for a in actions], **dict(extra_spec or {})
-        )
+        extra = dict(extra_spec or {})
+        if any(a.action == "rewrite_data_files" for a in actions):  # the job updates the subject index after it
+            extra.update(self._index_upkeep())
+        spec = self.job_spec(context, operation, ref=MAIN_BRANCH, actions=[a.spec() for a in actions], **extra)
         self.log.info(
             "Submitting one Spark job for %s: %s", self.ident, ", ".join(f"{a.action} ({a.reason})" for a in actions)
         )
@@ -183,6 +185,14 @@ class _IcebergMaintenanceOperator(IcebergSparkBaseOperator):
         before = json.loads(json.dumps(before, default=str))  # task_state_store keeps JSON
         run, row = self.run_spark_job(context, JOB, spec, resume=before)
         return self._after_job(context, run, row, actions, health_summary(health_before), expiry, refs_before)
+
+    def _index_upkeep(self) -> dict[str, Any]:
+        """The compaction's subject index parameters (the salt of the plan's ``erasure_purge``
+        connection when it names one, else the default salt connection)."""
+        purge = getattr(self, "erasure_purge", None)
+        conn_id = purge.get("salt_conn_id") if isinstance(purge, Mapping) else None
+        props = self.catalog_hook.load_table(self.ident).metadata.properties
+        return index_upkeep(props, self.ident.dotted, self.log, conn_id or DEFAULT_SALT_CONN_ID)
 
     def resume_actions(
         self, context: Context

@@ -166,6 +166,8 @@ class IcebergRewriteDataFilesOperator(_IcebergMaintenanceOperator):
             "previous_snapshot_id": res.get("snapshot_before"),
             "spark_job": True,
         }
+        if out.get("subject_index") is not None:  # the table declares the index: the job updated it
+            result["subject_index"] = out["subject_index"]
         return with_string_ids(result)
 
     def _plan_args(self, tbl: Any, where: str | None, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, 
 from airflow_iceberg_provider.governance.approvals import steward_waivers
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._erasure_job import index_upkeep
 from airflow_iceberg_provider.operators._wap_common import (
     audit_binding_for,
     bound_verdict,
@@ -385,12 +386,14 @@ class IcebergWapPublishOperator(IcebergSparkBaseOperator):
         hook, table = self.catalog_hook, plan.table
         todo = list(plan.cherrypick_ids)
         # the ref guard before the Spark job (its builder refuses too): main must be a branch
-        guard_ref_change(
-            RefVerb.CHERRY_PICK, hook.load_table(table).metadata.refs, MAIN_BRANCH, table=table, result_type="branch"
-        )
+        meta = hook.load_table(table).metadata
+        guard_ref_change(RefVerb.CHERRY_PICK, meta.refs, MAIN_BRANCH, table=table, result_type="branch")
         self.log.info("main of %s moved (now %s); cherry-picking %s", table, plan.main_head, todo)
-        spec = self.job_spec(context, "wap_publish_cherrypick", ref=MAIN_BRANCH, snapshot_ids=todo)
-        self.run_spark_job(context, "wap_cherrypick", spec)
+        index = index_upkeep(meta.properties, table, self.log)  # the job updates the index for main's new head
+        spec = self.job_spec(context, "wap_publish_cherrypick", ref=MAIN_BRANCH, snapshot_ids=todo, **index)
+        _, row = self.run_spark_job(context, "wap_cherrypick", spec)
+        if index:
+            self.log.info("Subject index of %s after the cherry-pick: %s", table, row["metrics"].get("subject_index"))
         tbl = hook.load_table(table)
         head = hook.ref_snapshot_id(tbl, MAIN_BRANCH)
         missing, descends = cherrypick_missing(plan, {s.snapshot_id: s for s in hook.list_snapshots(tbl)}, head)

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_iceberg_provider import params
+from airflow_iceberg_provider.core.subject_index import INDEX_PROPERTY
 from airflow_iceberg_provider.exceptions import (
     IcebergCommitVerificationError,
     IcebergRefNotFoundError,
@@ -18,6 +19,7 @@ from airflow_iceberg_provider.exceptions import (
 )
 from airflow_iceberg_provider.ids import with_string_ids
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
+from airflow_iceberg_provider.operators._erasure_job import index_upkeep
 from airflow_iceberg_provider.operators._wap_common import (
     branch_snapshots,
     commit_ref_changes,
@@ -30,6 +32,7 @@ from airflow_iceberg_provider.operators._wap_common import (
 )
 from airflow_iceberg_provider.params import MAIN_BRANCH, SNAPSHOT_OPERATIONS
 from airflow_iceberg_provider.rules import wap_rerun as rerun
+from airflow_iceberg_provider.rules.erasure import subject_index_lag
 from airflow_iceberg_provider.rules.format_version import WRITES_MANIFESTS
 from airflow_iceberg_provider.rules.wap_refs import plan_branch_reset, write_base
 
@@ -213,7 +216,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         resumed = self.resume_spark_job(context)  # an earlier try's durable job: reconnect or take its result
         if resumed is not None:
             before = resumed.resume
-            head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"])
+            head, metrics = self._verified_change(before["branch"], before["base"], before["main_before"], resumed.row)
             # an application's ledger row, which the task that started it did not live to write
             self._record(context, before["branch"], before["base"], head, metrics, resumed.run, before.get("interval"))
             return self._result(
@@ -249,7 +252,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         rerun_info = {"action": plan.action, "method": plan.method, "check_ms": round(check_ms, 1), **replaced}
         # what a retry that takes this job's result needs to verify, record and report it (durable jobs)
         before = {"branch": branch, "base": base, "main_before": main_before, "reset_from": reset_from}
-        run = self._submit(
+        run, row = self._submit(
             context,
             branch,
             base,
@@ -259,8 +262,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
             identity,
             replace_tbl,
             resume={**before, "rerun": rerun_info, "interval": plan.interval_key},
+            index=index_upkeep(tbl.metadata.properties, table, self.log) if statements is not None else {},
         )
-        head, metrics = self._verified_change(branch, base, main_before)
+        head, metrics = self._verified_change(branch, base, main_before, row)
         self._record(context, branch, base, head, metrics, run, plan.interval_key)
         return self._result(branch, base, head, reset_from, run, rerun_info, metrics)
 
@@ -272,7 +276,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         reset_from: int | None,
         run: Any,
         rerun_info: dict[str, Any],
-        metrics: dict[str, int],
+        metrics: dict[str, Any],
     ) -> dict[str, Any]:
         result = {
             "table": self.ident.dotted,
@@ -332,7 +336,9 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         identity: rerun.RunIdentity,
         replace_tbl: Table | None = None,
         resume: dict[str, Any] | None = None,
-    ) -> Any:
+        index: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """Submit the write; the job run and, for SQL statements, its ledger row (``None`` for an application)."""
         # the job runs under the id its commits are stamped with
         spec = self.job_spec(
             context, "wap_write", ref=branch, base_snapshot_id=base, job_run_id=props[rerun.KEY_JOB_RUN]
@@ -350,8 +356,8 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 extra_conf=conf,
                 name=f"airflow-{self.task_id}",
                 resume=resume,
-            )
-        spec.update(statements=statements, sql_args=self.sql_args or {}, commit_properties=props)
+            ), None
+        spec.update(statements=statements, sql_args=self.sql_args or {}, commit_properties=props, **dict(index or {}))
         if plan.method == "predicate":
             replaces = plan.earlier.published_snapshot_id if plan.earlier else None
             spec["replace"] = {
@@ -361,7 +367,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 "properties": rerun.summary_properties(identity, replaces=replaces),
             }
         try:
-            return self.run_spark_job(context, "wap_write", spec, extra_conf=conf, resume=resume)[0]
+            return self.run_spark_job(context, "wap_write", spec, extra_conf=conf, resume=resume)
         except IcebergSparkJobError as err:
             if "ReplaceRefused" in str(err):
                 raise IcebergRefusedError(f"on_rerun='replace' refused before any write: {err}") from err
@@ -372,8 +378,12 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         tbl = self.catalog_hook.load_table(self.ident.dotted) if tbl is None else tbl
         return [f.file_path for f in self.catalog_hook.files_added_by(tbl, plan.remove_snapshot_ids)]
 
-    def _verified_change(self, branch: str, base: int | None, main_before: int | None) -> tuple[int, dict[str, int]]:
-        """The branch head the write produced (checked through the catalog) and its change metrics.
+    def _verified_change(
+        self, branch: str, base: int | None, main_before: int | None, row: Mapping[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The branch head the write produced (checked through the catalog) and its change metrics
+        (with the subject index's update from the job's ledger ``row`` and the branch's lag, when the
+        table declares the index).
 
         One load after the job's commit serves the check of ``main``, the commit verification and
         the metrics.
@@ -407,7 +417,28 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
                 table,
                 branch,
             )
-        return head.snapshot_id, rerun.change_metrics(snaps)
+        metrics: dict[str, Any] = dict(rerun.change_metrics(snaps))
+        if str(tbl.metadata.properties.get(INDEX_PROPERTY, "false")) == "true":  # declared: report its lag
+            metrics["subject_index_lag"] = subject_index_lag(tbl, branch)
+        return head.snapshot_id, {**metrics, **self._index_outcome(row, metrics)}
+
+    def _index_outcome(self, row: Mapping[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The write job's subject index update (from its ledger row), logged with the branch's lag."""
+        outcome = (row or {}).get("metrics", {}).get("subject_index") if row else None
+        if "subject_index_lag" not in metrics:
+            return {}
+        lag = metrics["subject_index_lag"]
+        if lag != 0:
+            self.log.warning(
+                "The subject index of %s lags %s data file(s) behind the branch head (%s); the next erasure probes "
+                "them directly and the maintenance plan refreshes the index.",
+                self.ident.dotted,
+                "every" if lag is None else lag,
+                (outcome or {}).get("reason", "an application write is an outside writer"),
+            )
+        else:
+            self.log.info("Subject index of %s updated for the branch head: %s", self.ident.dotted, outcome)
+        return {"subject_index": dict(outcome or {})}
 
     def _record(
         self,
@@ -415,7 +446,7 @@ class IcebergWapWriteOperator(IcebergSparkBaseOperator):
         branch: str,
         base: int | None,
         head: int,
-        metrics: dict[str, int],
+        metrics: dict[str, Any],
         run: Any,
         interval: str | None,
     ) -> None:

@@ -68,6 +68,7 @@ __all__ = [
     "overdue_requests",
     "subject_hash",
     "subject_index_lag",
+    "subject_index_upkeep",
     "table_problems",
     "validate_ref_policy",
     "validate_request_ids",
@@ -505,12 +506,41 @@ def erasure_ready_properties(
     return props
 
 
-def subject_index_lag(tbl: Any) -> int | None:
-    """Data files on ``main``'s lineage the subject index does not cover, from a loaded table's
+def subject_index_upkeep(
+    properties: Mapping[str, str], salt: str | None, problem: str | None, *, salt_conn_id: str, table: str
+) -> tuple[dict[str, Any] | None, str | None]:
+    """What a provider write or compaction job receives to keep the subject index current, and the
+    warning to log: ``(None, None)`` when the table does not declare the index; the spec entry
+    ``{"salt": ...}`` when it does and the salt resolved; ``{"salt": None, "reason": ...}`` and a
+    warning naming the setting when it did not (the write goes on; the index lags, and the next
+    erasure or the maintenance plan's refresh catches up). A malformed flag warns the same way.
+
+    :param salt: the erasure salt as resolved from ``salt_conn_id`` (``None`` when it could not be).
+    :param problem: why it could not be resolved.
+    """
+    try:
+        on = index_settings(properties)[0]
+    except ValueError as err:
+        return None, f"{table}: {err}; the subject index is not updated by this job."
+    if not on:
+        return None, None
+    if salt:
+        return {"salt": salt}, None
+    reason = f"no erasure salt: connection {salt_conn_id!r} is missing or invalid"
+    return {"salt": None, "reason": reason}, (
+        f"{table} declares the subject index ({INDEX_PROPERTY}=true) but {reason} ({problem}); this job "
+        f"leaves the index lagging. Define the connection {salt_conn_id!r} (its password is the erasure salt) "
+        "so writes and compactions keep the index current."
+    )
+
+
+def subject_index_lag(tbl: Any, ref: str = "main") -> int | None:
+    """Data files on ``ref``'s lineage the subject index does not cover, from a loaded table's
     metadata (``None``: the table has no index on that lineage; ``0``: current). Only tables with
     ``airflow-iceberg.erasure.subject-index=true`` are asked; others answer ``0``.
 
     :param tbl: a pyiceberg table as loaded by the catalog hook (only its metadata is read).
+    :param ref: the branch whose head is asked (default ``main``; a WAP branch before its publish).
     """
     meta = tbl.metadata
     try:
@@ -520,10 +550,11 @@ def subject_index_lag(tbl: Any) -> int | None:
         raise IcebergValidationError(f"{err}; nothing was changed.") from None
     snaps: dict[int, tuple[int | None, int | None]] = {}
     for s in meta.snapshots:
-        added = (s.summary.additional_properties if s.summary else {}).get("added-data-files")
+        # a summary leaves out a zero count (a delete-only commit); no summary at all counts as one file
+        added = s.summary.additional_properties.get("added-data-files", 0) if s.summary else None
         snaps[s.snapshot_id] = (s.parent_snapshot_id, int(added) if added is not None else None)
     indexed = [f.snapshot_id for f in meta.statistics if f.statistics_path.endswith(FILE_SUFFIX)]
-    head = meta.current_snapshot_id
+    head = meta.current_snapshot_id if ref == "main" else (meta.refs[ref].snapshot_id if ref in meta.refs else None)
     return index_lag(snaps, head, indexed)
 
 

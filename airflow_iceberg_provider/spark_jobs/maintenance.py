@@ -95,7 +95,19 @@ def compute_table_stats(ctx: Any, table: str, args: dict[str, Any]) -> dict[str,
 
 
 def rewrite_data_files(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:
-    return _counts("rewrite_data_files", run_procedure(ctx, "rewrite_data_files", table, args))
+    """The rewrite; then, when the table declares the subject index (the spec's ``subject_index``
+    entry carries the salt), the index follows ``main``'s new head in this session: the rewritten
+    files' entries removed, the new files' subject columns read (a new file's rows cannot be mapped
+    back to its source files)."""
+    before = ctx.ref_snapshot(table) if ctx.spec.get("subject_index") else None
+    out = _counts("rewrite_data_files", run_procedure(ctx, "rewrite_data_files", table, args))
+    if ctx.spec.get("subject_index") and table == ctx.spec.get("table"):
+        after = ctx.ref_snapshot(table)
+        if after != before:
+            from airflow_iceberg_provider.spark_jobs.erasure.index import follow
+
+            out["subject_index"] = follow(ctx, after, table, base=before)
+    return out
 
 
 def rewrite_manifests(ctx: Any, table: str, args: dict[str, Any]) -> dict[str, Any]:

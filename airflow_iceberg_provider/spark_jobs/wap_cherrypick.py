@@ -4,7 +4,9 @@ Used by publish with ``on_conflict="cherrypick"`` when ``main`` moved since the
 branch was cut (so a fast-forward is impossible). The Airflow side has already
 checked that every snapshot to replay is an ``append`` and skipped those already
 cherry-picked by an earlier try. Spec: ``table``, ``snapshot_ids`` (oldest first).
-Runs without ``spark.wap.branch`` (the procedure acts on ``main``).
+Runs without ``spark.wap.branch`` (the procedure acts on ``main``). When the table declares the
+subject index (the spec's ``subject_index`` entry carries the salt), the index is then updated for
+``main``'s new head in the same job (only the replayed files are read).
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ def cherrypick(ctx: JobContext) -> dict[str, Any]:
         picked.append({"source": str(int(sid)), "current": str(int(row["current_snapshot_id"]))})
     ctx.snapshot_after = ctx.ref_snapshot(ref="main")
     ctx.details = {"picked": picked}
-    return {"cherry_picked": len(picked)}
+    out: dict[str, Any] = {"cherry_picked": len(picked)}
+    if spec.get("subject_index") and ctx.snapshot_after != ctx.snapshot_before:
+        from airflow_iceberg_provider.spark_jobs.erasure.index import follow
+
+        out["subject_index"] = follow(ctx, ctx.snapshot_after, base=ctx.snapshot_before)
+    return out
 
 
 if __name__ == "__main__":

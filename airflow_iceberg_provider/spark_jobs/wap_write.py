@@ -15,6 +15,12 @@ The replacement runs first, on the branch: one read checks that ``where`` matche
 would remove other rows, or leave some of the earlier rows, fails the job before any write.
 
 INSERT, INSERT OVERWRITE, MERGE INTO, UPDATE and DELETE all commit to the branch.
+
+When the table declares the subject index, the spec's ``subject_index`` entry carries the erasure
+salt, and after the statements the index is updated for the branch's new head from its nearest
+indexed ancestor (:func:`~airflow_iceberg_provider.spark_jobs.erasure.index.follow`: only the files
+the write added are read). The publish's fast-forward then moves ``main`` onto a snapshot whose
+index is already registered.
 """
 
 from __future__ import annotations
@@ -102,6 +108,10 @@ def write(ctx: Any) -> dict[str, Any]:
     with ctx.access.commit_properties(props):
         run_statements(spark, table, spec["statements"], spec.get("sql_args") or None)
     ctx.snapshot_after = ctx.ref_snapshot(ref=branch)
+    if spec.get("subject_index") and ctx.snapshot_after != ctx.snapshot_before:
+        from airflow_iceberg_provider.spark_jobs.erasure.index import follow
+
+        out["subject_index"] = follow(ctx, ctx.snapshot_after, base=ctx.snapshot_before)
     return out
 
 

@@ -386,6 +386,55 @@ def commit_cost(spark: Any, spec: dict[str, Any], label: str, t: str, out: dict[
     out[f"{label}_commit_index_bytes"] = ix.get("bytes")
 
 
+def bench_w(spark: Any, spec: dict[str, Any], out: dict[str, Any]) -> None:
+    """The index's upkeep by the provider's own writes, on a table of ``w_files`` indexed files:
+    a WAP write of ``w_commit_files`` files on a branch, then the compaction of ``w_compact_files``
+    small files on main; each followed by the same update the write and compaction jobs make
+    (:func:`~airflow_iceberg_provider.spark_jobs.erasure.index.follow`), timed apart."""
+    from airflow_iceberg_provider.spark_jobs.erasure.index import follow
+    from airflow_iceberg_provider.spark_jobs.iceberg_job_runtime import JobContext
+
+    cat, n, per_file = spec["catalog_name"], spec["w_files"], spec["d_rows_per_file"]
+    k, small = spec["w_commit_files"], spec["w_compact_files"]
+    t = create(spark, cat, "w", BLOOM)
+    generate(spark, 0, n * per_file, 1_000_000, partitions=n).writeTo(t).append()
+    build_index(spark, spec, "w", t, out)
+    ctx = JobContext({"catalog_name": cat, "table": f"{NS}.w", "subject_index": {"salt": spec["salt"]}}, spark)
+    spark.sql(f"ALTER TABLE {t} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+    spark.sql(f"ALTER TABLE {t} CREATE BRANCH wap_bench")
+    for rep in range(spec.get("w_repeats", 3)):
+        spark.conf.set("spark.wap.branch", "wap_bench")
+        try:
+            s0 = time.monotonic()
+            batch = generate(spark, 60_000_000 + rep * k * per_file, k * per_file, 1_000_000, partitions=k)
+            batch.writeTo(t).append()
+            write_s = time.monotonic() - s0
+        finally:
+            spark.conf.unset("spark.wap.branch")
+        head = ctx.ref_snapshot(ref="wap_bench")
+        ix = follow(ctx, head)
+        out.setdefault("w_write", []).append({"write_s": write_s, **ix})
+    # compaction: small files on main (their own commits), then rewrite_data_files over them
+    spark.sql(f"CALL `{cat}`.system.fast_forward('{NS}.w', 'main', 'wap_bench')")
+    follow(ctx, ctx.ref_snapshot())
+    tiny = max(1, per_file // 10)
+    for i in range(small):
+        generate(spark, 70_000_000 + i * tiny, tiny, 1_000_000, partitions=1).writeTo(t).append()
+    ix = follow(ctx, ctx.ref_snapshot())
+    out["w_small_files_index"] = ix
+    s0 = time.monotonic()
+    rows = spark.sql(
+        f"CALL `{cat}`.system.rewrite_data_files(table => '{NS}.w', where => 'order_id >= 70000000', "
+        "options => map('min-input-files', '2'))"
+    ).collect()
+    out["w_compact_s"] = time.monotonic() - s0
+    out["w_compact_rewritten"] = int(rows[0]["rewritten_data_files_count"]) if rows else 0
+    out["w_compact_added"] = int(rows[0]["added_data_files_count"]) if rows else 0
+    out["w_compact_index"] = follow(ctx, ctx.ref_snapshot())
+    out["w_files"] = spark.sql(f"SELECT count(*) FROM {t}.files").collect()[0][0]
+    spark.sql(f"DROP TABLE IF EXISTS {t} PURGE")
+
+
 def main() -> None:
     spark = build_session({"job": "erasure-scale-bench"})
     spec = load_spec()
@@ -395,7 +444,7 @@ def main() -> None:
     for part in spec.get("parts", "abc"):
         t = time.monotonic()
         spec["_loads"] = [os.getloadavg()]
-        {"a": bench_a, "b": bench_b, "c": bench_c, "d": bench_d}[part](spark, spec, out)
+        {"a": bench_a, "b": bench_b, "c": bench_c, "d": bench_d, "w": bench_w}[part](spark, spec, out)
         out[f"{part}_load"] = spec["_loads"]
         out[f"{part}_wall_s"] = time.monotonic() - t
         with open(spec["result_path"], "w", encoding="utf-8") as fh:

@@ -193,3 +193,99 @@ def test_maintenance_plan_brings_a_lagging_index_up_to_date(lake, first):
     assert subject_index_lag(hook.load_table(TABLE)) == 0
     again = plan("nightly2")
     assert again["erasure_purge"] == {"purged": False} and again["spark_job"] is False
+
+
+def _live_files(hook) -> int:
+    return len(list(hook.load_table(TABLE).scan().plan_files()))
+
+
+def _write(hook, task_id: str, owner: int, first_id: int) -> dict:
+    """A WAP write (SQL, on a branch of its own): one data file holding ``person(owner)`` among others."""
+    from airflow_iceberg_provider.operators.wap_branch import IcebergWapCreateBranchOperator
+    from airflow_iceberg_provider.operators.wap_write import IcebergWapWriteOperator
+
+    ctx = fake_context(dag_id="indexed_wap", run_id=task_id, task_id=task_id)
+    branch = IcebergWapCreateBranchOperator(task_id=f"{task_id}_branch", table=TABLE).execute(ctx)["branch"]
+    rows = ", ".join(
+        f"({first_id + i}, '{person(owner) if i % 3 == 0 else person(500 + i)}', 1.0, TIMESTAMP '2026-01-02 00:00:00')"
+        for i in range(30)
+    )
+    return IcebergWapWriteOperator(
+        task_id=task_id, table=TABLE, branch=branch, sql=[f"INSERT INTO {{table}} VALUES {rows}"]
+    ).execute(ctx)
+
+
+def test_own_writes_keep_the_index_current(lake, first):
+    """WAP write -> publish (fast-forward) -> compaction -> erasure: the index covers main after each
+    step, and the erasure opens only the two files that hold its subjects."""
+    from airflow_iceberg_provider.operators.maintenance import IcebergRewriteDataFilesOperator
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+    from airflow_iceberg_provider.rules.erasure import subject_index_lag
+
+    hook = lake
+    written = _write(hook, "own_write", owner=9100, first_id=30_000)
+    index = written["subject_index"]
+    assert index["updated"] is True and index["files_added"] >= 1 and written["subject_index_lag"] == 0, written
+    other = _write(hook, "own_write2", owner=9150, first_id=31_000)  # cut from the same main
+    assert other["subject_index"]["updated"] is True and other["subject_index_lag"] == 0, other
+
+    def publish(w: dict, run_id: str, **kw) -> dict:
+        return IcebergWapPublishOperator(
+            task_id="own_publish", table=TABLE, branch=w["branch"], require_audit=False, drop_branch=True, **kw
+        ).execute(fake_context(dag_id="indexed_wap", run_id=run_id, task_id="own_publish"))
+
+    assert publish(written, "own_write")["method"] == "fast_forward"
+    assert str(hook.ref_snapshot_id(TABLE)) == written["snapshot_id"]
+    # the statistics file stays attached to the snapshot id after the ref moved: main is covered
+    assert int(written["snapshot_id"]) in [sid for sid, _ in _index_files(hook)]
+    assert subject_index_lag(hook.load_table(TABLE)) == 0
+    assert (
+        publish(other, "own_write2", on_conflict="cherrypick")["method"] == "cherrypick"
+    )  # main moved: a new snapshot
+    assert subject_index_lag(hook.load_table(TABLE)) == 0
+
+    live_before = _live_files(hook)
+    compacted = IcebergRewriteDataFilesOperator(
+        task_id="own_compact", table=TABLE, where="order_id >= 10000", min_input_files=2
+    ).execute(fake_context(task_id="own_compact"))
+    rewritten, added = compacted["rewritten_data_files"], compacted["added_data_files"]
+    assert rewritten >= 2 and added >= 1, compacted
+    assert compacted["subject_index"]["updated"] is True, compacted
+    assert compacted["subject_index"]["files_dropped"] == rewritten
+    assert compacted["subject_index"]["files_added"] == added
+    assert _live_files(hook) == live_before - rewritten + added
+    assert subject_index_lag(hook.load_table(TABLE)) == 0
+
+    live = _live_files(hook)
+    result = _erase({"R-6": person(9100), "R-7": person(5)}, hook)
+    assert result["verification"] == "verified", result
+    assert _visible(hook, person(9100)) == 0 and _visible(hook, person(5)) == 0
+    assert result["files_unindexed"] == 0 and result["files_index_excluded"] == live - 2
+    assert result["files_considered"] == 2 and result["files_raw_read"] == 2
+    assert subject_index_lag(hook.load_table(TABLE)) == 0
+
+
+def test_write_without_a_salt_succeeds_and_reports_the_lag(lake, first, caplog, capfd, monkeypatch):
+    """The table declares the index but no salt connection exists: the write commits, a warning
+    names the connection, and the branch's lag is reported. Once published, a later write (with
+    the salt) reads only its own files: it leaves the lagging index to the maintenance plan."""
+    from airflow_iceberg_provider.operators.wap_publish import IcebergWapPublishOperator
+
+    monkeypatch.delenv("AIRFLOW_CONN_ERASURE_SALT", raising=False)
+    caplog.set_level("WARNING")
+    written = _write(lake, "no_salt_write", owner=9200, first_id=40_000)
+    assert written["net_added_records"] == 30
+    assert written["subject_index"]["updated"] is False and "erasure_salt" in written["subject_index"]["reason"]
+    assert written["subject_index_lag"] == written["added_data_files"] >= 1
+    printed = capfd.readouterr()
+    text = caplog.text + printed.out + printed.err
+    assert "connection 'erasure_salt'" in text and "leaves the index lagging" in text
+    assert SALT not in text
+
+    IcebergWapPublishOperator(
+        task_id="no_salt_publish", table=TABLE, branch=written["branch"], require_audit=False, drop_branch=True
+    ).execute(fake_context(dag_id="indexed_wap", run_id="no_salt_write", task_id="no_salt_publish"))
+    set_salt_connection()
+    later = _write(lake, "after_no_salt_write", owner=9300, first_id=50_000)
+    assert later["subject_index"]["updated"] is False and "did not cover" in later["subject_index"]["reason"]
+    assert later["subject_index_lag"] == written["added_data_files"] + later["added_data_files"]

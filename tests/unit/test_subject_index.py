@@ -201,3 +201,83 @@ def test_subject_index_lag_from_a_loaded_table(tmp_path) -> None:
         tx.set_properties({si.INDEX_PROPERTY: "maybe"})
     with pytest.raises(IcebergValidationError, match="'true' or 'false'"):
         subject_index_lag(cat.load_table("db.t"))
+
+
+def test_subject_index_lag_of_a_branch(tmp_path) -> None:
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from airflow_iceberg_provider.rules.erasure import subject_index_lag
+
+    cat = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    cat.create_namespace("db")
+    data = pa.table({"customer_id": pa.array(["a", "b"], pa.string())})
+    tbl = cat.create_table("db.t", schema=data.schema, properties={si.INDEX_PROPERTY: "true"})
+    tbl.append(data)
+    tbl = cat.load_table("db.t")
+    tbl.manage_snapshots().create_branch(tbl.current_snapshot().snapshot_id, "wap").commit()
+    cat.load_table("db.t").append(data, branch="wap")
+    tbl = cat.load_table("db.t")
+    assert subject_index_lag(tbl, "wap") is None and subject_index_lag(tbl, "absent") == 0
+
+
+UPKEEP = {"salt_conn_id": "erasure_salt", "table": "db.t"}
+
+
+def test_index_upkeep_only_for_tables_that_declare_the_index() -> None:
+    from airflow_iceberg_provider.rules.erasure import subject_index_upkeep
+
+    assert subject_index_upkeep({}, "s" * 16, None, **UPKEEP) == (None, None)
+    assert subject_index_upkeep({si.INDEX_PROPERTY: "false"}, None, "missing", **UPKEEP) == (None, None)
+    assert subject_index_upkeep({si.INDEX_PROPERTY: "true"}, "s" * 16, None, **UPKEEP) == ({"salt": "s" * 16}, None)
+
+
+def test_index_upkeep_without_a_salt_warns_and_lets_the_job_run() -> None:
+    from airflow_iceberg_provider.rules.erasure import subject_index_upkeep
+
+    entry, warning = subject_index_upkeep({si.INDEX_PROPERTY: "true"}, None, "the connection does not exist", **UPKEEP)
+    assert entry is not None and entry["salt"] is None and "'erasure_salt'" in entry["reason"]
+    assert warning is not None and "db.t" in warning and "connection 'erasure_salt'" in warning
+    assert si.INDEX_PROPERTY in warning and "lagging" in warning and "the connection does not exist" in warning
+
+
+def test_index_upkeep_with_a_malformed_flag_warns_and_skips() -> None:
+    from airflow_iceberg_provider.rules.erasure import subject_index_upkeep
+
+    entry, warning = subject_index_upkeep({si.INDEX_PROPERTY: "yes"}, "s" * 16, None, **UPKEEP)
+    assert entry is None and warning is not None and "'true' or 'false'" in warning and "db.t" in warning
+
+
+def test_a_delete_only_commit_adds_no_lag(tmp_path) -> None:
+    """A summary leaves out ``added-data-files`` when it is zero: a commit that only removes files
+    (an erasure's delete) does not make the index lag."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.table.statistics import StatisticsFile
+
+    from airflow_iceberg_provider.rules.erasure import subject_index_lag
+
+    cat = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    cat.create_namespace("db")
+    data = pa.table({"customer_id": pa.array(["a", "b"], pa.string())})
+    tbl = cat.create_table("db.t", schema=data.schema, properties={si.INDEX_PROPERTY: "true"})
+    tbl.append(data)
+    tbl.append(pa.table({"customer_id": pa.array(["c"], pa.string())}))
+    tbl = cat.load_table("db.t")
+    head = tbl.current_snapshot().snapshot_id
+    stats = StatisticsFile(
+        snapshot_id=head,
+        statistics_path=f"file://{tmp_path}/{head}-x{si.FILE_SUFFIX}",
+        file_size_in_bytes=1,
+        file_footer_size_in_bytes=1,
+        blob_metadata=[],
+    )
+    with tbl.update_statistics() as update:
+        update.set_statistics(stats)
+    assert subject_index_lag(cat.load_table("db.t")) == 0
+    cat.load_table("db.t").delete("customer_id == 'c'")  # drops the second file whole
+    tbl = cat.load_table("db.t")
+    assert tbl.current_snapshot().summary.additional_properties.get("added-data-files") is None
+    assert subject_index_lag(tbl) == 0
+    tbl.append(data)
+    assert subject_index_lag(cat.load_table("db.t")) == 1

@@ -85,7 +85,7 @@ def test_write_loads_the_table_once_before_and_once_after_the_job(orders, loads)
     def fake_job(*args: Any, **kwargs: Any) -> Any:  # the job's commit on the branch, not counted
         with loads.pause():
             commit_to_branch(orders, T, "b", 100, 5)
-        return SimpleNamespace(job_run_id="job-1", seconds=0.1)
+        return SimpleNamespace(job_run_id="job-1", seconds=0.1), None  # (the run, its ledger row)
 
     op._submit = fake_job  # type: ignore[method-assign]
     loads.reset()

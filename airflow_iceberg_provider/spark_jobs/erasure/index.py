@@ -17,6 +17,12 @@ Iceberg API of the driver's JVM:
   written into the table's metadata folder and registered on the head snapshot. Blobs of other
   types already registered on that snapshot (``compute_table_stats``) are copied into it.
 
+* **follow** (after the provider's own writes: a WAP write, a cherry-pick publish, a compaction):
+  :func:`follow` updates the index for the job's new snapshot from its nearest indexed ancestor,
+  for the columns that index holds (by field id): only the files added since are read, and
+  entries of files no longer live are removed. The salt comes in the job spec's
+  ``subject_index`` entry, exactly as the erasure job's does (never on argv).
+
 Subject values stay in the driver's memory; nothing here logs or records one. Any failure to
 load or update leaves the erasure on its other proofs (bounds, bloom filters, raw reads).
 """
@@ -31,8 +37,10 @@ from typing import Any
 
 from airflow_iceberg_provider.core import subject_index as si
 from airflow_iceberg_provider.core.erasure_lifecycle import KeyedHasher
+from airflow_iceberg_provider.spark_jobs import _fs
 from airflow_iceberg_provider.spark_jobs._compat import driver_jvm
 from airflow_iceberg_provider.spark_jobs.erasure import scan as esc
+from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 
 _LOADED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
@@ -260,3 +268,122 @@ def _register(run: Any, head: int, indexes: dict[str, si.ColumnIndex], hasher: K
     tbl.updateStatistics().setStatistics(stats).commit()
     run.refresh()
     return len(puffin.data)
+
+
+# ------------------------------------------------------------------ the provider's own writes
+#: Spec entry of a write or compaction job: ``{"salt": ...}`` when the table declares the index
+#: (the salt travels like the erasure job's: 0600 spec file, or the properties file in cluster mode);
+#: ``{"salt": None, "reason": ...}`` when no salt is configured.
+SPEC_ENTRY = "subject_index"
+
+
+class WriteRun:
+    """What :func:`update` needs of a run, for a job that is not an erasure: the table, the salt and
+    the subject columns the existing index holds."""
+
+    def __init__(self, spark: Any, access: Any, catalog: str, table: str, salt: str) -> None:
+        self.spark = spark
+        self.access = access
+        self.catalog = catalog
+        self.table = table
+        self.t = es.table_sql(catalog, table)
+        self.salt: bytes = str(salt).encode("utf-8")
+        self.spec: dict[str, Any] = {"subject_index": True}
+        self.columns: list[str] = []
+        self.col_types: dict[str, Any] = {}
+        self.metrics: dict[str, Any] = {}
+
+    def jtable(self, refresh: bool = True) -> Any:
+        jtable = self.access.java_table(self.t, refresh=refresh)
+        if jtable is None:
+            raise RuntimeError("the Iceberg Java API needs a driver JVM; this session is a Spark Connect client")
+        return jtable
+
+    def refresh(self) -> None:
+        self.access.refresh(self.t)
+
+    def table_properties(self) -> dict[str, str]:
+        return dict(self.access.properties(self.t))
+
+
+def indexed_columns(run: WriteRun, head: int) -> list[str]:
+    """The columns (current names) of the nearest index on ``head``'s lineage built with this salt;
+    empty when none is there (the first erasure or the maintenance plan builds one)."""
+    tbl = run.jtable(refresh=True)
+    kid = si.key_id(run.salt)
+    by_id = {i: c for c, i in _fs.top_level_field_ids(run.access.schema_json(run.t)).items()}
+    files = _stats_files(tbl)
+    ours = {sid for sid, f in files.items() if str(f.path()).endswith(si.FILE_SUFFIX)}
+    for sid in _search_order(tbl, head, ours):
+        try:
+            blobs = si.read_puffin(_read(tbl, str(files[sid].path())))
+        except (si.SubjectIndexError, OSError):
+            continue
+        ids = [
+            b.fields[0]
+            for b in blobs
+            if b.type == si.BLOB_TYPE and len(b.fields) == 1 and b.properties.get("key-id") == kid
+        ]
+        cols = sorted({by_id[i] for i in ids if i in by_id})
+        if cols:
+            return cols
+    return []
+
+
+def _behind_at(run: WriteRun, head: int, base: int | None) -> str | None:
+    """Why the index cannot follow ``head`` from ``base`` by reading only the job's own files."""
+    if base is None:
+        return None
+    indexes = load(run, head)["indexes"]
+    at_base = {esc.norm_path(loc) for loc in run.access.snapshot_files(run.t, int(base))}
+    if not indexes or si.stale_columns(indexes, run.columns, at_base, enabled(run)[1]):
+        return "the index needs a rebuild; the next erasure or the maintenance plan's refresh rebuilds it"
+    uncovered = at_base - set.intersection(*(idx.covered() for idx in indexes.values()))
+    if uncovered:
+        return (
+            f"the index did not cover {len(uncovered)} data file(s) of the snapshot this job started from "
+            "(outside writers); the maintenance plan's refresh brings it current"
+        )
+    return None
+
+
+def follow(ctx: Any, head: int | None, table: str | None = None, base: int | None = None) -> dict[str, Any]:
+    """After a provider job committed ``head`` (a WAP branch's new head, a cherry-picked or compacted
+    ``main``): bring the index up to it from its nearest indexed ancestor. Never raises: a job's
+    commit does not depend on the index, and a lagging index is found through lineage.
+
+    :param ctx: the job's context (its spec's :data:`SPEC_ENTRY` holds the salt).
+    :param base: the snapshot the job started from. When the index did not cover it (outside
+        writers since its last update) or needs a rebuild, nothing is read: a write or compaction
+        reads only its own files, and the maintenance plan's refresh catches up.
+    """
+    entry = ctx.spec.get(SPEC_ENTRY)
+    if not entry:
+        return {"updated": False, "reason": "the table does not declare the subject index"}
+    if not entry.get("salt"):
+        return {"updated": False, "reason": str(entry.get("reason") or "no erasure salt configured")}
+    if head is None:
+        return {"updated": False, "reason": "no snapshot"}
+    if ctx.access.java_table(ctx.table(table)) is None:
+        return {
+            "updated": False,
+            "reason": "a Spark Connect session has no driver JVM to register statistics; the maintenance plan refreshes the index",
+        }
+    t0 = time.monotonic()
+    try:
+        run = WriteRun(ctx.spark, ctx.access, ctx.catalog, table or ctx.spec["table"], entry["salt"])
+        run.columns = indexed_columns(run, int(head))
+        if not run.columns:
+            return {"updated": False, "reason": "no subject index on this lineage yet (the first erasure builds it)"}
+        fields = {f.name: f.dataType for f in ctx.spark.table(run.t).schema.fields}
+        run.col_types = {c: fields[c] for c in run.columns}
+        live = {esc.norm_path(loc): loc for loc in ctx.access.snapshot_files(run.t, int(head))}
+        behind = _behind_at(run, int(head), base)
+        if behind:
+            return {"updated": False, "reason": behind}
+        out = update(run, int(head), live)
+    except Exception as err:  # noqa: BLE001 - py4j wraps every JVM error; the job's commit stands without the index
+        return {"updated": False, "reason": f"failed ({type(err).__name__}); the next erasure probes uncovered files"}
+    out.setdefault("seconds", round(time.monotonic() - t0, 3))
+    out["total_seconds"] = round(time.monotonic() - t0, 3)
+    return out

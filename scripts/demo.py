@@ -68,11 +68,14 @@ def run_dag_until_waiting(
     if conf:
         cmd += ["-c", json.dumps(conf)]
     t0 = time.monotonic()
+    # unbuffered: redirected to a file, the run's stdout would reach it in 8 KB blocks, and the
+    # once-a-second "Waiting for ... input" line would be seen about 30 s after the gate began to wait
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryFile(mode="w+") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, text=True, env=env)
         state = None
         while state is None:
-            time.sleep(1)
+            time.sleep(0.25)
             sink.seek(0)
             out = sink.read()
             waiting = [m.group(1) for m in _WAITING.finditer(out)]

@@ -5,11 +5,12 @@ tasks, each with ``retries=1``: a WAP write (SQL), a compaction (``rewrite_data_
 maintenance plan whose first action is the erasure purge. For each task the test waits until the
 task has started its Spark job (spark-submit's JVM is running and its record is in
 ``task_state_store``), then SIGKILLs the *task process* (the JVM's parent, as the OOM killer would),
-never the JVM. The retry of the WAP write and of the purge comes back while their job still runs
-(``retry_delay`` 1 s): they reconnect to it and follow its log; the compaction's retry comes back
-40 s later, usually after its job committed: it takes the result (on a loaded machine the job may
-still run, and the retry reconnects; either way no second job starts). The take-the-result path is
-also covered deterministically by the durable Connect test in ``tests/connect/test_spark_connect.py``.
+never the JVM. Every retry comes back 1 s later (``retry_delay``). The WAP write's and the purge's
+find their job still running: they reconnect to it and follow its log. The compaction's task process
+is first frozen (SIGSTOP) until its job has written its ledger row, then killed: its retry finds the
+job finished and takes the result. Either way no second job starts. The take-the-result path is
+also covered by the durable tests in ``tests/spark/test_durable_jobs.py`` (spark-submit) and
+``tests/connect/test_spark_connect.py`` (Connect).
 
 Per task: exactly one Spark application (counted from Spark's own event log directory, one file per
 application, so a second JVM would show), one job ledger row whose ``event_id`` is the recorded job
@@ -62,7 +63,7 @@ with DAG(DAG_ID := "durable_spark", schedule=None, start_date=datetime(2026, 1, 
     )
     compact = IcebergRewriteDataFilesOperator(
         task_id="compact", table="db.compact", min_input_files=2, spark_conf=conf("compact"),
-        retries=1, retry_delay=timedelta(seconds=40),
+        retries=1, retry_delay=timedelta(seconds=1),
     )
     purge = IcebergMaintenancePlanOperator(
         task_id="purge", table="db.people", actions=["rewrite_manifests"], force=True,
@@ -138,6 +139,12 @@ def _spark_submits(marker: str) -> list[int]:
     return sorted(p for p in found if _ppid(p) not in found)
 
 
+def _ledger_row(hook, table: str, operation: str) -> dict | None:
+    """The ledger row a job of ``operation`` on ``table`` wrote, once it is written."""
+    rows = [r for r in hook.governance.read("ledger", table_name=table) if r["operation"] == operation]
+    return rows[0] if rows else None
+
+
 def _record(af, run_id: str, task_id: str) -> dict | None:
     rows = af.query(
         "SELECT value FROM task_state_store WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = ?",
@@ -168,6 +175,11 @@ def test_a_killed_task_process_is_retried_into_its_running_or_finished_job(durab
         wait_for(f"the job record of {task}", lambda t=task: _record(af, run_id, t), 60, every=0.2)
         task_pid = _ppid(jobs[0])
         assert task_pid and "spark" not in _cmdline(task_pid).lower(), _cmdline(task_pid)
+        if task == "compact":  # frozen until its job committed: the retry finds a finished job
+            os.kill(task_pid, signal.SIGSTOP)
+            wait_for(
+                "the compaction's ledger row", lambda: _ledger_row(hook, "db.compact", "maintenance"), 600, every=0.5
+            )
         os.kill(task_pid, signal.SIGKILL)  # the task process only: its Spark job keeps running
         killed[task] = (jobs[0], task_pid)
     final = wait_for(
@@ -199,8 +211,8 @@ def test_a_killed_task_process_is_retried_into_its_running_or_finished_job(durab
         decision = next((d for d in ("-> reconnect", "-> take_result") if d in second), None)
         assert decision is not None, second[-3000:]
         decisions[task] = decision.removeprefix("-> ")
-    # its retry came 90 s later: the job had committed (take_result), or on a loaded machine still ran
-    assert decisions["compact"] in ("take_result", "reconnect"), decisions
+    # killed after its job's ledger row: the retry takes the result
+    assert decisions["compact"] == "take_result", decisions
     assert "reconnect" in decisions.values(), decisions  # a retry 1 s later finds the job still running
     assert "Reconnected to running Spark job" in "".join(logs[t][1] for t in TASKS)
     # the reconnected job's output reached the retry's log

@@ -104,7 +104,7 @@ def api_server_and_scheduler(
         af.cli("dags", "reserialize")  # the DAGs of this folder are created unpaused
         af.start("api-server", "--port", str(port), "--host", "127.0.0.1")
         af.start("scheduler")
-        yield af, wait_for("the API server", lambda: ready(port), 600, every=2)
+        yield af, wait_for("the API server", lambda: ready(port), 600, every=0.5)
     finally:
         af.stop_all()
 

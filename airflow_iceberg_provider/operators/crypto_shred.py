@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_iceberg_provider import params
 from airflow_iceberg_provider.exceptions import IcebergCommitVerificationError, IcebergValidationError
 from airflow_iceberg_provider.operators._base import IcebergSparkBaseOperator
 from airflow_iceberg_provider.operators._erasure_job import DEFAULT_SALT_CONN_ID, salt_from_connection
@@ -70,6 +71,7 @@ class IcebergCryptoShredWriteOperator(IcebergSparkBaseOperator):
         self.salt_conn_id = salt_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        params.resolve_flags(self)  # strict flags first, before any I/O
         hook = self.catalog_hook
         tbl = hook.load_table(self.ident)
         plan = self._plan(tbl)

@@ -34,6 +34,12 @@ REQUIRED: dict[str, dict[str, Any]] = {
         "requests_table": "db.erasure_requests",
         **NO_SPARK,
     },
+    "IcebergCryptoShredWriteOperator": {
+        "table": "db.orders",
+        "source_table": "db.staged_orders",
+        "subject_column": "customer_id",
+        **NO_SPARK,
+    },
     "IcebergExpireSnapshotsOperator": {"table": "db.orders", **NO_SPARK},
     "IcebergMetadataHygieneOperator": {"table": "db.orders"},
     "IcebergRewriteDataFilesOperator": {"table": "db.orders", **NO_SPARK},

@@ -78,6 +78,35 @@ def server41(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server41]:
 
 
 @pytest.fixture(scope="module")
+def runtime41() -> None:
+    """The 4.1 runtime under ``scripts/env.sh``, for modules that submit with spark-submit (no server)."""
+    why = spark41_ready()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def spark_default41(request: pytest.FixtureRequest) -> Iterator[str]:
+    """``spark_default`` on the module's 4.1 Connect server (the task process as its client), as
+    ``spark_on_connect`` does on 3.5; ``AIP_TEST_SPARK_MODE=spark_submit`` keeps spark-submit. Yields the mode."""
+    from tests.conftest import SPARK_MODE
+
+    if SPARK_MODE == "spark_submit":
+        request.getfixturevalue("runtime41")
+        yield "spark_submit"
+        return
+    server = request.getfixturevalue("server41")
+    key = "AIRFLOW_CONN_SPARK_DEFAULT"
+    old = os.environ.get(key)
+    os.environ[key] = server.conn_json("spark_default")
+    yield "spark_connect"
+    if old is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = old
+
+
+@pytest.fixture(scope="module")
 def connect41(server41: Server41) -> Iterator[str]:
     """``spark_connect41``: the module's server with the right token, the task process as the client."""
     conn_id = "spark_connect41"

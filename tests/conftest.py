@@ -176,6 +176,8 @@ MODULE_SECONDS = {
     "tests/connect/test_spark_connect.py": 260,
     "tests/spark41/test_procedures_once.py": 200,
     "tests/spark41/test_connect41_tasks.py": 200,
+    "tests/spark41/test_submit41.py": 220,
+    "tests/spark41/test_format_v3_41.py": 200,
     "tests/spark/test_erasure_lifecycle_spark.py": 250,
     "tests/catalogs/test_spark_s3.py": 180,
     "tests/airflow/test_make_ui.py": 120,

@@ -1,4 +1,5 @@
-"""The Spark 4.1 tier: one token-protected Spark 4.1 Connect server per module, the task process as its client.
+"""The Spark 4.1 tier: spark-submit with the 4.1 runtime (``runtime41``), and one token-protected Spark 4.1
+Connect server per Connect module (``server41``), the task process as its client.
 
 Runs where the environment is the 4.1 runtime (``AIRFLOW__ICEBERG_PROVIDER__SPARK_RUNTIME=4.1`` before
 ``source scripts/env.sh``, as ``scripts/test.sh`` does for this tier) and the Airflow environment's

@@ -90,26 +90,11 @@ install_locked_jars "$RT" "$ROOT/spark-deps"
 # A class-data-sharing archive of the classes a provider job loads (scripts/spark_cds_warmup.py):
 # drivers started by scripts/env.sh map it instead of loading those classes again, which roughly
 # halves a short job's start-up CPU on small machines (docs/performance.md). It is tied to the JDK
-# build and the jars, so it is rebuilt when either changes; a JVM that cannot use it starts as usual.
-CDS="$RT/cds"
-CDS_KEY="$( { cat "$LOCK" "$ROOT/scripts/spark_cds_warmup.py"; java -version 2>&1; } | sha1sum | cut -c1-12)"
-if [ ! -f "$CDS/.ok-$CDS_KEY" ]; then
-  log "building the Spark driver's class-data-sharing archive in $CDS"
-  rm -rf "$CDS" && mkdir -p "$CDS/warmup"
-  if (
-    source "$ROOT/scripts/env.sh"
-    spark-submit --master 'local[2]' --jars "$(ls "$JARS"/*.jar | paste -sd, -)" --conf spark.ui.enabled=false \
-      --conf "spark.pyspark.python=$RT/bin/python" --conf "spark.pyspark.driver.python=$RT/bin/python" \
-      --conf "spark.driver.extraJavaOptions=-XX:ArchiveClassesAtExit=$CDS/spark-driver.jsa.part $AIP_SPARK_JVM_START_OPTIONS" \
-      "$ROOT/scripts/spark_cds_warmup.py" "$CDS/warmup" >"$CDS/warmup.log" 2>&1
-  ) && [ -s "$CDS/spark-driver.jsa.part" ]; then
-    mv "$CDS/spark-driver.jsa.part" "$CDS/spark-driver.jsa"
-    rm -rf "$CDS/warmup"
-    touch "$CDS/.ok-$CDS_KEY"
-  else
-    log "no class-data-sharing archive (see $CDS/warmup.log): Spark drivers start without one"
-  fi
-fi
+# build and the jars, so it is rebuilt when either changes; a JVM that cannot use
+# it starts as usual. One archive per Spark runtime (scripts/cds_archive.sh), in <runtime>/cds/.
+# shellcheck source=scripts/cds_archive.sh
+source "$ROOT/scripts/cds_archive.sh"
+build_cds_archive 3.5 "$RT" "$LOCK" "$RT/cds"
 
 # ---------------------------------------------------------------- Spark 4.1 runtime
 # The second supported Spark line ([iceberg_provider] spark_runtime = 4.1, docs/compatibility.md):
@@ -129,6 +114,7 @@ if [ ! -f "$RT41_STAMP" ]; then
   touch "$RT41_STAMP"
 fi
 install_locked_jars "$RT41" "$ROOT/spark-deps/spark-4.1"
+build_cds_archive 4.1 "$RT41" "$ROOT/spark-deps/spark-4.1/jars.lock" "$RT41/cds"
 
 # ---------------------------------------------------------------- AIRFLOW_HOME
 export AIRFLOW_HOME="$WORK/airflow"

@@ -37,9 +37,10 @@ if [ "$rc" -eq 5 ]; then
   echo "ERROR: pytest collected no tests" >&2
   rc=1
 fi
-# The Spark 4.1 tier (tests/spark41, marker spark41) on the other runtime: every stored procedure once
-# over Spark Connect, WAP audit and publish, erasure, maintenance and token authentication, the task
-# process as the Connect client. The suite above ran on Spark 3.5, where these modules skip. A fresh
+# The Spark 4.1 tier (tests/spark41, marker spark41) on the other runtime: spark-submit (WAP, erasure
+# with the maintenance plan's purge, a killed job), and over Spark Connect with the task process as the
+# client every stored procedure once, WAP audit and publish, erasure, expiry, token authentication and
+# the format v3 lifecycle. The suite above ran on Spark 3.5, where these modules skip. A fresh
 # environment: scripts/env.sh picks the 4.1 runtime's folders when nothing of the 3.5 run is left set.
 # AIP_TEST_SPARK41=0 skips it; it does not run when pytest arguments select modules.
 if [ "${AIP_TEST_SPARK41:-1}" = 1 ] && [ "$selected" -eq 0 ]; then

@@ -21,14 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from airflow_iceberg_provider.core.deletion_vectors import has_deletion_vectors
 from airflow_iceberg_provider.exceptions import IcebergValidationError
 
 #: The format versions the provider works with.
 FORMAT_VERSIONS = (1, 2, 3)
 #: The format version of tables the provider creates when none is asked for.
 DEFAULT_FORMAT_VERSION = 2
-#: The first format version whose row-level deletes are deletion vectors.
-DELETION_VECTORS_SINCE = 3
 #: The newest format version pyiceberg 0.12 writes table metadata for.
 PYICEBERG_WRITES_UP_TO = 2
 #: Catalog types whose server writes the table metadata (the client sends updates only).
@@ -58,11 +57,6 @@ def requested_format_version(properties: Mapping[str, Any]) -> int:
     if "format-version" not in properties:
         return DEFAULT_FORMAT_VERSION
     return format_version(properties["format-version"])
-
-
-def has_deletion_vectors(version: int) -> bool:
-    """Whether merge-on-read deletes on a table of this format version are deletion vectors."""
-    return int(version) >= DELETION_VECTORS_SINCE
 
 
 def pyiceberg_commits(version: int, catalog_type: str, what: str = "ref") -> bool:

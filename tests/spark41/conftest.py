@@ -1,4 +1,5 @@
-"""The Spark 4.1 tier: one token-protected Spark 4.1 Connect server per module, the task process as its client.
+"""The Spark 4.1 tier: spark-submit with the 4.1 runtime (``runtime41``), and one token-protected Spark 4.1
+Connect server per Connect module (``server41``), the task process as its client.
 
 Runs where the environment is the 4.1 runtime (``AIRFLOW__ICEBERG_PROVIDER__SPARK_RUNTIME=4.1`` before
 ``source scripts/env.sh``, as ``scripts/test.sh`` does for this tier) and the Airflow environment's
@@ -75,6 +76,35 @@ def server41(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server41]:
     srv = connect_server.start(free_ports(1)[0], workdir=workdir, die_with_parent=True, token=TOKEN)
     yield Server41(srv)
     connect_server.stop(srv)
+
+
+@pytest.fixture(scope="module")
+def runtime41() -> None:
+    """The 4.1 runtime under ``scripts/env.sh``, for modules that submit with spark-submit (no server)."""
+    why = spark41_ready()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def spark_default41(request: pytest.FixtureRequest) -> Iterator[str]:
+    """``spark_default`` on the module's 4.1 Connect server (the task process as its client), as
+    ``spark_on_connect`` does on 3.5; ``AIP_TEST_SPARK_MODE=spark_submit`` keeps spark-submit. Yields the mode."""
+    from tests.conftest import SPARK_MODE
+
+    if SPARK_MODE == "spark_submit":
+        request.getfixturevalue("runtime41")
+        yield "spark_submit"
+        return
+    server = request.getfixturevalue("server41")
+    key = "AIRFLOW_CONN_SPARK_DEFAULT"
+    old = os.environ.get(key)
+    os.environ[key] = server.conn_json("spark_default")
+    yield "spark_connect"
+    if old is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = old
 
 
 @pytest.fixture(scope="module")

@@ -87,6 +87,11 @@ def test_create_problem_says_how_to_create_a_v3_table():
 
 def test_deletion_vectors_and_the_position_delete_rewrite():
     assert not fv.has_deletion_vectors(2) and fv.has_deletion_vectors(3)
+    # one rule for both sides: the erasure job picks its logical delete with the same function
+    from airflow_iceberg_provider.core import deletion_vectors
+    from airflow_iceberg_provider.spark_jobs.erasure import logical
+
+    assert fv.has_deletion_vectors is deletion_vectors.has_deletion_vectors is logical.has_deletion_vectors
     assert "format-version 1" in (fv.position_delete_rewrite_skip(1) or "")
     assert fv.position_delete_rewrite_skip(2) is None
     assert "deletion vectors" in (fv.position_delete_rewrite_skip(3) or "")

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from airflow_iceberg_provider.core import erasure_lifecycle as lc
+from airflow_iceberg_provider.core.deletion_vectors import has_deletion_vectors
 from airflow_iceberg_provider.spark_jobs.erasure import index as ei
 from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 from airflow_iceberg_provider.spark_jobs.erasure import targeted as et
@@ -77,8 +78,15 @@ def shows_subjects(run: LogicalRun, snapshot_id: int) -> bool:
 
 def run_logical(run: LogicalRun, started: datetime) -> dict[str, Any]:
     """The logical phase: on candidate files only (:func:`run_targeted`) when the table access offers
-    Iceberg's Java API (a driver JVM: position-delete files have no SQL form) and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
-    if run.access.java_table(run.t) is not None and run.spec.get("logical_delete", "positions") != "sql":
+    Iceberg's Java API (a driver JVM: position-delete files have no SQL form), the table's format
+    version takes position-delete files (before v3; a v3 table takes deletion vectors, which the SQL
+    DELETE writes) and ``spec["logical_delete"]`` is not ``"sql"``; else one SQL DELETE (:func:`run_sql`)."""
+    jtable = run.access.java_table(run.t)
+    if (
+        jtable is not None
+        and not has_deletion_vectors(et.format_version(jtable))
+        and run.spec.get("logical_delete", "positions") != "sql"
+    ):
         return run_targeted(run, started)
     return run_sql(run, started)
 

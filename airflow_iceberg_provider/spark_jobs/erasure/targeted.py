@@ -37,6 +37,11 @@ from airflow_iceberg_provider.spark_jobs.erasure import sql as es
 HITS_VIEW = "erasure_position_hits"
 
 
+def format_version(jtable: Any) -> int:
+    """The format version of an Iceberg Java table's current metadata."""
+    return int(jtable.operations().current().formatVersion())
+
+
 def head_tasks(run: Any, snapshot_id: int) -> dict[str, Any]:
     """Normalised path -> the FileScanTask of each live data file of a snapshot (with its deletes)."""
     tbl = run.jtable(refresh=False)

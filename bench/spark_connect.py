@@ -12,17 +12,14 @@ operator's ``execute()`` as a worker runs it (plan, job, commit verification), t
 * with ``--demo``: ``make demo``'s wall time (``scripts/demo.sh``) with ``AIP_DEMO_MODE=submit``
   and ``=connect`` (goal: Connect at most a third); the demo starts its own server, included.
 
-  Last results (Zen 5 EPYC, idle): against spark-submit with the JVM's defaults the cherry-pick
-  met 10x (10.5x), the audit did not (8.5x: what remains is one query and its two record
-  commits); ``make demo`` 1.13x, not a third: more than half of the demo is Airflow's own time.
+  Results: ``docs/performance.md``, *Per-task overhead*.
 
-Four sides run each task: when ``.spark-runtime-4.1`` exists, **Connect on Spark 4.1 with the client
-inside the task process** (a second server, started from the 4.1 runtime; the bench process itself is
-the client, through the Airflow environment's pyspark-client, or the one in ``--pyspark-client DIR``
-on a machine whose environment is not yet pinned to 4.1); Connect on Spark 3.5 through the host's
-warm client (the task's client is forked from a process that has pyspark's Connect client imported);
-Connect on Spark 3.5 with a new Python process per task (``warm_client: false``); and spark-submit
-with the JVM start-up options of ``scripts/env.sh``.
+Three sides run each task: when ``.spark-runtime-4.1`` exists, **Connect on Spark 4.1 with the
+client inside the task process** (a second server, started from the 4.1 runtime; the bench process
+itself is the client, through the Airflow environment's pyspark-client, or the one in
+``--pyspark-client DIR`` on a machine whose environment is not yet pinned to 4.1); Connect on Spark
+3.5 with a new client process (the Spark runtime's Python) per task; and spark-submit with the JVM
+start-up options of ``scripts/env.sh``.
 
 Each side gets fresh, identical tables, so every side does the same work. The sides run
 round-robin: each ``--repeat`` runs every task once per side, the sides' order rotated by one per
@@ -49,20 +46,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SUBMIT_CONN = "bench_submit"
 CONNECT_CONN = "bench_connect"
-CONNECT_PROCESS_CONN = "bench_connect_process"
 CONNECT41_CONN = "bench_connect41"
 RUNTIME41 = ROOT / ".spark-runtime-4.1"
 #: side -> the Spark connection its tasks use
 SIDES = {
     "connect 4.1, in the task": CONNECT41_CONN,
-    "connect 3.5, warm client": CONNECT_CONN,
-    "connect 3.5, process per task": CONNECT_PROCESS_CONN,
+    "connect 3.5, process per task": CONNECT_CONN,
     "spark-submit 3.5": SUBMIT_CONN,
 }
 #: the side every other side's ratio is taken against (the first one present when it is absent)
 REFERENCE = "connect 4.1, in the task"
-#: the warm client's idle limit during the bench: longer than the other sides' tasks between two of its own
-WARM_IDLE_S = "900"
 PORT = 19821
 PORT41 = 19822
 
@@ -243,7 +236,6 @@ def main() -> int:
         help="a folder holding pyspark-client 4.1 (pip install --target DIR), used by this process only",
     )
     args = parser.parse_args()
-    os.environ["AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS"] = WARM_IDLE_S
     if args.pyspark_client:  # this process only: the 3.5 runners and spark-submit keep their own pyspark
         load_pyspark_from(Path(args.pyspark_client))
 
@@ -264,9 +256,6 @@ def main() -> int:
     server = connect_server.start(PORT, workdir=tmp / "connect", die_with_parent=True)
     print(f"Connect server ready in {time.monotonic() - t0:.1f}s (not counted per task)", flush=True)
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN.upper()}"] = server.conn_json(CONNECT_CONN)
-    os.environ[f"AIRFLOW_CONN_{CONNECT_PROCESS_CONN.upper()}"] = server.conn_json(
-        CONNECT_PROCESS_CONN, warm_client=False
-    )
     t0 = time.monotonic()
     server41 = start_server41(tmp / "connect41")
     if server41 is not None:
@@ -315,24 +304,14 @@ def main() -> int:
         connect_server.stop(server)
         if server41 is not None:
             connect_server.stop(server41)
-        stop_warm_clients()
     if args.demo or args.demo_only:
-        for side, mode in (("connect 3.5, warm client", "connect"), ("spark-submit 3.5", "submit")):
+        for side, mode in (("connect 3.5, process per task", "connect"), ("spark-submit 3.5", "submit")):
             results.setdefault("make demo (wall)", {}).setdefault(side, []).append(demo_wall(mode))
     print(f"load averages after: {load()}")
     for repeat, before, after in loads:
         print(f"  repeat {repeat}: load averages (1 / 5 / 15 min) before {before}, after {after}")
     report(results)
     return 0
-
-
-def stop_warm_clients() -> None:
-    """Stop the warm clients this process started (they would otherwise wait out their idle limit)."""
-    from airflow_iceberg_provider.hooks import _connect_warm
-
-    for proc in _connect_warm._STARTED.values():
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def report(results: dict[str, dict[str, list[float]]]) -> None:

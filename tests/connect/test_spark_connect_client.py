@@ -62,10 +62,20 @@ def test_endpoint_from_connection_and_refusals():
     assert ep.url == "sc://h:15002/;token=tok%2Fen;use_ssl=true"
     assert "tok" not in repr(ep), "the token must never reach a log line through repr"
     assert endpoint_from_connection(Conn("h", port=19850, use_ssl=True)).address == "h:19850"
-    assert endpoint_from_connection(Conn("sc://127.0.0.1")).warm_client is True
-    assert endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="false")).warm_client is False
-    with pytest.raises(IcebergConnectionError, match="warm_client='maybe' is not a boolean"):
-        endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="maybe"))
+    assert endpoint_from_connection(Conn("sc://127.0.0.1")) == ConnectEndpoint(
+        "sc_test", "127.0.0.1", 15002, "sc://127.0.0.1:15002/"
+    )
+
+
+@pytest.mark.parametrize("value", [True, "false", "maybe"])
+def test_a_retired_warm_client_extra_is_accepted_ignored_and_named_in_one_warning(caplog, value):
+    with caplog.at_level(logging.WARNING):
+        ep = endpoint_from_connection(Conn("sc://127.0.0.1", warm_client=value))
+    assert ep == endpoint_from_connection(Conn("sc://127.0.0.1"))
+    (record,) = [r for r in caplog.records if "warm_client" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "Spark 3.5's Connect client now starts per task" in record.getMessage()
+    assert "Spark 4.1's runs in the task process" in record.getMessage()
 
 
 def test_session_conf_keeps_server_conf_off_the_session():
@@ -134,11 +144,11 @@ def test_unreachable_server_names_the_connection_before_anything_runs():
 
 
 def _session(
-    tmp_path: Path, port: int, timeout_s: float, secret_conf: dict[str, str] | None = None, *, warm: bool = True
+    tmp_path: Path, port: int, timeout_s: float, secret_conf: dict[str, str] | None = None
 ) -> tuple[ConnectEndpoint, Path]:
     if not Path(RUNTIME_PYTHON).is_file():
         pytest.skip("Spark runtime Python not found (source scripts/env.sh)")
-    ep = ConnectEndpoint("c2", "127.0.0.1", port, f"sc://127.0.0.1:{port}/", None, timeout_s, warm_client=warm)
+    ep = ConnectEndpoint("c2", "127.0.0.1", port, f"sc://127.0.0.1:{port}/", None, timeout_s)
     job = tmp_path / "job.py"
     job.write_text("raise SystemExit(0)\n")
     doc = session_document(
@@ -201,9 +211,8 @@ def test_runner_is_stopped_at_the_connection_timeout(tmp_path):
 
 
 def test_a_task_killed_by_sigkill_leaves_no_runner_and_no_secret_on_its_command_line(tmp_path):
-    """A new client process per task (``warm_client: false``; the warm client's own case is in
-    ``test_spark_connect_warm.py``). The task process dies without a word (OOM, lost worker): its
-    runner gets the parent-death signal and stops. The runner's command line and environment name
+    """The task process dies without a word (OOM, lost worker): its runner gets the parent-death
+    signal and stops. The runner's command line and environment name
     only its session file: the secrets are in that 0600 file, which it deletes before it connects."""
     secret = "runner-secret-VALUE-41f2"
     listener = socket.socket()  # a server that accepts and never answers: the runner hangs in its session open
@@ -215,7 +224,6 @@ def test_a_task_killed_by_sigkill_leaves_no_runner_and_no_secret_on_its_command_
             listener.getsockname()[1],
             600,
             secret_conf={"spark.sql.catalog.c.jdbc.password": secret},
-            warm=False,
         )
         task = subprocess.Popen(
             [

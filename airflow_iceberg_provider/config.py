@@ -22,9 +22,6 @@ Options (documented in ``get_provider_info()["config"]``):
 ``durable_remote_wait_seconds``
     how long a retried durable Spark task waits for the ledger row of a job started on another
     host (operators' durable jobs), default 21600;
-``spark_connect_warm_client_idle_seconds``
-    how long a host's warm Spark Connect client stays up without a task (Spark Connect
-    mode), default 900;
 ``governance_restricted_role``
     the SimpleAuthManager role from which the governance view shows erasure requests, evidence
     reports and approval history (governance view), default ``admin``.

@@ -197,14 +197,6 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "-XX:+UseSerialGC",
                         "default": "",
                     },
-                    "spark_connect_warm_client_idle_seconds": {
-                        "description": "How long the warm Spark Connect client of a host (the process that forks "
-                        "each Connect task's client, started by the first task) stays up without a task, in seconds.",
-                        "version_added": "0.1.0",
-                        "type": "integer",
-                        "example": "3600",
-                        "default": "900",
-                    },
                     "governance_restricted_role": {
                         "description": "SimpleAuthManager role (viewer, user, op or admin) from which the governance "
                         "view shows erasure requests, evidence reports and approval history; other auth managers "

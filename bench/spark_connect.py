@@ -12,23 +12,22 @@ operator's ``execute()`` as a worker runs it (plan, job, commit verification), t
 * with ``--demo``: ``make demo``'s wall time (``scripts/demo.sh``) with ``AIP_DEMO_MODE=submit``
   and ``=connect`` (goal: Connect at most a third); the demo starts its own server, included.
 
-  Last results (Zen 5 EPYC, idle): against spark-submit with the JVM's defaults the cherry-pick
-  met 10x (10.5x), the audit did not (8.5x: what remains is one query and its two record
-  commits); ``make demo`` 1.13x, not a third: more than half of the demo is Airflow's own time.
+  Results: ``docs/performance.md``, *Per-task overhead*.
 
-Five sides run each task: Connect through the host's warm client (the default on Spark 3.5: the
-task's client is forked from a process that has pyspark's Connect client imported), Connect with a
-new Python process per task (``warm_client: false``), spark-submit with the JVM start-up options of
-``scripts/env.sh`` (when set), spark-submit with the JVM's defaults, and, when ``.spark-runtime-4.1``
-exists, **Connect on Spark 4.1 with the client inside the task process** (a second server, started
-from the 4.1 runtime; the bench process itself is the client, through the Airflow environment's
-pyspark-client, or the one in ``--pyspark-client DIR`` on a machine whose environment is not yet
-pinned to 4.1).
+Three sides run each task: when ``.spark-runtime-4.1`` exists, **Connect on Spark 4.1 with the
+client inside the task process** (a second server, started from the 4.1 runtime; the bench process
+itself is the client, through the Airflow environment's pyspark-client, or the one in
+``--pyspark-client DIR`` on a machine whose environment is not yet pinned to 4.1); Connect on Spark
+3.5 with a new client process (the Spark runtime's Python) per task; and spark-submit with the JVM
+start-up options of ``scripts/env.sh``.
 
-Each side gets fresh, identical tables, so every side does the same work. Load averages are printed
-before and after (the timings depend on them). Results are printed side by side with ratios.
+Each side gets fresh, identical tables, so every side does the same work. The sides run
+round-robin: each ``--repeat`` runs every task once per side, the sides' order rotated by one per
+repeat, so load that drifts during the run (a shared host) lands on every side alike. Printed per
+task and side: the median and the min over the repeats, and the median's ratio to the in-task 4.1
+client's; the load averages before and after each repeat.
 
-Usage: ``source scripts/env.sh && python -m bench.spark_connect [--repeat 1] [--demo]``
+Usage: ``source scripts/env.sh && python -m bench.spark_connect [--repeat 5] [--skip-erasure] [--demo]``
 """
 
 from __future__ import annotations
@@ -47,21 +46,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SUBMIT_CONN = "bench_submit"
 CONNECT_CONN = "bench_connect"
-CONNECT_PROCESS_CONN = "bench_connect_process"
 CONNECT41_CONN = "bench_connect41"
 RUNTIME41 = ROOT / ".spark-runtime-4.1"
-JVM_OPTIONS = (
-    "AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS",
-    "AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS",
-)
-#: (side, connection, JVM start-up options of spark-submit's driver: as configured, or the JVM's defaults)
+#: side -> the Spark connection its tasks use
 SIDES = {
-    "connect 4.1, in the task": (CONNECT41_CONN, True),
-    "connect": (CONNECT_CONN, True),
-    "connect, process per task": (CONNECT_PROCESS_CONN, True),
-    "submit, start-up options": (SUBMIT_CONN, True),
-    "submit, JVM defaults": (SUBMIT_CONN, False),
+    "connect 4.1, in the task": CONNECT41_CONN,
+    "connect 3.5, process per task": CONNECT_CONN,
+    "spark-submit 3.5": SUBMIT_CONN,
 }
+#: the side every other side's ratio is taken against (the first one present when it is absent)
+REFERENCE = "connect 4.1, in the task"
 PORT = 19821
 PORT41 = 19822
 
@@ -227,7 +221,9 @@ def main() -> int:
     parser.add_argument("--base-rows", type=int, default=10_000)
     parser.add_argument("--erasure-rows", type=int, default=1_000_000)
     parser.add_argument("--subjects", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=1, help="tasks per side and job (median reported)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds; each runs every task once per side, round-robin (median, min)"
+    )
     parser.add_argument("--demo", action="store_true", help="also time make demo in both modes")
     parser.add_argument("--skip-erasure", action="store_true")
     parser.add_argument("--demo-only", action="store_true", help="time make demo in both modes, no small tasks")
@@ -260,9 +256,6 @@ def main() -> int:
     server = connect_server.start(PORT, workdir=tmp / "connect", die_with_parent=True)
     print(f"Connect server ready in {time.monotonic() - t0:.1f}s (not counted per task)", flush=True)
     os.environ[f"AIRFLOW_CONN_{CONNECT_CONN.upper()}"] = server.conn_json(CONNECT_CONN)
-    os.environ[f"AIRFLOW_CONN_{CONNECT_PROCESS_CONN.upper()}"] = server.conn_json(
-        CONNECT_PROCESS_CONN, warm_client=False
-    )
     t0 = time.monotonic()
     server41 = start_server41(tmp / "connect41")
     if server41 is not None:
@@ -270,8 +263,9 @@ def main() -> int:
         os.environ[f"AIRFLOW_CONN_{CONNECT41_CONN.upper()}"] = json.dumps(
             {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": PORT41, "extra": {"client": "in_process"}}
         )
-    configured = {key: os.environ[key] for key in JVM_OPTIONS if os.environ.get(key)}
+    sides = [side for side, conn in SIDES.items() if conn != CONNECT41_CONN or server41 is not None]
     results: dict[str, dict[str, list[float]]] = {}
+    loads: list[tuple[int, str, str]] = []
     try:
         # a long-running server has loaded Iceberg's classes and compiled its hot code already (the
         # JVM's second JIT tier needs more than one task): untimed tasks of every kind on the server first
@@ -282,52 +276,58 @@ def main() -> int:
                 seconds += audit_task(hook, f"db.warmup41_{w}", 100, 100, CONNECT41_CONN)
                 seconds += cherrypick_task(hook, f"db.warmup41_cp_{w}", CONNECT41_CONN)
             print(f"  warm-up round {w + 1} on the servers (not counted): {seconds:.1f}s", flush=True)
+        runs: list[tuple[str, object, object]] = [
+            (
+                "audit 1k-row change set",
+                audit_task,
+                lambda n, i: (f"db.audit_{n}_{i}", args.audit_rows, args.base_rows),
+            ),
+            ("publish with cherry-pick", cherrypick_task, lambda n, i: (f"db.cp_{n}_{i}",)),
+        ]
+        if not args.skip_erasure:
+            name = f"logical erasure {args.subjects} subjects / {args.erasure_rows:,} rows"
+            runs.append((name, erasure_task, lambda n, i: (f"db.erase_{n}_{i}", args.erasure_rows, args.subjects)))
         for i in range(0 if args.demo_only else args.repeat):
-            for n, (side, (conn, jvm_options)) in enumerate(SIDES.items()):
-                if not jvm_options and not configured:
-                    continue  # no start-up options configured: the two spark-submit sides are the same
-                if conn == CONNECT41_CONN and server41 is None:
-                    continue
-                runs: list[tuple[str, object, tuple]] = [
-                    ("audit 1k-row change set", audit_task, (f"db.audit_{n}_{i}", args.audit_rows, args.base_rows)),
-                    ("publish with cherry-pick", cherrypick_task, (f"db.cp_{n}_{i}",)),
-                ]
-                if not args.skip_erasure:
-                    name = f"logical erasure {args.subjects} subjects / {args.erasure_rows:,} rows"
-                    runs.append((name, erasure_task, (f"db.erase_{n}_{i}", args.erasure_rows, args.subjects)))
-                for key, value in configured.items():
-                    if jvm_options:
-                        os.environ[key] = value
-                    else:
-                        os.environ.pop(key)
-                for name, fn, fn_args in runs:
-                    seconds = fn(hook, *fn_args, conn)
+            # round-robin: every repeat runs every side once per task, each repeat in a rotated order,
+            # so load that drifts during the run lands on all sides alike
+            order = sides[i % len(sides) :] + sides[: i % len(sides)]
+            before = load()
+            print(f"repeat {i + 1}: load {before}; order: {', '.join(order)}", flush=True)
+            for name, fn, fn_args in runs:
+                for side in order:
+                    conn = SIDES[side]
+                    seconds = fn(hook, *fn_args(list(SIDES).index(side), i), conn)
                     results.setdefault(name, {}).setdefault(side, []).append(seconds)
                     print(f"  {name} via {side}: {seconds:.1f}s (load {load()})", flush=True)
-            os.environ.update(configured)
+            loads.append((i + 1, before, load()))
     finally:
         connect_server.stop(server)
         if server41 is not None:
             connect_server.stop(server41)
     if args.demo or args.demo_only:
-        for side, mode in (("connect", "connect"), ("submit, start-up options", "submit")):
+        for side, mode in (("connect 3.5, process per task", "connect"), ("spark-submit 3.5", "submit")):
             results.setdefault("make demo (wall)", {}).setdefault(side, []).append(demo_wall(mode))
     print(f"load averages after: {load()}")
+    for repeat, before, after in loads:
+        print(f"  repeat {repeat}: load averages (1 / 5 / 15 min) before {before}, after {after}")
     report(results)
     return 0
 
 
 def report(results: dict[str, dict[str, list[float]]]) -> None:
-    """Each task's median per side, and the ratio of every other side to the warm Connect client."""
-    goals = {"audit": ">= 10x", "publish": ">= 10x", "make demo": ">= 3x"}
-    print("\nmedian seconds per side; ratio = that side's time / Connect's (goal: spark-submit / Connect)")
+    """Each task's median and min per side, and each side's median over the reference side's."""
+    print("\nseconds per side (n runs, round-robin); ratio = that side's median / the reference's median")
     for name, sides in results.items():
-        goal = next((g for k, g in goals.items() if name.startswith(k)), "")
-        print(f"{name}  (goal {goal})")
-        con = statistics.median(sides["connect"])
-        for side, times in sides.items():
+        reference = REFERENCE if REFERENCE in sides else next(iter(sides))
+        ref = statistics.median(sides[reference])
+        print(f"{name}  (reference: {reference})")
+        print(f"  {'side':32} {'median':>8} {'min':>8} {'n':>3} {'ratio':>7}")
+        for side in SIDES:
+            times = sides.get(side)
+            if not times:
+                continue
             median = statistics.median(times)
-            print(f"  {side:30} {median:8.1f}s {median / con:7.1f}x")
+            print(f"  {side:32} {median:7.1f}s {min(times):7.1f}s {len(times):3d} {median / ref:6.2f}x")
 
 
 if __name__ == "__main__":

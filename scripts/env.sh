@@ -44,8 +44,6 @@ export AIRFLOW__ICEBERG_PROVIDER__SPARK_DRIVER_JAVA_OPTIONS="${AIRFLOW__ICEBERG_
 _server_jvm="-XX:+UseSerialGC"
 [ -f "$_rt/cds/spark-driver.jsa" ] && _server_jvm="-XX:SharedArchiveFile=$_rt/cds/spark-driver.jsa $_server_jvm"
 export AIP_CONNECT_SERVER_JAVA_OPTIONS="${AIP_CONNECT_SERVER_JAVA_OPTIONS:-$_server_jvm}"
-# The demo's and the tests' warm Spark Connect client exits a minute after their last task.
-export AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_CONNECT_WARM_CLIENT_IDLE_SECONDS:-60}"
 export AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS="${AIRFLOW__ICEBERG_PROVIDER__SPARK_EXECUTOR_JAVA_OPTIONS:-$_jvm}"
 # Spark conf of every provider job of the demo and the tests: small tables on two local cores, where
 # Spark's 200 shuffle partitions are mostly overhead (docs/performance.md, Shuffle partitions). Not a

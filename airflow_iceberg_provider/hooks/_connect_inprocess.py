@@ -2,7 +2,7 @@
 
 On Spark 4 the Airflow environment's ``pyspark-client`` (pinned to the server's minor) is the Connect
 client: the task process opens its own session with ``SparkSession.builder.remote(url).create()``
-and runs the job file's ``__main__`` with it. No second Python, no runner process, no warm client.
+and runs the job file's ``__main__`` with it. No second Python, no runner process.
 What the session carries is what the runner's carries (:mod:`airflow_iceberg_provider.core.connect_session`):
 the catalog as session conf, secrets only in config requests, all of it unset when the job ends.
 

@@ -24,6 +24,7 @@ runs the *same* job file through :data:`RUNNER` instead of ``spark-submit``:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -38,7 +39,7 @@ from urllib.parse import urlparse
 
 from airflow_iceberg_provider.config import spark_runtime
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
-from airflow_iceberg_provider.hooks import _connect_warm, _process
+from airflow_iceberg_provider.hooks import _process
 from airflow_iceberg_provider.hooks._job_package import SPARK_JOBS_DIR
 from airflow_iceberg_provider.hooks.catalog_config import redaction_regex
 
@@ -56,6 +57,13 @@ EXIT_UNREACHABLE = 75
 #: Session conf naming what Spark redacts in a SQL execution's recorded options and modified conf.
 SESSION_REDACTION_KEY = "spark.sql.redaction.options.regex"
 DEFAULT_SESSION_REDACTION = "(?i)url"
+
+#: A connection extra the provider no longer reads: accepted, ignored, with a warning.
+RETIRED_EXTRAS = {
+    "warm_client": "Spark 3.5's Connect client now starts per task, and Spark 4.1's runs in the task process",
+}
+
+log = logging.getLogger(__name__)
 
 #: Spark conf the server fixes at its start (static or core conf): a session cannot set them.
 _SERVER_ONLY_PREFIXES = (
@@ -83,8 +91,6 @@ class ConnectEndpoint:
     url: str = field(default="", repr=False)  # sc://host:port/;params (may carry the token: never log it)
     python: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
-    #: run the task's client as a child of the host's warm client (:mod:`._connect_warm`)
-    warm_client: bool = True
     #: where the Connect client runs: ``in_process`` (Spark 4: the task process, with the Airflow
     #: environment's pyspark-client) or ``runner`` (a Python of the Spark runtime, Spark 3.5)
     client: str = "runner"
@@ -138,6 +144,14 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
             "when the network path is private (a sidecar, a VPN). Nothing was submitted."
         )
     timeout_s = _seconds(conn_id, "timeout", extra.get("timeout"), DEFAULT_TIMEOUT_S)
+    for name, why in RETIRED_EXTRAS.items():
+        if name in extra:
+            log.warning(
+                "Spark Connect connection %r: extra %s is ignored (%s); remove it from the connection.",
+                conn_id,
+                name,
+                why,
+            )
     return ConnectEndpoint(
         conn_id,
         parsed.hostname,
@@ -145,7 +159,6 @@ def endpoint_from_connection(conn: Any) -> ConnectEndpoint:
         url,
         extra.get("python") or None,
         timeout_s,
-        warm_client=_flag(conn_id, "warm_client", extra.get("warm_client", True)),
         client=client_mode(conn_id, extra.get("client"), extra.get("python")),
     )
 
@@ -305,10 +318,10 @@ def session_document(
 class ConnectJobProcess:
     """One runner process: start, stream its output to the task log, wait with a timeout, kill.
 
-    With the endpoint's ``warm_client`` (the default) the runner is a child forked by the host's warm
-    client (:mod:`._connect_warm`), which has pyspark's Connect client imported already; otherwise a
-    new Python process. Either way it runs :mod:`~airflow_iceberg_provider.spark_jobs.connect_runner`
-    on the same session file, and this task process is its only reader and its killer.
+    The runner is a new process of the Spark runtime's Python (Spark 3.5's Connect client) running
+    :mod:`~airflow_iceberg_provider.spark_jobs.connect_runner` on the task's session file; it dies
+    with the task process (parent-death signal), and this task process is its only reader and its
+    killer.
     """
 
     def __init__(self, endpoint: ConnectEndpoint, python: str, log: Any) -> None:
@@ -316,7 +329,6 @@ class ConnectJobProcess:
         self.python = python
         self.log = log
         self._proc: subprocess.Popen[str] | None = None
-        self._pid: int | None = None  # the warm client's child
         self._killed_by: str | None = None
         self.tail: list[str] = []
 
@@ -336,10 +348,7 @@ class ConnectJobProcess:
         timer.daemon = True
         timer.start()
         try:
-            if self.endpoint.warm_client:
-                code = self._run_warm(argv, child_env)
-            else:
-                code = self._run_process(argv, child_env)
+            code = self._run_process(argv, child_env)
         finally:
             timer.cancel()
         seconds = time.monotonic() - t0
@@ -350,7 +359,7 @@ class ConnectJobProcess:
                 f"Spark Connect server of connection {self.endpoint.conn_id!r} at {self.endpoint.address} did not "
                 f"answer job {name!r}: {self._last_error()} Start it or point the connection at a running server."
             )
-        why = self._killed_by or (f"exit code {code}" if code is not None else "the warm client stopped")
+        why = self._killed_by or f"exit code {code}"
         raise IcebergSparkJobError(
             f"Spark job {name!r} through Spark Connect ({self.endpoint.conn_id!r} at {self.endpoint.address}) failed "
             f"after {seconds:.1f}s ({why}). Last client output:\n" + "\n".join(self.tail[-15:])
@@ -369,35 +378,6 @@ class ConnectJobProcess:
                 self.terminate()
             if self._proc.stdout is not None:
                 self._proc.stdout.close()
-
-    def _run_warm(self, argv: list[str], env: dict[str, str]) -> int | None:
-        """Fork the runner from the warm client; its output comes through a pipe this process reads.
-
-        The server answers ``pid <n>``, then ``exit <code>``; if this process dies, its socket closes
-        and the server stops the child (the runner interrupts its session).
-        """
-        conn = _connect_warm.connect(self.python)
-        read_fd, write_fd = os.pipe()
-        try:
-            try:
-                _connect_warm.send_request(conn, {"argv": argv, "env": env, "cwd": os.getcwd()}, write_fd)
-            finally:
-                os.close(write_fd)  # the child holds the only write end: EOF when it exits
-            answers = conn.makefile("r", encoding="utf-8")
-            first = answers.readline().split()
-            if first[:1] != ["pid"]:
-                raise IcebergSparkJobError(f"The warm Spark Connect client refused the job: {' '.join(first)!r}")
-            self._pid = int(first[1])
-            with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as output:
-                read_fd = -1
-                self._stream(output)
-            last = answers.readline().split()
-            return int(last[1]) if last[:1] == ["exit"] else None
-        finally:
-            if read_fd >= 0:
-                os.close(read_fd)
-            conn.close()  # a child still running (the task is being torn down) is stopped by the server
-            self._pid = None
 
     def _stream(self, lines: Any) -> None:
         for line in lines:
@@ -418,23 +398,11 @@ class ConnectJobProcess:
 
     def terminate(self) -> None:
         """SIGTERM (the runner interrupts its session's operations), SIGKILL after a grace period."""
-        pid = self._pid
-        if pid is not None:
-            self._killed_by = self._killed_by or "killed with the task"
-            _signal_then_kill(pid)
-            return
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
         self._killed_by = self._killed_by or "killed with the task"
         _process.stop_child(proc, grace_s=KILL_GRACE_S)
-
-
-def _signal_then_kill(pid: int) -> None:
-    """SIGTERM a warm client's child; SIGKILL unless it is gone (reaped by its server) within the grace period."""
-    _process.signal_then_kill(
-        pid, lambda: _process.process_start_ticks(pid) is not None, grace_s=KILL_GRACE_S, poll_s=0.1
-    )
 
 
 def write_session_file(path: Path, document: Mapping[str, Any]) -> None:

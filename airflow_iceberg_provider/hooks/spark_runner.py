@@ -161,9 +161,13 @@ class _ProcessRunner:
         return JobExit(code, follower.tail)
 
     def kill(self, handle: JobHandle | None = None) -> bool:
-        if handle is None:
-            return False
-        return _process.terminate(handle)
+        if handle is not None:
+            return _process.terminate(handle)
+        return self._kill_attached()
+
+    def _kill_attached(self) -> bool:
+        """Stop the job :meth:`run` is waiting for; ``True`` if one ran (none here)."""
+        return False
 
     def reattach(self, handle: JobHandle) -> Liveness:
         return _process.liveness(handle)
@@ -253,9 +257,7 @@ class SparkSubmitRunner(_ProcessRunner):
             _compat.spark_submit_private(self._submit_hook).close_output()
             self._submit_hook = None
 
-    def kill(self, handle: JobHandle | None = None) -> bool:
-        if handle is not None:
-            return _process.terminate(handle)
+    def _kill_attached(self) -> bool:
         submit_hook = self._submit_hook
         if submit_hook is None:
             return False
@@ -360,9 +362,7 @@ class ConnectProcessRunner(_ProcessRunner):
         finally:
             self._process = None
 
-    def kill(self, handle: JobHandle | None = None) -> bool:
-        if handle is not None:
-            return _process.terminate(handle)
+    def _kill_attached(self) -> bool:
         process = self._process
         if process is None:
             return False

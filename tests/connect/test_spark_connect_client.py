@@ -1,6 +1,7 @@
 """The Spark Connect client side without a Spark server: connection parsing, the reachability
-check, and the runner process (its exit when nothing answers, its timeout). Real processes:
-the runner runs in the Spark runtime's Python against closed or silent ports."""
+check, and the runner process (its exit when nothing answers, its timeout, its end with a task
+killed by SIGKILL, its command line). Real processes: the runner runs in the Spark runtime's
+Python against closed or silent ports."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,8 +27,10 @@ from airflow_iceberg_provider.hooks.spark_connect import (
     session_document,
     write_session_file,
 )
+from scripts.events_demo import wait_for
 
 RUNTIME_PYTHON = os.environ.get("AIRFLOW__ICEBERG_PROVIDER__PYSPARK_PYTHON", "")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Conn:
@@ -57,10 +62,20 @@ def test_endpoint_from_connection_and_refusals():
     assert ep.url == "sc://h:15002/;token=tok%2Fen;use_ssl=true"
     assert "tok" not in repr(ep), "the token must never reach a log line through repr"
     assert endpoint_from_connection(Conn("h", port=19850, use_ssl=True)).address == "h:19850"
-    assert endpoint_from_connection(Conn("sc://127.0.0.1")).warm_client is True
-    assert endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="false")).warm_client is False
-    with pytest.raises(IcebergConnectionError, match="warm_client='maybe' is not a boolean"):
-        endpoint_from_connection(Conn("sc://127.0.0.1", warm_client="maybe"))
+    assert endpoint_from_connection(Conn("sc://127.0.0.1")) == ConnectEndpoint(
+        "sc_test", "127.0.0.1", 15002, "sc://127.0.0.1:15002/"
+    )
+
+
+@pytest.mark.parametrize("value", [True, "false", "maybe"])
+def test_a_retired_warm_client_extra_is_accepted_ignored_and_named_in_one_warning(caplog, value):
+    with caplog.at_level(logging.WARNING):
+        ep = endpoint_from_connection(Conn("sc://127.0.0.1", warm_client=value))
+    assert ep == endpoint_from_connection(Conn("sc://127.0.0.1"))
+    (record,) = [r for r in caplog.records if "warm_client" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "Spark 3.5's Connect client now starts per task" in record.getMessage()
+    assert "Spark 4.1's runs in the task process" in record.getMessage()
 
 
 def test_session_conf_keeps_server_conf_off_the_session():
@@ -128,17 +143,30 @@ def test_unreachable_server_names_the_connection_before_anything_runs():
         check_reachable(ConnectEndpoint("c1", "127.0.0.1", port))
 
 
-def _run(tmp_path: Path, port: int, timeout_s: float) -> tuple[float, IcebergSparkJobError]:
+def _session(
+    tmp_path: Path, port: int, timeout_s: float, secret_conf: dict[str, str] | None = None
+) -> tuple[ConnectEndpoint, Path]:
     if not Path(RUNTIME_PYTHON).is_file():
         pytest.skip("Spark runtime Python not found (source scripts/env.sh)")
     ep = ConnectEndpoint("c2", "127.0.0.1", port, f"sc://127.0.0.1:{port}/", None, timeout_s)
     job = tmp_path / "job.py"
     job.write_text("raise SystemExit(0)\n")
     doc = session_document(
-        ep, application=str(job), application_args=[], conf={}, secret_conf={}, py_files=[], job_name="probe"
+        ep,
+        application=str(job),
+        application_args=[],
+        conf={},
+        secret_conf=secret_conf or {},
+        py_files=[],
+        job_name="probe",
     )
     session = tmp_path / "session.json"
     write_session_file(session, doc)
+    return ep, session
+
+
+def _run(tmp_path: Path, port: int, timeout_s: float) -> tuple[float, IcebergSparkJobError]:
+    ep, session = _session(tmp_path, port, timeout_s)
     t0 = time.monotonic()
     with pytest.raises(IcebergSparkJobError) as err:
         ConnectJobProcess(ep, RUNTIME_PYTHON, logging.getLogger("test")).run(session, {}, "probe")
@@ -180,6 +208,78 @@ def test_runner_is_stopped_at_the_connection_timeout(tmp_path):
         listener.close()
     assert "timed out after 20s" in str(err) or "did not answer" in str(err), err
     assert seconds < 20 + 60
+
+
+def test_a_task_killed_by_sigkill_leaves_no_runner_and_no_secret_on_its_command_line(tmp_path):
+    """The task process dies without a word (OOM, lost worker): its runner gets the parent-death
+    signal and stops. The runner's command line and environment name
+    only its session file: the secrets are in that 0600 file, which it deletes before it connects."""
+    secret = "runner-secret-VALUE-41f2"
+    listener = socket.socket()  # a server that accepts and never answers: the runner hangs in its session open
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    try:
+        ep, session = _session(
+            tmp_path,
+            listener.getsockname()[1],
+            600,
+            secret_conf={"spark.sql.catalog.c.jdbc.password": secret},
+        )
+        task = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import json, logging, sys\n"
+                "from airflow_iceberg_provider.hooks.spark_connect import ConnectEndpoint, ConnectJobProcess\n"
+                "ep = ConnectEndpoint(**json.loads(sys.argv[1]))\n"
+                "ConnectJobProcess(ep, sys.argv[2], logging.getLogger('t')).run(sys.argv[3], {}, 'hung')\n",
+                json.dumps(ep.__dict__),
+                RUNTIME_PYTHON,
+                str(session),
+            ],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            runner = wait_for("the task's runner", lambda: _runner_of(task.pid), 120, every=0.1)
+            wait_for("the runner to delete its session file", lambda: not session.exists() or None, 120, every=0.1)
+            argv = Path(f"/proc/{runner}/cmdline").read_bytes().split(b"\0")
+            assert argv[-3:] == [b"--session", str(session).encode(), b""], argv
+            assert secret.encode() not in Path(f"/proc/{runner}/cmdline").read_bytes()
+            assert secret.encode() not in Path(f"/proc/{runner}/environ").read_bytes()
+            assert _alive(runner), "the runner still waits on the silent server when its task dies"
+        finally:
+            task.kill()
+            task.wait(10)
+        wait_for("the runner to stop after its task died", lambda: not _alive(runner) or None, 40, every=0.1)
+    finally:
+        listener.close()
+
+
+def _runner_of(pid: int) -> int | None:
+    """The child of ``pid`` that runs ``connect_runner.py``, if any."""
+    for child in _children(pid):
+        try:
+            if b"connect_runner.py" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(c) for c in text.split() if _alive(int(c))]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 @pytest.mark.parametrize(

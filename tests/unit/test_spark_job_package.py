@@ -225,9 +225,8 @@ def test_registry_names_every_entry_script_and_refuses_others():
     entry_scripts = {
         p.relative_to(SPARK_JOBS_DIR).as_posix()
         for p in SPARK_JOBS_DIR.rglob("*.py")
-        if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8")
-        and p.name not in ("connect_runner.py", "connect_forkserver.py")
-    }  # the Spark Connect client that runs a job file, and the warm client that forks it: not jobs
+        if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8") and p.name != "connect_runner.py"
+    }  # the Spark 3.5 Connect client that runs a job file: not a job
     assert {job.script for job in SPARK_JOBS.values()} == entry_scripts
     for job in SPARK_JOBS.values():
         assert job.path.is_file() and job.needs_package

@@ -245,14 +245,14 @@ def index_upkeep(
 ) -> dict[str, Any]:
     """Job parameters that keep the subject index current after a provider write or compaction:
     ``{"subject_index": {"salt": ...}}`` when the table declares the index (the salt resolved by
-    :func:`_salt`, as for an erasure, and travelling like it: never on argv), ``{}`` when it does not.
+    :func:`salt_from_connection`, as for an erasure, and travelling like it: never on argv), ``{}`` when it does not.
     Without a usable salt the job still runs: a warning names the connection, the index lags."""
     entry, warning = subject_index_upkeep(properties, None, None, salt_conn_id=salt_conn_id, table=table)
     if entry is not None:  # declared: the salt is resolved as for an erasure
         salt: str | None = None
         problem: str | None = None
         try:
-            salt = _salt(salt_conn_id)
+            salt = salt_from_connection(salt_conn_id)
         except IcebergValidationError as err:
             problem = str(err)
         entry, warning = subject_index_upkeep(properties, salt, problem, salt_conn_id=salt_conn_id, table=table)

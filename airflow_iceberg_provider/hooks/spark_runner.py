@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.sdk import BaseHook
 
+from airflow_iceberg_provider.config import spark_runtime
 from airflow_iceberg_provider.core.spec_secrets import split_spec_secrets
 from airflow_iceberg_provider.exceptions import IcebergConnectionError, IcebergSparkJobError
 from airflow_iceberg_provider.hooks import _compat, _process
@@ -215,9 +216,11 @@ class SparkSubmitRunner(_ProcessRunner):
             ) from err
         path = os.environ.get("PATH", "")
         if shutil.which(self.target.spark_binary, path=plan.env_vars.get("PATH", path)) is None:
+            line = spark_runtime()
             raise IcebergConnectionError(
-                f"{self.target.spark_binary!r} is not on PATH; install a Spark 3.5 distribution (or "
-                "`pip install pyspark==3.5.*`) on the worker and put its bin/ directory on PATH."
+                f"{self.target.spark_binary!r} is not on PATH; install a Spark {line} distribution (or "
+                f"`pip install pyspark=={line}.*`) on the worker and put its bin/ directory on PATH "
+                "([iceberg_provider] spark_runtime chooses the line)."
             )
         missing = [j for j in plan.jars if "://" not in j and not Path(j).is_file()]
         if missing:

@@ -140,10 +140,13 @@ def test_refuses_missing_spark_connection_before_submit(secret_lake, monkeypatch
         hook.submit(hook.plan(str(JOB_RUNTIME_MODULE), spec={}))
 
 
-def test_refuses_missing_spark_submit(secret_lake, monkeypatch):
+@pytest.mark.parametrize("line", ["3.5", "4.1"])
+def test_refuses_missing_spark_submit(secret_lake, monkeypatch, line):
+    """The message names the distribution of the configured Spark line."""
+    monkeypatch.setenv("AIRFLOW__ICEBERG_PROVIDER__SPARK_RUNTIME", line)
     monkeypatch.setenv("PATH", "/nonexistent")
     hook = IcebergSparkHook()
-    with pytest.raises(IcebergConnectionError, match="'spark-submit' is not on PATH"):
+    with pytest.raises(IcebergConnectionError, match=rf"'spark-submit' is not on PATH; install a Spark {line} dist"):
         hook.submit(hook.plan(str(JOB_RUNTIME_MODULE), spec={}))
 
 

@@ -429,10 +429,22 @@ class IcebergSparkHook(BaseHook):
         return reattached_runner(handle.mode).reattach(handle)
 
     @classmethod
-    def discard_detached(cls, record: JobRecord) -> None:
-        """Remove a finished job's working directory (its secrets and its log)."""
-        if cls.detached_liveness(record) is not Liveness.ALIVE and Path(record.workdir).name.startswith(WORKDIR_PREFIX):
-            shutil.rmtree(record.workdir, ignore_errors=True)
+    def discard_detached(cls, record: JobRecord, *, grace_s: float = 30.0) -> None:
+        """Remove a finished job's working directory (its secrets and its log).
+
+        A job writes its verdict before its process exits (Spark's shutdown takes seconds), so a
+        task that takes the verdict at once (a deferred task resumed by it) gives the process
+        ``grace_s`` to exit. A process still alive after that keeps its directory, which the sweep
+        of a later submission on this host removes once the process is gone.
+        """
+        if not Path(record.workdir).name.startswith(WORKDIR_PREFIX):
+            return
+        deadline = time.monotonic() + grace_s
+        while cls.detached_liveness(record) is Liveness.ALIVE:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.2)
+        shutil.rmtree(record.workdir, ignore_errors=True)
 
     @staticmethod
     def terminate_detached(record: JobRecord) -> bool:
